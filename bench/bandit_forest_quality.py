@@ -1,0 +1,192 @@
+"""How good is Bandit Forest? The paper's protocol (sec. 5) on Adult, Letter and Shuttle.
+
+Every policy plays the same noisy stream (same data set, same seed: ``bench/streams.py``) and
+sees only the reward of the action it chose. Reported: the average reward, and the cumulative
+regret against the paper's reference (a random forest of 100 trees trained offline with full
+information and no noise, playing greedily on the same noisy stream).
+
+Each (data, policy) run writes ``<out>/<data>_s<seed>_<policy>_<steps>.json`` (cumulative reward
+every ``--every`` steps); the report step reads every run of the data set and seed in ``<out>``
+(the longest run of each policy), prints and writes the table ``<out>/bandit_forest_quality.md``
+and draws ``<plots>/bandit_forest_regret_<data>.png``. Policies can therefore run in separate
+processes and be reported together (``--report-only``).
+
+    nice -n 10 python bench/bandit_forest_quality.py --data letter --steps 1000000 \
+        --policies reference,uniform,vw_eps,vw_squarecb,linucb,forest,tree
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bandit_forest_policies import PLAYERS  # noqa: E402
+from streams import BanditStream, load  # noqa: E402
+
+ORDER = ["reference", "forest", "tree", "linucb", "vw_eps", "vw_squarecb", "uniform"]
+LABELS = {
+    "reference": "reference RF (offline, full info)",
+    "forest": "Bandit Forest (L=100)",
+    "tree": "Bandit Tree (L=1)",
+    "linucb": "LinUCB (river)",
+    "vw_eps": "VW cb_explore eps=0.05",
+    "vw_squarecb": "VW cb_explore_adf squarecb -q sa",
+    "uniform": "uniform random",
+}
+
+
+def run(data_name, policy, steps, seed, every, out: Path, forest_params: dict, chunk_size=4096) -> dict:
+    data = load(data_name)
+    stream = BanditStream(data, noise=0.05, seed=seed, chunk_size=chunk_size)
+    t0 = time.perf_counter()
+    player = PLAYERS[policy](data, seed, forest_params)
+    setup = time.perf_counter() - t0
+    cum, total, done, played = [], 0.0, 0, 0.0
+    with tqdm(total=steps, desc=f"{data_name}/{policy}", unit="ev", mininterval=5, smoothing=0.1) as bar:
+        for X, y in stream.chunks(steps):
+            t = time.perf_counter()
+            rewards = player.play(X, y)
+            played += time.perf_counter() - t
+            c = total + np.cumsum(rewards)
+            ends = np.arange(every - done % every, len(y) + 1, every)  # steps that end a window
+            cum.extend(c[ends - 1].tolist())
+            total, done = float(c[-1]), done + len(y)
+            bar.update(len(y))
+            bar.set_postfix(avg=f"{total / done:.4f}", refresh=False)
+    result = {
+        "data": data_name,
+        "policy": policy,
+        "steps": steps,
+        "seed": seed,
+        "noise": 0.05,
+        "n_features": stream.n_features,
+        "n_actions": stream.n_actions,
+        "mean_reward": total / steps,
+        "seconds": played,
+        "setup_seconds": setup,
+        "events_per_s": steps / played,
+        "every": every,
+        "cum_reward": cum,
+        "params": forest_params if policy in ("forest", "tree") else {},
+        "vw_args": getattr(player, "args", None),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{data_name}_s{seed}_{policy}_{steps}.json").write_text(json.dumps(result))
+    return result
+
+
+def collect(out: Path, data_name: str, seed: int) -> dict[str, dict]:
+    """Longest run of each policy for this data set and seed."""
+    runs: dict[str, dict] = {}
+    for path in sorted(out.glob(f"{data_name}_s{seed}_*.json")):
+        r = json.loads(path.read_text())
+        if r["policy"] not in runs or r["steps"] > runs[r["policy"]]["steps"]:
+            runs[r["policy"]] = r
+    return dict(sorted(runs.items(), key=lambda kv: ORDER.index(kv[0]) if kv[0] in ORDER else 99))
+
+
+def table(runs: dict[str, dict]) -> list[str]:
+    ref = runs.get("reference")
+    lines = [
+        "| policy | steps | avg reward | avg reward, last 10% | regret vs reference | events/s |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in runs.items():
+        cum = np.asarray(r["cum_reward"])
+        k = max(len(cum) // 10, 1)
+        last = (cum[-1] - (cum[-k - 1] if len(cum) > k else 0.0)) / (k * r["every"])
+        if ref is not None and len(ref["cum_reward"]) >= len(cum) and ref["every"] == r["every"]:
+            regret = f"{ref['cum_reward'][len(cum) - 1] - cum[-1]:,.0f}"
+        else:
+            regret = "n/a"
+        lines.append(
+            f"| {LABELS.get(name, name)} | {r['steps']:,} | {r['mean_reward']:.4f} | {last:.4f} "
+            f"| {regret} | {r['events_per_s']:,.0f} |"
+        )
+    return lines
+
+
+def plot(runs: dict[str, dict], data_name: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ref = runs.get("reference")
+    if ref is None:
+        return
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=90)
+    ref_cum = np.asarray(ref["cum_reward"])
+    for name, r in runs.items():
+        if name == "reference" or r["every"] != ref["every"]:
+            continue
+        cum = np.asarray(r["cum_reward"])
+        n = min(len(cum), len(ref_cum))
+        x = (np.arange(n) + 1) * r["every"]
+        ax.plot(x, ref_cum[:n] - cum[:n], label=f"{LABELS.get(name, name)} ({r['mean_reward']:.3f})")
+    ax.set_xlabel("steps")
+    ax.set_ylabel("cumulative regret vs reference RF")
+    ax.set_title(f"{data_name}: noisy stream (flip 0.05), seed {ref['seed']}; ref avg {ref['mean_reward']:.3f}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def report(out: Path, plots: Path, data_names: list[str], seed: int) -> str:
+    text = []
+    for data_name in data_names:
+        runs = collect(out, data_name, seed)
+        if not runs:
+            continue
+        any_run = next(iter(runs.values()))
+        text.append(
+            f"### {data_name} ({any_run['n_features']} binary variables, {any_run['n_actions']} actions, seed {seed})\n"
+        )
+        text.extend(table(runs))
+        text.append("")
+        plot(runs, data_name, plots / f"bandit_forest_regret_{data_name}.png")
+    md = "\n".join(text)
+    (out / "bandit_forest_quality.md").write_text(md + "\n")
+    return md
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", default="letter,shuttle,adult", help="comma-separated: adult,letter,shuttle")
+    p.add_argument("--steps", type=int, default=None, help="default: 1M (letter, shuttle), 200k (adult)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--policies", default=",".join(ORDER), help=f"comma-separated from {sorted(PLAYERS)}")
+    p.add_argument("--out", type=Path, default=Path("bench/out/bandit_forest"), help="run results + table")
+    p.add_argument("--plots", type=Path, default=Path("bench/plots"), help="where the PNGs go")
+    p.add_argument("--every", type=int, default=1000, help="record the cumulative reward every N steps")
+    p.add_argument("--forest-params", type=json.loads, default={}, help='JSON, e.g. \'{"delta": 0.1}\'')
+    p.add_argument("--report-only", action="store_true", help="only rebuild the table and plots")
+    args = p.parse_args(argv)
+    data_names = args.data.split(",")
+    if not args.report_only:
+        for data_name in data_names:
+            steps = args.steps or (200_000 if data_name == "adult" else 1_000_000)
+            for policy in args.policies.split(","):
+                r = run(data_name, policy, steps, args.seed, args.every, args.out, args.forest_params)
+                print(
+                    f"{data_name:8s} {policy:12s} steps={steps:,} avg reward={r['mean_reward']:.4f} "
+                    f"({r['events_per_s']:,.0f} ev/s)",
+                    flush=True,
+                )
+    print(report(args.out, args.plots, data_names, args.seed))
+
+
+if __name__ == "__main__":
+    main()

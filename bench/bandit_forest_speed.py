@@ -1,0 +1,183 @@
+"""How fast is Bandit Forest? decide+learn events/s against Vowpal Wabbit, side by side, and memory.
+
+Both policies play the same noisy stream (``bench/streams.py``; default: a synthetic stream of
+100 binary variables and 7 actions, or ``--data shuttle``), in alternating blocks of
+``--block`` events so that both see the same machine load. Timed per event: building the
+policy's input from the numpy row (a dict for the forest, VW text for VW), decide, and learn
+with the reward of the chosen action. Stream generation is not timed.
+
+  - Bandit Forest: ``BanditForest(n_trees=100, seed)``, ``decide(x)`` + ``learn_one(x, a, r, p)``
+  - VW: ``--cb_explore 7 --epsilon 0.05``, ``predict`` + ``learn`` (cost = -reward, logged p)
+
+Then the forest alone keeps learning to ``--memory-events`` (default 1M) and reports the size of
+its state (the bytes of the ``to_state()`` arrays plus the JSON of the scalars) at checkpoints,
+and the traced Python memory (tracemalloc) of a forest after ``--tracemalloc-events`` events.
+
+    nice -n 10 python bench/bandit_forest_speed.py --data synthetic --events 50000 --memory-events 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bandit_forest_policies import ForestPlayer, VWEpsilonPlayer  # noqa: E402
+from streams import BanditStream, load  # noqa: E402
+
+
+def state_nbytes(state) -> int:
+    """Bytes of a ``to_state()`` dict: numpy array buffers plus the JSON of everything else."""
+    arrays = 0
+
+    def strip(node):
+        nonlocal arrays
+        if isinstance(node, np.ndarray):
+            arrays += node.nbytes
+            return None
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items()}
+        if isinstance(node, (list, tuple)):
+            return [strip(v) for v in node]
+        return node
+
+    rest = strip(state)
+    return arrays + len(json.dumps(rest, default=str))
+
+
+def side_by_side(data, seed, events, block, n_trees, forest_params):
+    forest = ForestPlayer(data, seed, n_trees=n_trees, **forest_params)
+    vw = VWEpsilonPlayer(data, seed, epsilon=0.05)
+    times = {"forest": 0.0, "vw": 0.0}
+    rewards = {"forest": 0.0, "vw": 0.0}
+    with tqdm(total=events, desc="forest | vw side by side", unit="ev", mininterval=5) as bar:
+        for X, y in BanditStream(data, seed=seed, chunk_size=block).chunks(events):
+            for name, player in (("forest", forest), ("vw", vw)):
+                t = time.perf_counter()
+                r = player.play(X, y)
+                times[name] += time.perf_counter() - t
+                rewards[name] += float(r.sum())
+            bar.update(len(y))
+    rates = {k: events / v for k, v in times.items()}
+    return forest, vw, rates, {k: v / events for k, v in rewards.items()}
+
+
+def memory_curve(forest, data, seed, start, stop, checkpoints):
+    """Keep the forest learning from event ``start`` to ``stop``; state size at the checkpoints."""
+    sizes = {start: state_nbytes(forest.policy.to_state())}
+    done = 0
+    todo = sorted(c for c in checkpoints if start < c <= stop)
+    with tqdm(total=stop, initial=start, desc="forest memory", unit="ev", mininterval=5) as bar:
+        for X, y in BanditStream(data, seed=seed, chunk_size=4096).chunks(stop):
+            if done + len(y) <= start:  # replayed prefix: the forest already learned it
+                done += len(y)
+                continue
+            lo = max(start - done, 0)
+            X, y = X[lo:], y[lo:]
+            pos = done + lo
+            while len(y):
+                cut = min(len(y), (todo[0] - pos) if todo else len(y))
+                forest.play(X[:cut], y[:cut])
+                X, y, pos = X[cut:], y[cut:], pos + cut
+                bar.update(cut)
+                if todo and pos == todo[0]:
+                    sizes[pos] = state_nbytes(forest.policy.to_state())
+                    todo.pop(0)
+            done = pos
+    return sizes
+
+
+def traced_memory(data, seed, events, n_trees, forest_params) -> tuple[int, int]:
+    """(current, peak) bytes traced by tracemalloc while building a forest and playing ``events``."""
+    tracemalloc.start()
+    forest = ForestPlayer(data, seed, n_trees=n_trees, **forest_params)
+    for X, y in BanditStream(data, seed=seed, chunk_size=4096).chunks(events):
+        forest.play(X, y)
+    current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    del forest
+    return current, peak
+
+
+def plot(sizes: dict[int, int], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = sorted(sizes)
+    fig, ax = plt.subplots(figsize=(5.5, 3.5), dpi=90)
+    ax.plot(x, [sizes[k] / 2**20 for k in x], marker="o")
+    ax.set_xscale("symlog", linthresh=1000)
+    ax.set_xlabel("events learned")
+    ax.set_ylabel("to_state() size (MiB)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", default="synthetic", help="synthetic (100 variables, 7 actions) or shuttle")
+    p.add_argument("--events", type=int, default=50_000, help="events for the side-by-side timing")
+    p.add_argument("--block", type=int, default=1000, help="events per alternating block")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--trees", type=int, default=100)
+    p.add_argument("--memory-events", type=int, default=1_000_000, help="0 to skip the memory curve")
+    p.add_argument("--tracemalloc-events", type=int, default=10_000, help="0 to skip tracemalloc")
+    p.add_argument("--forest-params", type=json.loads, default={})
+    p.add_argument("--out", type=Path, default=Path("bench/out/bandit_forest"))
+    p.add_argument("--plots", type=Path, default=Path("bench/plots"))
+    args = p.parse_args(argv)
+
+    data = load(args.data)
+    print(f"stream: {args.data}, {data.X.shape[1]} binary variables, {len(data.actions)} actions, noise 0.05")
+    forest, vw, rates, avg = side_by_side(data, args.seed, args.events, args.block, args.trees, args.forest_params)
+    ratio = rates["forest"] / rates["vw"]
+    print(f"Bandit Forest (L={args.trees}) decide+learn: {rates['forest']:,.0f} events/s (avg reward {avg['forest']:.4f})")
+    print(f"VW --cb_explore {len(data.actions)} --epsilon 0.05:  {rates['vw']:,.0f} events/s (avg reward {avg['vw']:.4f})")
+    print(f"ratio forest / VW: {ratio:.2f}  ({args.events:,} events each, blocks of {args.block})")
+    result = {
+        "data": args.data,
+        "n_features": int(data.X.shape[1]),
+        "n_actions": len(data.actions),
+        "events": args.events,
+        "block": args.block,
+        "trees": args.trees,
+        "forest_params": args.forest_params,
+        "rates": rates,
+        "ratio": ratio,
+        "avg_reward": avg,
+        "vw_args": vw.args,
+    }
+    if args.memory_events:
+        marks = [c for c in (10_000, 30_000, 100_000, 300_000, 1_000_000, 3_000_000, 10_000_000)]
+        marks = sorted({c for c in marks if c <= args.memory_events} | {args.memory_events})
+        sizes = memory_curve(forest, data, args.seed, args.events, args.memory_events, marks)
+        for k in sorted(sizes):
+            print(f"forest state after {k:>10,} events: {sizes[k] / 2**20:8.2f} MiB")
+        result["state_bytes"] = {str(k): v for k, v in sorted(sizes.items())}
+        plot(sizes, args.plots / f"bandit_forest_memory_{args.data}.png",
+             f"Bandit Forest L={args.trees} state size, {args.data} ({data.X.shape[1]} vars, {len(data.actions)} actions)")
+    if args.tracemalloc_events:
+        current, peak = traced_memory(data, args.seed, args.tracemalloc_events, args.trees, args.forest_params)
+        print(f"tracemalloc after {args.tracemalloc_events:,} events: current {current / 2**20:.2f} MiB, peak {peak / 2**20:.2f} MiB")
+        result["tracemalloc"] = {"events": args.tracemalloc_events, "current": current, "peak": peak}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"speed_{args.data}_s{args.seed}.json").write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
