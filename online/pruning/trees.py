@@ -1,0 +1,196 @@
+"""A neutral tree structure for ensemble pruning, and adapters from scikit-learn forests.
+
+MEPSI looks at a tree only through its internal nodes (Definition 3.2 of the MEPSI paper
+neglects the leaves): which feature each internal node tests and how the internal nodes hang
+together. :class:`Tree` holds exactly that, so any tree ensemble (scikit-learn forests,
+Grove's Bandit Forest) can be pruned once it is exported to this form.
+
+Choices where the paper is silent or ambiguous
+----------------------------------------------
+- Leaves are dropped and the remaining internal children keep their left-to-right order
+  (ordered trees, as Zhang-Shasha and APTED assume). A node whose internal child hangs on the
+  left and one whose internal child hangs on the right become the same reduced tree: the
+  paper's "neglect the leaf nodes" loses that side.
+- A tree whose root is a leaf has no internal node (``n_nodes == 0``, NC = 0).
+- Thresholds are not part of a node's label: UPDATE changes "the associated feature", so two
+  nodes testing the same feature at different thresholds are equal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Tree", "from_sklearn_tree", "from_sklearn_forest", "forest_predictions"]
+
+
+@dataclass(frozen=True, eq=False)
+class Tree:
+    """Internal nodes of a decision tree: tested feature ids and parent links.
+
+    Node ``0`` is the root; ``parent[v]`` is the index of ``v``'s parent (``-1`` for the root)
+    and siblings are ordered left to right by their index. Leaves are not stored.
+
+    Parameters
+    ----------
+    feature
+        ``feature[v]`` is the id of the feature node ``v`` tests (any non-negative int).
+    parent
+        ``parent[v]`` is the parent of node ``v``, ``-1`` for the root (node 0 only).
+
+    Examples
+    --------
+    A root testing feature 3 with two internal children testing 1 and 2 (left to right):
+
+    >>> t = Tree.from_children([3, 1, 2], [[1, 2], [], []])
+    >>> t.n_nodes
+    3
+    >>> t.parent.tolist()
+    [-1, 0, 0]
+    >>> t.postorder_features().tolist()
+    [1, 2, 3]
+    >>> Tree.from_state(t.to_state()).parent.tolist()
+    [-1, 0, 0]
+    """
+
+    feature: np.ndarray
+    parent: np.ndarray
+    _post: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self):
+        feature = np.asarray(self.feature, dtype=np.int64).reshape(-1)
+        parent = np.asarray(self.parent, dtype=np.int64).reshape(-1)
+        if feature.shape != parent.shape:
+            raise ValueError("feature and parent must have the same length")
+        n = len(feature)
+        if n:
+            if parent[0] != -1 or np.any(parent[1:] < 0) or np.any(parent >= n):
+                raise ValueError("node 0 must be the root (parent -1) and every other parent in range")
+            if not _is_tree(parent):
+                raise ValueError("parent links must form one tree rooted at node 0")
+        object.__setattr__(self, "feature", feature)
+        object.__setattr__(self, "parent", parent)
+
+    @classmethod
+    def from_children(cls, feature, children) -> "Tree":
+        """Build from per-node child lists (``children[v]`` = internal children of ``v`` in order).
+
+        Nodes are renumbered in preorder so that siblings are ordered by index.
+        """
+        feature = list(feature)
+        order, parent, stack = [], [], [(0, -1)] if feature else []
+        while stack:
+            v, p = stack.pop()
+            parent.append(p)
+            order.append(v)
+            new_v = len(order) - 1
+            stack.extend((c, new_v) for c in reversed(list(children[v])))
+        return cls(np.array([feature[v] for v in order], dtype=np.int64), np.array(parent, dtype=np.int64))
+
+    @property
+    def n_nodes(self) -> int:
+        """NC(h): the number of internal nodes."""
+        return int(len(self.feature))
+
+    def children(self) -> list[list[int]]:
+        kids: list[list[int]] = [[] for _ in range(self.n_nodes)]
+        for v in range(1, self.n_nodes):
+            kids[self.parent[v]].append(v)
+        return kids
+
+    def _postorder(self) -> tuple[np.ndarray, np.ndarray]:
+        """(features in postorder, leftmost-leaf postorder index of each node)."""
+        if "post" not in self._post:
+            kids = self.children()
+            feats, lml = [], []
+            stack = [(0, False)] if self.n_nodes else []
+            first_leaf: dict[int, int] = {}
+            while stack:
+                v, done = stack.pop()
+                if done or not kids[v]:
+                    x = len(feats)
+                    feats.append(self.feature[v])
+                    lml.append(first_leaf[kids[v][0]] if kids[v] else x)
+                    first_leaf[v] = lml[-1]
+                else:
+                    stack.append((v, True))
+                    stack.extend((c, False) for c in reversed(kids[v]))
+            self._post["post"] = (np.array(feats, dtype=np.int64), np.array(lml, dtype=np.int64))
+        return self._post["post"]
+
+    def postorder_features(self) -> np.ndarray:
+        return self._postorder()[0]
+
+    def leftmost_leaves(self) -> np.ndarray:
+        """l(x) of Zhang & Shasha (1989): postorder index of the leftmost leaf below each node."""
+        return self._postorder()[1]
+
+    def to_state(self) -> dict:
+        return {"format": "grove.pruning.tree", "version": 1, "feature": self.feature.copy(), "parent": self.parent.copy()}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "Tree":
+        if state.get("format") != "grove.pruning.tree" or state.get("version") != 1:
+            raise ValueError("not a grove.pruning.tree v1 state")
+        return cls(np.asarray(state["feature"]), np.asarray(state["parent"]))
+
+
+def _is_tree(parent: np.ndarray) -> bool:
+    n = len(parent)
+    depth = np.full(n, -1)
+    depth[0] = 0
+    for v in range(n):
+        path = []
+        u = v
+        while depth[u] < 0:
+            path.append(u)
+            u = parent[u]
+            if len(path) > n:
+                return False
+        for w in reversed(path):
+            depth[w] = depth[parent[w]] + 1
+    return True
+
+
+def from_sklearn_tree(estimator) -> Tree:
+    """Internal nodes of a fitted scikit-learn decision tree (children in left, right order).
+
+    >>> from sklearn.tree import DecisionTreeClassifier
+    >>> clf = DecisionTreeClassifier(max_depth=2, random_state=0).fit([[0, 0], [0, 1], [1, 0], [1, 1]], [0, 1, 1, 0])
+    >>> from_sklearn_tree(clf).n_nodes
+    3
+    """
+    t = estimator.tree_
+    left, right, feat = t.children_left, t.children_right, t.feature
+    if left[0] == -1:
+        return Tree(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    features, parents, stack = [], [], [(0, -1)]
+    while stack:
+        v, p = stack.pop()
+        parents.append(p)
+        features.append(feat[v])
+        me = len(features) - 1
+        # push right first so the left internal child is numbered first (preorder)
+        for c in (right[v], left[v]):
+            if left[c] != -1:
+                stack.append((c, me))
+    return Tree(np.array(features, dtype=np.int64), np.array(parents, dtype=np.int64))
+
+
+def from_sklearn_forest(forest) -> list[Tree]:
+    """One :class:`Tree` per member of a fitted RandomForest/ExtraTrees ``estimators_``."""
+    return [from_sklearn_tree(est) for est in forest.estimators_]
+
+
+def forest_predictions(forest, X, *, scores: bool = False) -> np.ndarray:
+    """Each member's predictions on ``X``, in the forest's class labels.
+
+    Returns shape ``(n_trees, n_samples)`` labels from ``forest.classes_``, or with
+    ``scores=True`` the per-tree class probabilities ``(n_trees, n_samples, n_classes)``.
+    """
+    X = np.asarray(X)
+    proba = np.stack([est.predict_proba(X) for est in forest.estimators_])
+    if scores:
+        return proba
+    return np.asarray(forest.classes_)[proba.argmax(axis=2)]
