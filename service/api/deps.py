@@ -1,0 +1,83 @@
+"""Dependencies, as named types: ``def decide(app: AppDep, store: StoreDep, ...)``."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from service.api.model_cache import ModelCache
+from service.records import AppConfig
+from service.settings import Settings, get_settings
+from service.store import Store
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+_bearer = HTTPBearer(auto_error=False, description="admin key, or the app's API key")
+
+
+def get_store(request: Request) -> Store:
+    return request.app.state.store
+
+
+def get_models(request: Request) -> ModelCache:
+    return request.app.state.models
+
+
+StoreDep = Annotated[Store, Depends(get_store)]
+ModelsDep = Annotated[ModelCache, Depends(get_models)]
+BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def _same(key: str, expected_hash: str) -> bool:
+    return hmac.compare_digest(hash_key(key), expected_hash)
+
+
+def _presented(credentials: HTTPAuthorizationCredentials | None) -> str:
+    if credentials is None or not credentials.credentials:
+        raise HTTPException(401, "missing key: send 'Authorization: Bearer <key>'",
+                            headers={"WWW-Authenticate": "Bearer"})
+    return credentials.credentials
+
+
+def _is_admin(key: str, settings: Settings) -> bool:
+    return bool(settings.admin_key) and _same(key, hash_key(settings.admin_key))
+
+
+def require_admin(credentials: BearerDep, settings: SettingsDep) -> None:
+    key = _presented(credentials)
+    if not settings.admin_key:
+        raise HTTPException(503, "no admin key is configured on this server: set GROVE_ADMIN_KEY")
+    if not _is_admin(key, settings):
+        raise HTTPException(401, "wrong admin key", headers={"WWW-Authenticate": "Bearer"})
+
+
+AdminDep = Annotated[None, Depends(require_admin)]
+
+
+def _authorized_app(app: str, config: AppConfig | None, key: str, settings: Settings) -> AppConfig:
+    if config is None:
+        raise HTTPException(404, f"app {app!r} not found")
+    if not (_same(key, config.api_key_hash) or _is_admin(key, settings)):
+        raise HTTPException(401, f"wrong API key for app {app!r}",
+                            headers={"WWW-Authenticate": "Bearer"})
+    return config
+
+
+def app_with_version(
+    app: str, credentials: BearerDep, settings: SettingsDep, store: StoreDep
+) -> tuple[AppConfig, int]:
+    """The app (authenticated by its API key or the admin key) and its model version."""
+    key = _presented(credentials)
+    config, version = store.get_app_and_version(app)
+    return _authorized_app(app, config, key, settings), version
+
+
+AppVersionDep = Annotated[tuple[AppConfig, int], Depends(app_with_version)]

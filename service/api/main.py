@@ -1,0 +1,44 @@
+"""The FastAPI application: opens Redis in the lifespan and includes one router per resource.
+
+``uvicorn service.api.main:create_app --factory`` runs it with settings from the environment.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from service.api import errors
+from service.api.model_cache import ModelCache
+from service.api.routes import apps, decisions, health
+from service.redis_client import connect
+from service.settings import Settings, get_settings
+from service.store import Store
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The API; ``settings`` (tests) replaces the environment's for every dependency."""
+    chosen = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        client = connect(chosen)  # lazy: no connection until the first request
+        app.state.store = Store(client, chosen)
+        app.state.models = ModelCache()
+        yield
+        client.close()
+
+    app = FastAPI(
+        title="Grove",
+        summary="Online-learning decisions for ad serving (Bandit Forest), state in Redis.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    if settings is not None:
+        app.dependency_overrides[get_settings] = lambda: settings
+    errors.install(app)
+    app.include_router(health.router)
+    app.include_router(apps.router)
+    app.include_router(decisions.router)
+    return app

@@ -1,0 +1,97 @@
+"""/apps/{app}/decide, /decide/batch, /reward and /activate (the app's API key)."""
+
+from __future__ import annotations
+
+import uuid
+
+from fastapi import APIRouter, HTTPException
+
+from service.api.deps import AppVersionDep, ModelsDep, SettingsDep, StoreDep
+from service.api.model_cache import ServedModel
+from service.api.schemas import (
+    ActivateRequest,
+    ActivateResponse,
+    BatchDecideRequest,
+    BatchDecideResponse,
+    DecideRequest,
+    DecideResponse,
+    RewardRequest,
+    RewardResponse,
+)
+from service.records import AppConfig, NewDecision
+
+router = APIRouter(prefix="/apps/{app}", tags=["decisions"])
+
+
+def _decide_one(config: AppConfig, model: ServedModel, body: DecideRequest) -> tuple[NewDecision, dict]:
+    actions = [a.id for a in body.actions] if body.actions is not None else config.action_ids
+    if not actions:
+        raise HTTPException(422, f"no actions to choose from: app {config.name!r} has none and "
+                                 "the request gives none")
+    excluded = set(body.excluded_actions)
+    if not [a for a in actions if a not in excluded]:
+        raise HTTPException(422, "every action is excluded (excludedActions)")
+    try:
+        with model.lock:
+            choice = model.kind.decide(model.learner, body.context, actions, list(excluded))
+    except (ValueError, TypeError) as exc:
+        raise HTTPException(422, f"cannot decide for this context: {exc}") from None
+    event_id = body.event_id or uuid.uuid4().hex
+    record = NewDecision(event_id, body.context, choice.action, choice.probability, model.version,
+                         deferred=body.defer_activation)
+    answer = {
+        "event_id": event_id,
+        "action": choice.action,
+        "probability": choice.probability,
+        "ranking": [{"id": a, "probability": p} for a, p in choice.ranking],
+        "model_version": model.version,
+    }
+    return record, answer
+
+
+@router.post("/decide", response_model=DecideResponse)
+def decide(body: DecideRequest, app_version: AppVersionDep, store: StoreDep, models: ModelsDep) -> dict:
+    """Choose an action for a context; the decision waits ``rewardWaitTime`` for its reward."""
+    config, version = app_version
+    model = models.get(store, config, version)
+    record, answer = _decide_one(config, model, body)
+    store.record_decisions(config, [record])
+    return answer
+
+
+@router.post("/decide/batch", response_model=BatchDecideResponse)
+def decide_batch(
+    body: BatchDecideRequest, app_version: AppVersionDep, store: StoreDep, models: ModelsDep,
+    settings: SettingsDep,
+) -> dict:
+    """Up to 1000 decisions in one call, recorded all or none."""
+    if len(body.requests) > settings.max_batch:
+        raise HTTPException(422, f"at most {settings.max_batch} requests per batch")
+    given = [r.event_id for r in body.requests if r.event_id is not None]
+    if len(given) != len(set(given)):
+        raise HTTPException(422, "the batch repeats an eventId")
+    config, version = app_version
+    model = models.get(store, config, version)
+    pairs = [_decide_one(config, model, r) for r in body.requests]
+    store.record_decisions(config, [record for record, _ in pairs])
+    return {"responses": [answer for _, answer in pairs]}
+
+
+@router.post("/reward", response_model=RewardResponse)
+def reward(body: RewardRequest, app_version: AppVersionDep, store: StoreDep) -> dict:
+    """Report the reward of a decision; it joins the decision atomically and is queued to learn."""
+    config, _ = app_version
+    low, high = config.reward_range
+    if not low <= body.reward <= high:
+        raise HTTPException(422, f"reward {body.reward} is outside the app's rewardRange {[low, high]}")
+    outcome = store.reward(config, body.event_id, body.reward)
+    return {"event_id": body.event_id, "state": outcome.state, "reward_sum": outcome.reward_sum,
+            "reward_count": outcome.reward_count}
+
+
+@router.post("/activate", response_model=ActivateResponse)
+def activate(body: ActivateRequest, app_version: AppVersionDep, store: StoreDep) -> dict:
+    """Activate a decision made with ``deferActivation``: from now on it waits for its reward."""
+    config, _ = app_version
+    store.activate(config, body.event_id)
+    return {"event_id": body.event_id, "activated": True}

@@ -1,0 +1,171 @@
+"""Request and response bodies, one schema per direction (JSON in camelCase)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from service.records import Aggregation
+
+APP_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+EVENT_ID = r"^[A-Za-z0-9_.:-]{1,128}$"
+MAX_BATCH = 1000
+
+#: a context (or action) feature: number, string, bool or missing
+FeatureValue = bool | int | float | str | None
+
+
+def _finite_features(features: dict[str, Any] | None) -> dict[str, Any] | None:
+    for key, value in (features or {}).items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"feature {key!r} is {value}: features must be finite")
+    return features
+
+
+class Schema(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class ActionSpec(Schema):
+    id: str = Field(min_length=1, max_length=128)
+    features: dict[str, FeatureValue] | None = None
+
+    _finite = field_validator("features")(_finite_features)
+
+
+def _action_specs(actions: list[str | ActionSpec] | None) -> list[ActionSpec] | None:
+    if actions is None:
+        return None
+    specs = [a if isinstance(a, ActionSpec) else ActionSpec(id=a) for a in actions]
+    ids = [a.id for a in specs]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise ValueError(f"duplicate action ids: {duplicates}")
+    return specs
+
+
+class PolicySpec(Schema):
+    kind: str = Field(default="bandit-forest", description="model kind, e.g. 'bandit-forest'")
+    params: dict[str, Any] = Field(default_factory=dict, description="the learner's hyperparameters")
+
+
+class AppCreate(Schema):
+    name: str = Field(pattern=APP_NAME)
+    policy: PolicySpec = Field(default_factory=PolicySpec)
+    actions: list[str | ActionSpec] = Field(default_factory=list, max_length=10_000)
+    reward_wait_time: float = Field(default=600.0, gt=0, le=30 * 86400, description="seconds")
+    default_reward: float = 0.0
+    reward_range: tuple[float, float] = (0.0, 1.0)
+    reward_aggregation: Aggregation = Aggregation.earliest
+
+    _actions = field_validator("actions")(_action_specs)
+
+    @model_validator(mode="after")
+    def _check_rewards(self) -> "AppCreate":
+        low, high = self.reward_range
+        if not (math.isfinite(low) and math.isfinite(high) and low < high):
+            raise ValueError(f"rewardRange must be [low, high] with low < high, got {[low, high]}")
+        if not low <= self.default_reward <= high:
+            raise ValueError(f"defaultReward {self.default_reward} is outside rewardRange {[low, high]}")
+        return self
+
+
+class AppUpdate(Schema):
+    actions: list[str | ActionSpec] | None = Field(default=None, max_length=10_000)
+    reward_wait_time: float | None = Field(default=None, gt=0, le=30 * 86400)
+    default_reward: float | None = None
+
+    _actions = field_validator("actions")(_action_specs)
+
+
+class AppPublic(Schema):
+    name: str
+    policy: PolicySpec
+    actions: list[ActionSpec]
+    reward_wait_time: float
+    default_reward: float
+    reward_range: tuple[float, float]
+    reward_aggregation: Aggregation
+    created_at: float
+    updated_at: float
+    model_version: int
+    events_learned: int
+    events_rejected: int
+    pending_decisions: int
+    trainer_lag: int = Field(description="events appended but not yet in the served snapshot")
+    trainer_lag_seconds: float = Field(description="age of the oldest such event")
+    trainer_alive: bool
+    snapshot_age: float | None
+    stats: dict[str, int] = Field(
+        description="decisions, rewarded, defaulted (learned with defaultReward), "
+        "dropped (deferred, never activated)"
+    )
+
+
+class AppCreated(AppPublic):
+    api_key: str = Field(description="shown once; Grove only keeps its SHA-256")
+
+
+class DecideRequest(Schema):
+    event_id: str | None = Field(default=None, pattern=EVENT_ID)
+    context: dict[str, FeatureValue] = Field(default_factory=dict)
+    actions: list[str | ActionSpec] | None = Field(default=None, max_length=10_000)
+    excluded_actions: list[str] = Field(default_factory=list)
+    defer_activation: bool = False
+
+    _finite = field_validator("context")(_finite_features)
+    _actions = field_validator("actions")(_action_specs)
+
+
+class RankedAction(Schema):
+    id: str
+    probability: float
+
+
+class DecideResponse(Schema):
+    event_id: str
+    action: str
+    probability: float
+    ranking: list[RankedAction]
+    model_version: int
+
+
+class BatchDecideRequest(Schema):
+    requests: list[DecideRequest] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class BatchDecideResponse(Schema):
+    responses: list[DecideResponse]
+
+
+class RewardRequest(Schema):
+    event_id: str = Field(pattern=EVENT_ID)
+    reward: float
+
+    @field_validator("reward")
+    @classmethod
+    def _finite_reward(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError("reward must be a finite number")
+        return value
+
+
+class RewardResponse(Schema):
+    event_id: str
+    state: Literal["joined", "accumulating"] = Field(
+        description="joined: queued for learning; accumulating: more rewards may add up (sum)"
+    )
+    reward_sum: float
+    reward_count: int
+
+
+class ActivateRequest(Schema):
+    event_id: str = Field(pattern=EVENT_ID)
+
+
+class ActivateResponse(Schema):
+    event_id: str
+    activated: bool = True

@@ -1,0 +1,186 @@
+"""``grove``: run the service.
+
+    grove serve [--host H] [--port P] [--data-dir D] [--workers N]
+        API + trainer (+ the job worker once issue 7 adds it) in one command. Without REDIS_URL
+        it starts an embedded redis-server with append-only persistence under D/redis.
+    grove trainer      the trainer alone (REDIS_URL required), e.g. one compose service
+    grove worker       the batch job worker alone (not implemented yet: issue 7)
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from service.settings import Settings, get_settings
+
+log = logging.getLogger("grove")
+
+#: roles `grove serve` runs beside the API, each as `python -m service.cli <role>`; issue 7
+#: (job worker) adds "worker" here once `grove worker` runs jobs.
+BACKGROUND_ROLES: tuple[str, ...] = ("trainer",)
+
+
+def _setup_logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+
+def admin_key_from(data_dir: Path) -> str:
+    """The admin key kept in ``data_dir/admin-key``, generated on first use (mode 0600)."""
+    path = data_dir / "admin-key"
+    if path.exists():
+        return path.read_text().strip()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    key = "grove_admin_" + secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(key + "\n")
+    return key
+
+
+def _kill_with_parent() -> None:
+    """In a child: receive SIGTERM if `grove serve` dies without cleaning up (Linux only)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class Supervisor:
+    """Runs the background roles as child processes and restarts one that dies."""
+
+    def __init__(self, roles: tuple[str, ...], env: dict[str, str]):
+        self.roles, self.env = roles, env
+        self.children: dict[str, subprocess.Popen] = {}
+        self.stopping = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="grove-supervisor", daemon=True)
+
+    def _spawn(self, role: str) -> None:
+        self.children[role] = subprocess.Popen(
+            [sys.executable, "-m", "service.cli", role], env=self.env,
+            start_new_session=True, preexec_fn=_kill_with_parent,
+        )
+
+    def start(self) -> "Supervisor":
+        for role in self.roles:
+            self._spawn(role)
+        self._thread.start()
+        return self
+
+    def _watch(self) -> None:
+        while not self.stopping.wait(1.0):
+            for role, child in list(self.children.items()):
+                if child.poll() is not None and not self.stopping.is_set():
+                    log.warning("%s exited with code %s; restarting it", role, child.returncode)
+                    time.sleep(1.0)
+                    self._spawn(role)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        self.stopping.set()
+        for child in self.children.values():
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        for role, child in self.children.items():
+            try:
+                child.wait(timeout)
+            except subprocess.TimeoutExpired:
+                log.warning("%s did not stop in %.0fs; killing it", role, timeout)
+                child.kill()
+                child.wait()
+
+
+def serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from service.redis_server import RedisServer
+
+    settings = Settings()
+    data_dir = Path(args.data_dir) if args.data_dir else settings.data_dir
+    env = dict(os.environ)
+    redis_server = None
+    if settings.redis_url:
+        where = f"REDIS_URL={settings.redis_url}"
+    else:
+        redis_server = RedisServer(data_dir / "redis", port=args.redis_port).start()
+        env["REDIS_URL"] = redis_server.url
+        where = f"embedded redis-server on {redis_server.url}, append-only files in {data_dir / 'redis'}"
+    admin_note = "from GROVE_ADMIN_KEY"
+    if not settings.admin_key:
+        env["GROVE_ADMIN_KEY"] = admin_key_from(data_dir)
+        admin_note = f"{env['GROVE_ADMIN_KEY']}  (kept in {data_dir / 'admin-key'})"
+    os.environ.update(env)  # the API below (and its workers) read the same environment
+    get_settings.cache_clear()
+    print(f"Grove: http://{args.host}:{args.port}  (API docs at /docs)", flush=True)
+    print(f"Redis: {where}", flush=True)
+    print(f"Admin key: {admin_note}", flush=True)
+    supervisor = Supervisor(BACKGROUND_ROLES, env).start()
+    try:
+        uvicorn.run("service.api.main:create_app", factory=True, host=args.host, port=args.port,
+                    workers=args.workers, log_level="info")
+    finally:
+        supervisor.stop()
+        if redis_server is not None:
+            redis_server.stop()
+    return 0
+
+
+def trainer(args: argparse.Namespace) -> int:
+    from service.redis_client import connect
+    from service.trainer import Trainer
+
+    settings = Settings()
+    if not settings.redis_url:
+        print("grove trainer: set REDIS_URL (grove serve starts its own Redis and trainer)",
+              file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    client = connect(settings)
+    try:
+        Trainer(client, settings).run(stop)
+    finally:
+        client.close()
+    return 0
+
+
+def worker(args: argparse.Namespace) -> int:
+    print("grove worker: not implemented yet: the batch job worker is issue 7", file=sys.stderr)
+    return 2
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="grove", description="Grove decision service.")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("serve", help="API + trainer (+ embedded Redis without REDIS_URL)")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--data-dir", default=None,
+                   help="embedded Redis data and admin key (default: GROVE_DATA_DIR or ./grove-data)")
+    s.add_argument("--workers", type=int, default=1, help="API worker processes (uvicorn)")
+    s.add_argument("--redis-port", type=int, default=0,
+                   help="port of the embedded redis-server (default: a free one)")
+    s.set_defaults(func=serve)
+    sub.add_parser("trainer", help="the trainer loop alone (REDIS_URL)").set_defaults(func=trainer)
+    sub.add_parser("worker", help="the batch job worker alone (issue 7)").set_defaults(func=worker)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    _setup_logging()
+    args = parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""Every Redis key Grove uses, in one place.
+
+All keys of one app share the hash tag ``{app}`` so that Redis Cluster keeps an app on one
+slot (its Lua scripts touch several of them at once) and shards apps across nodes. The two
+global keys (the app index and the trainer heartbeats) are small and live on their own slot.
+"""
+
+from __future__ import annotations
+
+PREFIX = "grove"
+
+#: set of app names
+APPS = f"{PREFIX}:apps"
+#: sorted set trainer id -> last heartbeat (unix ms), read by /readyz
+TRAINERS = f"{PREFIX}:trainers"
+#: consumer group of an app's learning stream
+TRAINER_GROUP = "trainers"
+
+
+def _app(app: str, suffix: str) -> str:
+    return f"{PREFIX}:{{{app}}}:{suffix}"
+
+
+def config(app: str) -> str:
+    """String: the app's configuration (JSON), including the hashed API key."""
+    return _app(app, "config")
+
+
+def snapshot(app: str) -> str:
+    """Hash: version, offset (last stream id applied), eventsLearned, updatedAt, state (codec)."""
+    return _app(app, "snapshot")
+
+
+def stream(app: str) -> str:
+    """Stream: joined events (decision + reward) waiting to be learned, in order."""
+    return _app(app, "events")
+
+
+def deadlines(app: str) -> str:
+    """Sorted set eventId -> deadline (unix ms) of decisions still waiting for a reward."""
+    return _app(app, "deadlines")
+
+
+def decision(app: str, event_id: str) -> str:
+    """Hash: one decision record (context, action, probability, state, reward so far)."""
+    return _app(app, f"decision:{event_id}")
+
+
+def decision_pattern(app: str) -> str:
+    """SCAN pattern matching every decision record of ``app`` (used by DELETE /apps/{app})."""
+    return _app(app, "decision:*")
+
+
+def lease(app: str) -> str:
+    """String with a TTL: id of the trainer that owns the app (one trainer per app)."""
+    return _app(app, "lease")
+
+
+def stats(app: str) -> str:
+    """Hash of counters: decisions, rewarded, defaulted, dropped."""
+    return _app(app, "stats")
+
+
+def all_keys(app: str) -> list[str]:
+    """The app's fixed keys (decision records are found with :func:`decision_pattern`)."""
+    return [config(app), snapshot(app), stream(app), deadlines(app), lease(app), stats(app)]

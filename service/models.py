@@ -1,0 +1,104 @@
+"""Model kinds an app can host: how to build, serve, train and store each one.
+
+``MODEL_KINDS`` maps the ``policy.kind`` of ``POST /apps`` to a :class:`ModelKind`; the API and
+the trainer only go through this table, so a new kind (MCTS-IS, ...) is one more entry, never an
+if/else in a route. Learners are imported lazily: the service starts without loading every
+algorithm, and a kind whose learner is missing fails with a clear error when used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A decision as the API returns it."""
+
+    action: str
+    probability: float
+    ranking: list[tuple[str, float]]
+
+
+@dataclass(frozen=True)
+class ModelKind:
+    """What the service needs from a learner; every callable takes the learner first."""
+
+    name: str
+    learner: str  # "module:Class", imported on first use
+    build: Callable[[type, dict[str, Any], list[str]], Any]
+    decide: Callable[[Any, dict[str, Any], list[str], list[str]], Choice]
+    learn: Callable[[Any, dict[str, Any], str, float, float], None]
+    change_actions: Callable[[Any, list[str], list[str]], None]  # learner, added, removed
+
+    @property
+    def cls(self) -> type:
+        module, _, attr = self.learner.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def new(self, params: dict[str, Any], actions: list[str]) -> Any:
+        """A fresh learner; bad ``params`` raise ``TypeError``/``ValueError``."""
+        return self.build(self.cls, params, actions)
+
+    def load(self, state: dict) -> Any:
+        return self.cls.from_state(state)
+
+    @staticmethod
+    def dump(learner: Any) -> dict:
+        return learner.to_state()
+
+
+# -- Bandit Forest (online.BanditForest) ------------------------------------------------------
+def _forest_build(cls: type, params: dict[str, Any], actions: list[str]) -> Any:
+    policy = cls(**params)
+    for action in actions:
+        policy.add_action(action)
+    return policy
+
+
+def _forest_decide(policy: Any, context: dict, actions: list[str], excluded: list[str]) -> Choice:
+    decision = policy.decide(context, actions=actions, excluded=tuple(excluded))
+    return Choice(
+        action=decision.action,
+        probability=float(decision.probability),
+        ranking=[(a, float(p)) for a, p in decision.ranking],
+    )
+
+
+def _forest_learn(policy: Any, context: dict, action: str, reward: float, probability: float):
+    if action not in policy.actions:  # an action offered by the request, not by the app
+        policy.add_action(action)
+    policy.learn_one(context, action, reward, probability)
+
+
+def _forest_change_actions(policy: Any, added: list[str], removed: list[str]) -> None:
+    known = set(policy.actions)
+    for action in added:
+        if action not in known:
+            policy.add_action(action)
+    for action in removed:
+        if action in known:
+            policy.remove_action(action)
+
+
+MODEL_KINDS: dict[str, ModelKind] = {
+    "bandit-forest": ModelKind(
+        name="bandit-forest",
+        learner="online:BanditForest",
+        build=_forest_build,
+        decide=_forest_decide,
+        learn=_forest_learn,
+        change_actions=_forest_change_actions,
+    ),
+}
+
+
+def model_kind(name: str) -> ModelKind:
+    try:
+        return MODEL_KINDS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown policy kind {name!r}; known kinds: {', '.join(sorted(MODEL_KINDS))}"
+        ) from None

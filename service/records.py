@@ -1,0 +1,100 @@
+"""Typed records stored in Redis: an app's configuration and the outcomes of the Lua scripts."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from enum import Enum
+from typing import Any
+
+
+class Aggregation(str, Enum):
+    """How several rewards for one event combine (Azure Personalizer's reward aggregation)."""
+
+    earliest = "earliest"  # the first reward joins at once; a later one is refused
+    sum = "sum"  # rewards add up until the wait time ends, then the event is learned
+
+
+class Source(str, Enum):
+    """Where the reward of a learned event came from (``source`` field of stream entries)."""
+
+    reward = "reward"
+    sum = "sum"
+    default = "default"
+
+
+@dataclass(frozen=True)
+class Action:
+    id: str
+    features: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class AppConfig:
+    """What ``POST /apps`` stores (JSON in the app's config key, next to its ``uid``)."""
+
+    name: str
+    uid: str
+    policy_kind: str
+    policy_params: dict[str, Any]
+    actions: tuple[Action, ...]
+    reward_wait_time: float  # seconds
+    default_reward: float
+    reward_range: tuple[float, float]
+    reward_aggregation: Aggregation
+    api_key_hash: str
+    created_at: float
+    updated_at: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def action_ids(self) -> list[str]:
+        return [a.id for a in self.actions]
+
+    @property
+    def wait_ms(self) -> int:
+        return max(1, int(round(self.reward_wait_time * 1000)))
+
+    def rescale(self, reward: float) -> float:
+        """Reward in the app's range -> [0, 1] for the learner (clipped: sums may overshoot)."""
+        low, high = self.reward_range
+        return min(1.0, max(0.0, (reward - low) / (high - low)))
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["reward_aggregation"] = self.reward_aggregation.value
+        return json.dumps(data, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> "AppConfig":
+        data = json.loads(text)
+        data["actions"] = tuple(Action(**a) for a in data["actions"])
+        data["reward_range"] = tuple(data["reward_range"])
+        data["reward_aggregation"] = Aggregation(data["reward_aggregation"])
+        return cls(**data)
+
+    def replace(self, **changes: Any) -> "AppConfig":
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """The snapshot's header (everything but the state bytes)."""
+
+    version: int
+    offset: str
+    events_learned: int
+    events_rejected: int
+    updated_at_ms: int
+
+
+@dataclass(frozen=True)
+class NewDecision:
+    """One decision to record: what the policy chose, with its propensity."""
+
+    event_id: str
+    context: dict[str, Any]
+    action: str
+    probability: float
+    model_version: int
+    deferred: bool = False

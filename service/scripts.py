@@ -1,0 +1,179 @@
+"""Lua scripts: every multi-key change of an app happens in one of these, atomically.
+
+All keys passed to one script belong to one app (hash tag ``{app}``). Each script first checks
+that the app still exists with the same ``uid`` (so nothing is written into a deleted app, or
+into a new app that reused the name), and reads the clock from Redis (``TIME``) so that API
+processes and trainers on different hosts agree on deadlines.
+"""
+
+from __future__ import annotations
+
+import redis
+
+_NOW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+"""
+
+_SAME_APP = """
+if redis.call('HGET', KEYS[1], 'uid') ~= ARGV[1] then return {'gone'} end
+"""
+
+# KEYS: config, snapshot, stats, stream, deadlines, lease
+# ARGV: uid, config json, initial state bytes
+CREATE_APP = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists'} end
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+""" + _NOW + """
+redis.call('HSET', KEYS[1], 'uid', ARGV[1], 'json', ARGV[2])
+redis.call('HSET', KEYS[2], 'version', 0, 'offset', '0-0', 'eventsLearned', 0,
+           'eventsRejected', 0, 'updatedAt', now, 'state', ARGV[3])
+return {'ok'}
+"""
+
+# KEYS: config, deadlines, stats, record 1..n
+# ARGV: uid, grace ms, wait ms, then per record: eventId, deferred (0|1), context, action,
+#       probability, modelVersion
+DECIDE = _SAME_APP + """
+for i = 4, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then return {'conflict', i - 4} end
+end
+""" + _NOW + """
+local grace, deadline = tonumber(ARGV[2]), now + tonumber(ARGV[3])
+for i = 4, #KEYS do
+  local b = 4 + (i - 4) * 6
+  local state = 'pending'
+  if ARGV[b + 1] == '1' then state = 'deferred' end
+  redis.call('HSET', KEYS[i], 'context', ARGV[b + 2], 'action', ARGV[b + 3],
+             'probability', ARGV[b + 4], 'modelVersion', ARGV[b + 5], 'state', state,
+             'decidedAt', now, 'deadline', deadline, 'rewardSum', 0, 'rewardCount', 0)
+  redis.call('PEXPIREAT', KEYS[i], deadline + grace)
+  redis.call('ZADD', KEYS[2], deadline, ARGV[b])
+end
+redis.call('HINCRBY', KEYS[3], 'decisions', #KEYS - 3)
+return {'ok', tostring(deadline)}
+"""
+
+_RECORD_FIELDS = """
+local rec = redis.call('HMGET', KEYS[2], 'state', 'deadline', 'context', 'action',
+                       'probability', 'modelVersion', 'decidedAt', 'rewardSum', 'rewardCount')
+"""
+
+# KEYS: config, record, deadlines, stream, stats
+# ARGV: uid, eventId, reward, aggregation (earliest|sum)
+REWARD = _SAME_APP + _RECORD_FIELDS + """
+if not rec[1] then return {'missing'} end
+""" + _NOW + """
+if now >= tonumber(rec[2]) then return {'expired'} end
+if rec[1] == 'deferred' then return {'deferred'} end
+if rec[1] == 'rewarded' then return {'duplicate'} end
+if ARGV[4] == 'sum' then
+  local total = redis.call('HINCRBYFLOAT', KEYS[2], 'rewardSum', ARGV[3])
+  local count = redis.call('HINCRBY', KEYS[2], 'rewardCount', 1)
+  return {'added', tostring(total), tostring(count)}
+end
+local id = redis.call('XADD', KEYS[4], '*', 'eventId', ARGV[2], 'context', rec[3],
+                      'action', rec[4], 'probability', rec[5], 'reward', ARGV[3],
+                      'source', 'reward', 'modelVersion', rec[6], 'decidedAt', rec[7])
+redis.call('HSET', KEYS[2], 'state', 'rewarded', 'rewardSum', ARGV[3], 'rewardCount', 1)
+-- kept until its deadline so that a second reward is told 409, not 404
+redis.call('PEXPIREAT', KEYS[2], tonumber(rec[2]))
+redis.call('ZREM', KEYS[3], ARGV[2])
+redis.call('HINCRBY', KEYS[5], 'rewarded', 1)
+return {'joined', id}
+"""
+
+# KEYS: config, record, deadlines
+# ARGV: uid, eventId, wait ms, grace ms
+ACTIVATE = _SAME_APP + """
+local rec = redis.call('HMGET', KEYS[2], 'state', 'deadline')
+if not rec[1] then return {'missing'} end
+""" + _NOW + """
+if now >= tonumber(rec[2]) then return {'expired'} end
+if rec[1] ~= 'deferred' then return {'active'} end
+local deadline = now + tonumber(ARGV[3])
+redis.call('HSET', KEYS[2], 'state', 'pending', 'deadline', deadline)
+redis.call('PEXPIREAT', KEYS[2], deadline + tonumber(ARGV[4]))
+redis.call('ZADD', KEYS[3], deadline, ARGV[2])
+return {'activated', tostring(deadline)}
+"""
+
+# KEYS: config, deadlines, stream, stats, record 1..n
+# ARGV: uid, default reward, eventId 1..n
+EXPIRE = _SAME_APP + _NOW + """
+local learned, dropped = 0, 0
+for i = 5, #KEYS do
+  local event_id = ARGV[i - 2]
+  local deadline = redis.call('ZSCORE', KEYS[2], event_id)
+  if deadline and tonumber(deadline) <= now then
+    local rec = redis.call('HMGET', KEYS[i], 'state', 'deadline', 'context', 'action',
+                           'probability', 'modelVersion', 'decidedAt', 'rewardSum', 'rewardCount')
+    if rec[1] == 'pending' then
+      local reward, source, counter = ARGV[2], 'default', 'defaulted'
+      if tonumber(rec[9]) > 0 then reward, source, counter = rec[8], 'sum', 'rewarded' end
+      redis.call('XADD', KEYS[3], '*', 'eventId', event_id, 'context', rec[3],
+                 'action', rec[4], 'probability', rec[5], 'reward', reward,
+                 'source', source, 'modelVersion', rec[6], 'decidedAt', rec[7])
+      redis.call('HINCRBY', KEYS[4], counter, 1)
+      learned = learned + 1
+    elseif rec[1] == 'deferred' then
+      -- never activated: not shown to the user, so not learned
+      redis.call('HINCRBY', KEYS[4], 'dropped', 1)
+      dropped = dropped + 1
+    elseif not rec[1] then
+      -- record outlived its grace period with no trainer around
+      redis.call('HINCRBY', KEYS[4], 'lost', 1)
+    end
+    if rec[1] ~= 'rewarded' then redis.call('DEL', KEYS[i]) end
+    redis.call('ZREM', KEYS[2], event_id)
+  end
+end
+return {'ok', learned, dropped}
+"""
+
+# KEYS: config, lease
+# ARGV: uid, trainer id, ttl ms     -> 1 if the caller holds the lease afterwards
+ACQUIRE_LEASE = """
+if redis.call('HGET', KEYS[1], 'uid') ~= ARGV[1] then return 0 end
+local owner = redis.call('GET', KEYS[2])
+if not owner then
+  redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+if owner == ARGV[2] then
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+  return 1
+end
+return 0
+"""
+
+# KEYS: lease      ARGV: trainer id
+RELEASE_LEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+# KEYS: config, lease, snapshot
+# ARGV: uid, trainer id, base version, new version, offset, eventsLearned, eventsRejected, state
+PUBLISH = _SAME_APP + """
+if redis.call('GET', KEYS[2]) ~= ARGV[2] then return {'lease'} end
+if redis.call('HGET', KEYS[3], 'version') ~= ARGV[3] then return {'version'} end
+""" + _NOW + """
+redis.call('HSET', KEYS[3], 'version', ARGV[4], 'offset', ARGV[5], 'eventsLearned', ARGV[6],
+           'eventsRejected', ARGV[7], 'updatedAt', now, 'state', ARGV[8])
+return {'ok'}
+"""
+
+
+class Scripts:
+    """The scripts registered on one client (redis-py reloads them after a Redis restart)."""
+
+    def __init__(self, client: redis.Redis):
+        self.create_app = client.register_script(CREATE_APP)
+        self.decide = client.register_script(DECIDE)
+        self.reward = client.register_script(REWARD)
+        self.activate = client.register_script(ACTIVATE)
+        self.expire = client.register_script(EXPIRE)
+        self.acquire_lease = client.register_script(ACQUIRE_LEASE)
+        self.release_lease = client.register_script(RELEASE_LEASE)
+        self.publish = client.register_script(PUBLISH)

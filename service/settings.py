@@ -1,0 +1,61 @@
+"""Configuration of the service: one settings class, read from the environment.
+
+Read once and handed out by :func:`get_settings` (an ``lru_cache`` dependency), never built at
+import time, so tests and the CLI can set the environment first.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Environment variables (prefix ``GROVE_``, except ``REDIS_URL``)."""
+
+    model_config = SettingsConfigDict(env_prefix="GROVE_", extra="ignore", populate_by_name=True)
+
+    redis_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("REDIS_URL", "GROVE_REDIS_URL"),
+        description="Redis to use; unset: `grove serve` starts an embedded redis-server.",
+    )
+    admin_key: str | None = Field(
+        default=None, description="Bearer key for /apps administration (GROVE_ADMIN_KEY)."
+    )
+    data_dir: Path = Field(
+        default=Path("grove-data"), description="Embedded redis data and the generated admin key."
+    )
+    redis_timeout: float = Field(
+        default=1.0, gt=0, description="Seconds before a Redis call fails (the API then says 503)."
+    )
+    max_batch: int = Field(default=1000, gt=0, description="Most decisions in one /decide/batch.")
+    decision_grace: float = Field(
+        default=7 * 86400.0,
+        gt=0,
+        description="Seconds a decision record outlives its deadline if no trainer expires it.",
+    )
+    event_retention: float = Field(
+        default=7 * 86400.0,
+        ge=0,
+        description="Seconds learned events stay in the app's stream (the logged-events log).",
+    )
+    trainer_lease: float = Field(
+        default=10.0, gt=0, description="Seconds a dead trainer keeps its apps before another takes over."
+    )
+    trainer_batch: int = Field(default=500, gt=0, description="Events read from a stream at once.")
+    trainer_poll: float = Field(default=0.05, gt=0, description="Idle sleep of the trainer loop.")
+    snapshot_interval: float = Field(
+        default=1.0, ge=0, description="Most seconds between snapshots while events arrive."
+    )
+    snapshot_events: int = Field(
+        default=1000, gt=0, description="Most events learned before a snapshot is published."
+    )
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

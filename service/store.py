@@ -1,0 +1,250 @@
+"""The API side of Redis: apps, decision records, rewards, activations and snapshot reads.
+
+Every multi-key change goes through a Lua script (:mod:`service.scripts`); key names come from
+:mod:`service.keys`. Errors are typed so that routes turn them into 4xx answers.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import redis
+
+from service import codec, keys
+from service.records import AppConfig, NewDecision, SnapshotInfo
+from service.scripts import Scripts
+from service.settings import Settings
+
+
+class StoreError(Exception):
+    """A request that cannot be carried out; ``status`` is the HTTP status the API answers."""
+
+    status = 400
+
+    def __init__(self, detail: str):
+        super().__init__(detail)
+        self.detail = detail
+
+
+class NotFound(StoreError):
+    status = 404
+
+
+class Conflict(StoreError):
+    status = 409
+
+
+@dataclass(frozen=True)
+class RewardOutcome:
+    state: str  # "joined" (in the learning stream) or "accumulating" (sum aggregation)
+    reward_sum: float
+    reward_count: int
+
+
+def _s(value: bytes | str | None) -> str | None:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class Store:
+    """Grove's records in one Redis (or one Redis Cluster: an app's keys share a slot)."""
+
+    def __init__(self, client: redis.Redis, settings: Settings):
+        self.redis = client
+        self.settings = settings
+        self.scripts = Scripts(client)
+
+    # -- apps --------------------------------------------------------------------------------
+    def create_app(self, config: AppConfig, initial_state: bytes) -> None:
+        name = config.name
+        result = self.scripts.create_app(
+            keys=[keys.config(name), keys.snapshot(name), keys.stats(name), keys.stream(name),
+                  keys.deadlines(name), keys.lease(name)],
+            args=[config.uid, config.to_json(), initial_state],
+        )
+        if _s(result[0]) == "exists":
+            raise Conflict(f"app {name!r} already exists")
+        self.redis.sadd(keys.APPS, name)
+
+    def get_app(self, name: str) -> AppConfig | None:
+        raw = self.redis.hget(keys.config(name), "json")
+        return AppConfig.from_json(raw) if raw is not None else None
+
+    def get_app_and_version(self, name: str) -> tuple[AppConfig | None, int]:
+        """The app's config and its current model version, in one round trip (decide path)."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hget(keys.config(name), "json")
+        pipe.hget(keys.snapshot(name), "version")
+        raw, version = pipe.execute()
+        config = AppConfig.from_json(raw) if raw is not None else None
+        return config, int(version or 0)
+
+    def require_app(self, name: str) -> AppConfig:
+        config = self.get_app(name)
+        if config is None:
+            raise NotFound(f"app {name!r} not found")
+        return config
+
+    def list_apps(self) -> list[AppConfig]:
+        names = sorted(_s(n) for n in self.redis.smembers(keys.APPS))
+        if not names:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for name in names:
+            pipe.hget(keys.config(name), "json")
+        return [AppConfig.from_json(raw) for raw in pipe.execute() if raw is not None]
+
+    def app_names(self) -> list[str]:
+        return sorted(_s(n) for n in self.redis.smembers(keys.APPS))
+
+    def update_app(self, name: str, **changes) -> AppConfig:
+        """Optimistic read-modify-write of the config (WATCH/MULTI)."""
+        key = keys.config(name)
+        with self.redis.pipeline() as pipe:
+            while True:
+                try:
+                    pipe.watch(key)
+                    raw = pipe.hget(key, "json")
+                    if raw is None:
+                        raise NotFound(f"app {name!r} not found")
+                    config = AppConfig.from_json(raw).replace(updated_at=time.time(), **changes)
+                    pipe.multi()
+                    pipe.hset(key, "json", config.to_json())
+                    pipe.execute()
+                    return config
+                except redis.WatchError:
+                    continue
+
+    def delete_app(self, name: str) -> None:
+        if not self.redis.delete(keys.config(name)):
+            raise NotFound(f"app {name!r} not found")
+        # the config is gone, so every script now refuses to write into this app
+        self.redis.delete(*keys.all_keys(name))
+        batch: list[bytes] = []
+        for key in self.redis.scan_iter(match=keys.decision_pattern(name), count=1000):
+            batch.append(key)
+            if len(batch) >= 1000:
+                self.redis.delete(*batch)
+                batch.clear()
+        if batch:
+            self.redis.delete(*batch)
+        self.redis.srem(keys.APPS, name)
+
+    # -- snapshots -----------------------------------------------------------------------------
+    def snapshot_info(self, name: str) -> SnapshotInfo | None:
+        fields = self.redis.hmget(
+            keys.snapshot(name), "version", "offset", "eventsLearned", "eventsRejected", "updatedAt"
+        )
+        if fields[0] is None:
+            return None
+        return SnapshotInfo(int(fields[0]), _s(fields[1]), int(fields[2]), int(fields[3] or 0),
+                            int(fields[4] or 0))
+
+    def load_snapshot(self, name: str) -> tuple[SnapshotInfo, dict]:
+        pipe = self.redis.pipeline(transaction=True)  # header and state of the same version
+        pipe.hmget(keys.snapshot(name), "version", "offset", "eventsLearned", "eventsRejected",
+                   "updatedAt")
+        pipe.hget(keys.snapshot(name), "state")
+        fields, state = pipe.execute()
+        if fields[0] is None or state is None:
+            raise NotFound(f"app {name!r} has no model snapshot")
+        info = SnapshotInfo(int(fields[0]), _s(fields[1]), int(fields[2]), int(fields[3] or 0),
+                            int(fields[4] or 0))
+        return info, codec.decode(state)
+
+    # -- decisions and rewards ---------------------------------------------------------------
+    def record_decisions(self, config: AppConfig, decisions: list[NewDecision]) -> None:
+        """Store decision records with their deadline, all or none (409 if an eventId exists)."""
+        name = config.name
+        args: list = [config.uid, int(self.settings.decision_grace * 1000), config.wait_ms]
+        for d in decisions:
+            args += [d.event_id, "1" if d.deferred else "0", codec.pack(d.context), d.action,
+                     repr(float(d.probability)), d.model_version]
+        result = self.scripts.decide(
+            keys=[keys.config(name), keys.deadlines(name), keys.stats(name)]
+            + [keys.decision(name, d.event_id) for d in decisions],
+            args=args,
+        )
+        status = _s(result[0])
+        if status == "gone":
+            raise NotFound(f"app {name!r} not found")
+        if status == "conflict":
+            event_id = decisions[int(result[1])].event_id
+            raise Conflict(f"eventId {event_id!r} already exists in app {name!r}")
+
+    def reward(self, config: AppConfig, event_id: str, reward: float) -> RewardOutcome:
+        name = config.name
+        result = self.scripts.reward(
+            keys=[keys.config(name), keys.decision(name, event_id), keys.deadlines(name),
+                  keys.stream(name), keys.stats(name)],
+            args=[config.uid, event_id, repr(float(reward)), config.reward_aggregation.value],
+        )
+        status = _s(result[0])
+        if status == "joined":
+            return RewardOutcome("joined", float(reward), 1)
+        if status == "added":
+            return RewardOutcome("accumulating", float(result[1]), int(result[2]))
+        raise self._event_error(status, name, event_id)
+
+    def activate(self, config: AppConfig, event_id: str) -> None:
+        name = config.name
+        result = self.scripts.activate(
+            keys=[keys.config(name), keys.decision(name, event_id), keys.deadlines(name)],
+            args=[config.uid, event_id, config.wait_ms, int(self.settings.decision_grace * 1000)],
+        )
+        status = _s(result[0])
+        if status != "activated":
+            raise self._event_error(status, name, event_id)
+
+    @staticmethod
+    def _event_error(status: str, name: str, event_id: str) -> StoreError:
+        if status == "gone":
+            return NotFound(f"app {name!r} not found")
+        if status == "missing":
+            return NotFound(f"eventId {event_id!r} is unknown or its reward wait time is over")
+        if status == "expired":
+            return NotFound(f"eventId {event_id!r}: its reward wait time is over")
+        if status == "deferred":
+            return Conflict(f"eventId {event_id!r} was deferred and is not activated yet: "
+                            f"POST /apps/{name}/activate first")
+        if status == "duplicate":
+            return Conflict(f"eventId {event_id!r} already has its reward "
+                            f"(rewardAggregation 'earliest' keeps the first)")
+        if status == "active":
+            return Conflict(f"eventId {event_id!r} is already active")
+        return StoreError(f"unexpected answer {status!r} for eventId {event_id!r}")
+
+    # -- status --------------------------------------------------------------------------------
+    def app_status(self, name: str) -> dict:
+        """Counters for GET /apps/{app}: pending decisions, trainer lag and liveness, stats."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zcard(keys.deadlines(name))
+        pipe.hgetall(keys.stats(name))
+        pipe.pttl(keys.lease(name))
+        pipe.time()
+        pending, stats, lease_ttl, now = pipe.execute()
+        info = self.snapshot_info(name)
+        offset = info.offset if info else "0-0"
+        # events appended after the snapshot's offset: not in the served model yet
+        behind = self.redis.xrange(keys.stream(name), min=f"({offset}", count=10_000)
+        now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+        lag_seconds = 0.0
+        if behind:
+            oldest_ms = int(_s(behind[0][0]).split("-")[0])
+            lag_seconds = max(0.0, (now_ms - oldest_ms) / 1000)
+        return {
+            "model_version": info.version if info else 0,
+            "events_learned": info.events_learned if info else 0,
+            "events_rejected": info.events_rejected if info else 0,
+            "snapshot_age": max(0.0, (now_ms - info.updated_at_ms) / 1000) if info else None,
+            "pending_decisions": int(pending),
+            "trainer_lag": len(behind),
+            "trainer_lag_seconds": lag_seconds,
+            "trainer_alive": lease_ttl is not None and int(lease_ttl) > 0,
+            "stats": {_s(k): int(float(v)) for k, v in stats.items()},
+        }
+
+    def trainers_alive(self, within: float) -> int:
+        now = self.redis.time()
+        now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+        return int(self.redis.zcount(keys.TRAINERS, now_ms - within * 1000, "+inf"))

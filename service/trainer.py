@@ -1,0 +1,269 @@
+"""The trainer: the single writer of each app's model.
+
+For every app whose lease it holds (one trainer per app; several trainer processes share the
+apps between them), the trainer
+
+1. turns expired decisions into learning events with the app's ``defaultReward`` (or the sum of
+   the rewards received, under ``rewardAggregation: sum``), atomically (Lua ``EXPIRE``);
+2. reads the app's learning stream through the consumer group ``trainers`` and updates the
+   learner, rescaling rewards to [0, 1];
+3. publishes a snapshot (learner state + the stream offset it includes + ``eventsLearned``) at
+   most every ``snapshot_interval`` seconds or ``snapshot_events`` events, then acknowledges the
+   events it contains.
+
+Exactly-once learning: taking an app starts from its snapshot and moves the group's cursor back
+to the snapshot's offset (``XGROUP SETID``), so whatever a dead trainer had learned but not
+published is learned again, once; a snapshot is published only if the trainer still holds the
+lease and the snapshot is still the version it started from (Lua ``PUBLISH``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from service import codec, keys
+from service.models import ModelKind, model_kind
+from service.records import AppConfig
+from service.redis_client import UNAVAILABLE
+from service.scripts import Scripts
+from service.settings import Settings
+from service.store import Store
+
+log = logging.getLogger("grove.trainer")
+
+
+def _s(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _id_tuple(stream_id: str) -> tuple[int, int]:
+    ms, _, seq = stream_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+@dataclass
+class OwnedApp:
+    """The trainer's working copy of one app's model, ahead of its last published snapshot."""
+
+    config: AppConfig
+    kind: ModelKind
+    learner: Any
+    version: int  # of the last snapshot published (or loaded)
+    offset: str  # last stream id applied to ``learner``
+    events_learned: int
+    events_rejected: int
+    unpublished: int = 0
+    to_ack: list[str] = field(default_factory=list)
+    last_publish: float = field(default_factory=time.monotonic)
+
+
+class Trainer:
+    def __init__(self, client: redis.Redis, settings: Settings, trainer_id: str | None = None):
+        self.redis = client
+        self.settings = settings
+        self.store = Store(client, settings)
+        self.scripts = Scripts(client)
+        self.id = trainer_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.owned: dict[str, OwnedApp] = {}
+        self._next_lease_check = 0.0
+
+    # -- loop ----------------------------------------------------------------------------------
+    def run(self, stop: threading.Event | None = None) -> None:
+        """Train until ``stop`` is set; survives Redis outages (drops its apps and retries)."""
+        stop = stop or threading.Event()
+        log.info("trainer %s started", self.id)
+        down_since: float | None = None
+        while not stop.is_set():
+            try:
+                work = self.step()
+            except UNAVAILABLE as exc:
+                if down_since is None:
+                    down_since = time.monotonic()
+                    log.warning("Redis unavailable (%s); retrying", exc)
+                self.owned.clear()  # reload from the snapshots once Redis is back
+                self._next_lease_check = 0.0
+                stop.wait(0.5)
+                continue
+            if down_since is not None:
+                log.warning("Redis is back after %.1fs", time.monotonic() - down_since)
+                down_since = None
+            if not work:
+                stop.wait(self.settings.trainer_poll)
+        self.shutdown()
+
+    def step(self) -> int:
+        """One pass over the owned apps; returns how much work it found (0: idle)."""
+        if time.monotonic() >= self._next_lease_check:
+            self.refresh_leases()
+        work = 0
+        for name in list(self.owned):
+            try:
+                work += self.expire(name)
+                work += self.learn(name)
+                self.maybe_publish(name)
+            except redis.ResponseError as exc:  # e.g. the app was deleted under us
+                log.warning("dropping app %s: %s", name, exc)
+                self.owned.pop(name, None)
+        return work
+
+    def shutdown(self) -> None:
+        """Publish what was learned and hand the apps back (clean stop)."""
+        try:
+            for name in list(self.owned):
+                self.maybe_publish(name, force=True)
+                self.scripts.release_lease(keys=[keys.lease(name)], args=[self.id])
+            self.redis.zrem(keys.TRAINERS, self.id)
+        except UNAVAILABLE as exc:
+            log.warning("shutdown without Redis (%s): the next trainer resumes from the snapshots", exc)
+        self.owned.clear()
+        log.info("trainer %s stopped", self.id)
+
+    # -- leases --------------------------------------------------------------------------------
+    def refresh_leases(self) -> None:
+        now = self.redis.time()
+        now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+        self.redis.zadd(keys.TRAINERS, {self.id: now_ms})
+        self.redis.zremrangebyscore(keys.TRAINERS, "-inf", now_ms - 86_400_000)
+        ttl_ms = int(self.settings.trainer_lease * 1000)
+        names = set(self.store.app_names()) | set(self.owned)
+        for name in sorted(names):
+            config = self.store.get_app(name)
+            owned = self.owned.get(name)
+            if config is None or (owned is not None and owned.config.uid != config.uid):
+                self.owned.pop(name, None)
+                if config is None:
+                    continue
+                owned = None
+            held = self.scripts.acquire_lease(
+                keys=[keys.config(name), keys.lease(name)], args=[config.uid, self.id, ttl_ms]
+            )
+            if not held:
+                self.owned.pop(name, None)
+            elif owned is None:
+                self.take(name, config)
+            elif owned.config != config:
+                self._apply_config(owned, config)
+        self._next_lease_check = time.monotonic() + self.settings.trainer_lease / 3
+
+    def take(self, name: str, config: AppConfig) -> None:
+        """Start owning ``name``: load its snapshot and rewind the consumer group to it."""
+        info, state = self.store.load_snapshot(name)
+        kind = model_kind(config.policy_kind)
+        learner = kind.load(state)
+        kind.change_actions(learner, config.action_ids, [])
+        stream = keys.stream(name)
+        try:
+            self.redis.xgroup_create(stream, keys.TRAINER_GROUP, id=info.offset, mkstream=True)
+        except redis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+            self.redis.xgroup_setid(stream, keys.TRAINER_GROUP, id=info.offset)
+        for consumer in self.redis.xinfo_consumers(stream, keys.TRAINER_GROUP):
+            consumer_name = _s(consumer["name"])
+            if consumer_name != self.id:  # dead: the lease was free
+                self.redis.xgroup_delconsumer(stream, keys.TRAINER_GROUP, consumer_name)
+        self.owned[name] = OwnedApp(config, kind, learner, info.version, info.offset,
+                                    info.events_learned, info.events_rejected)
+        log.info("trainer %s took app %s at version %d (offset %s, %d events learned)",
+                 self.id, name, info.version, info.offset, info.events_learned)
+
+    @staticmethod
+    def _apply_config(owned: OwnedApp, config: AppConfig) -> None:
+        old, new = set(owned.config.action_ids), config.action_ids
+        owned.kind.change_actions(owned.learner, [a for a in new if a not in old],
+                                  [a for a in owned.config.action_ids if a not in set(new)])
+        owned.config = config
+
+    # -- work ----------------------------------------------------------------------------------
+    def expire(self, name: str) -> int:
+        """Turn decisions past their deadline into learning events (default or summed reward)."""
+        owned = self.owned[name]
+        now_ms = int(time.time() * 1000)  # candidates only: the script re-checks with Redis' clock
+        due = self.redis.zrangebyscore(keys.deadlines(name), "-inf", now_ms,
+                                       start=0, num=self.settings.trainer_batch)
+        if not due:
+            return 0
+        ids = [_s(d) for d in due]
+        result = self.scripts.expire(
+            keys=[keys.config(name), keys.deadlines(name), keys.stream(name), keys.stats(name)]
+            + [keys.decision(name, i) for i in ids],
+            args=[owned.config.uid, repr(float(owned.config.default_reward))] + ids,
+        )
+        if _s(result[0]) == "gone":
+            self.owned.pop(name, None)
+            return 0
+        return int(result[1]) + int(result[2])
+
+    def learn(self, name: str) -> int:
+        owned = self.owned[name]
+        answer = self.redis.xreadgroup(
+            keys.TRAINER_GROUP, self.id, {keys.stream(name): ">"}, count=self.settings.trainer_batch
+        )
+        entries = answer[0][1] if answer else []
+        for entry_id, fields in entries:
+            entry_id = _s(entry_id)
+            fields = {_s(k): v for k, v in fields.items()}
+            try:
+                owned.kind.learn(
+                    owned.learner,
+                    codec.unpack(fields["context"]),
+                    _s(fields["action"]),
+                    owned.config.rescale(float(fields["reward"])),
+                    float(fields["probability"]),
+                )
+                owned.events_learned += 1
+            except (ValueError, TypeError, KeyError) as exc:
+                # a malformed event must not stop the app's learning; it is counted, not retried
+                owned.events_rejected += 1
+                log.warning("app %s: event %s not learned: %s", name, entry_id, exc)
+            owned.offset = entry_id
+            owned.to_ack.append(entry_id)
+            owned.unpublished += 1
+        return len(entries)
+
+    def maybe_publish(self, name: str, force: bool = False) -> bool:
+        owned = self.owned.get(name)
+        if owned is None or owned.unpublished == 0:
+            return False
+        due = (
+            owned.unpublished >= self.settings.snapshot_events
+            or time.monotonic() - owned.last_publish >= self.settings.snapshot_interval
+        )
+        if not (due or force):
+            return False
+        state = codec.encode(owned.kind.dump(owned.learner))
+        result = self.scripts.publish(
+            keys=[keys.config(name), keys.lease(name), keys.snapshot(name)],
+            args=[owned.config.uid, self.id, owned.version, owned.version + 1, owned.offset,
+                  owned.events_learned, owned.events_rejected, state],
+        )
+        status = _s(result[0])
+        if status != "ok":
+            # lost the lease or the app: another trainer (or nobody) carries on from the snapshot
+            log.warning("app %s: snapshot not published (%s); dropping the app", name, status)
+            self.owned.pop(name, None)
+            return False
+        owned.version += 1
+        owned.unpublished = 0
+        owned.last_publish = time.monotonic()
+        stream = keys.stream(name)
+        self.redis.xack(stream, keys.TRAINER_GROUP, *owned.to_ack)
+        owned.to_ack.clear()
+        self._trim(stream, owned.offset)
+        return True
+
+    def _trim(self, stream: str, offset: str) -> None:
+        """Drop learned events older than ``event_retention`` (never one not yet in a snapshot)."""
+        horizon = (int((time.time() - self.settings.event_retention) * 1000), 0)
+        minid = min(_id_tuple(offset), horizon)
+        if minid > (0, 0):
+            self.redis.xtrim(stream, minid=f"{minid[0]}-{minid[1]}", approximate=True)
