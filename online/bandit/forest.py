@@ -1,0 +1,566 @@
+"""BANDIT FOREST: an online random forest of decision stumps for the contextual bandit problem.
+
+Féraud, Allesiardo, Urvoy, Clérot. *Random Forest for the Contextual Bandit Problem.* AISTATS 2016.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from river import bandit
+
+from online.bandit.encoder import ContextEncoder
+from online.bandit.kernels import LEAF, SLOT, SPLIT, greedy_votes, learn_event, paths_status
+from online.bandit.storage import ForestStorage
+
+__all__ = ["BanditForest", "Decision"]
+
+FORMAT = "grove.bandit-forest"
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the forest chose for one context.
+
+    ``probability`` is the propensity of ``action`` (what an ad server must log);
+    ``probabilities`` gives every candidate action's probability, in ranking order.
+    ``explored`` says whether the action was drawn for exploration (else the forest voted).
+    """
+
+    action: Hashable
+    probability: float
+    probabilities: dict
+    explored: bool
+
+    @property
+    def ranking(self) -> list[tuple[Hashable, float]]:
+        """(action, probability) pairs, most probable first."""
+        return list(self.probabilities.items())
+
+
+class BanditForest(bandit.base.ContextualPolicy):
+    """BANDIT FOREST (Féraud et al., 2016): L randomized trees of decision stumps, learned online.
+
+    Each tree is grown by stacking DECISION STUMPs (Algorithm 4). A stump explores its candidate
+    variables and the actions together: after each round it eliminates the variables whose
+    estimated reward ``mu^i = sum_v max_k mu^i_{k,v}`` is too far below the best one (VE,
+    eq. (3)), and, for every variable i and value v, the actions too far below the best one (AE,
+    eq. (4)). When one variable is left and the tree's maximal depth ``D_theta`` is not reached,
+    the stump is split on it into two new paths (Algorithm 6, NewPath); at depth ``D_theta`` it
+    keeps eliminating the actions of its variable's two values. A tree is randomized by theta: at
+    each node, the candidate split variables are a random ``split_fraction`` of the variables not
+    yet used on the path, and each tree draws its ``epsilon`` and ``D_theta`` from the given
+    ranges.
+
+    Acting follows sec. 5's practical version of Algorithm 6: when the paths of every tree for
+    the context have finished learning (one action left), the forest plays the action with the
+    most votes (probability 1). Otherwise it draws uniformly from the union of the remaining
+    actions of the paths still exploring, and the reward of the played action is weighted by the
+    inverse of its probability (inverse propensity scoring).
+
+    Contexts are dicts of numbers, strings, bools or None, turned into binary variables by a
+    :class:`~online.bandit.encoder.ContextEncoder` (numbers: ``n_bins`` equal-frequency bins;
+    strings: one variable per value; see there for missing keys and unseen values). The first
+    ``warmup`` events are played uniformly at random, as every root stump would, and kept: then
+    the numeric bins are learned from them, the trees are created, and those events are
+    replayed into the trees, so nothing is lost.
+
+    Parameters
+    ----------
+    n_trees
+        L, the number of trees (1 with ``split_fraction=1`` and fixed ``epsilon``/``max_depth``
+        gives BANDIT TREE).
+    delta
+        δ, the probability of failure in the elimination bounds (3) and (4).
+    epsilon
+        ε, the approximation tolerance of eqs. (3)-(4): a number, or a ``(low, high)`` range
+        from which each tree draws its own value uniformly (the paper uses 0.4-0.8).
+    max_depth
+        D, the maximal depth of a tree (the root stump is depth 1): an int, or a ``(low, high)``
+        range from which each tree draws its own ``D_theta`` (the paper uses 10-18).
+    split_fraction
+        Fraction of the remaining variables a node may split on (θ's random subsets; 0.8 in the
+        paper).
+    n_bins
+        Equal-frequency bins of a numeric feature (5 in the paper).
+    warmup
+        Events played uniformly before the trees are built (see above); also the number of
+        values a numeric feature first seen later needs before its bins exist.
+    seed
+        Seed of the random generators: same seed and same calls give the same decisions.
+
+    Choices where the paper is silent or ambiguous
+    ----------------------------------------------
+    * **IPS (sec. 5).** Rewards are weighted by w = 1/p (p: probability of the played action)
+      and every mean is self-normalised: mu = sum(w y) / sum(w) over the plays of the action.
+      Dividing y by p inside the paper's running means (whose denominator is the count t_k)
+      would scale each action's mean by 1/P(k is played), which differs between actions once
+      the draw is not round-robin, and would break the [0, 1] range the bounds assume. With a
+      constant p (round-robin, as in the analysis) both are the paper's update exactly.
+    * **Rounds.** "If k = LastAction(A)" becomes: a stump runs VE and AE after every
+      ``n_actions`` plays of its path. A leaf runs AE on its cell after every play (it is cheap).
+    * **Counts in the bounds.** Eq. (3) uses t = min_k t_{c,k} over the actions (the estimate of
+      mu^i involves all of them). Eq. (4) compares k' and k with r(t_{k'}) + r(t_k), where
+      2 r(t) is the right-hand side of (4): the same as (4) when the counts are equal, as they
+      are under round-robin. K is the number of actions in the inventory, M the number of binary
+      variables.
+    * **Eliminated everywhere.** An exploring stump draws from the actions still remaining for
+      some (variable, value): the case sec. 3.4 mentions but leaves out ("eliminated for all
+      values of all variables") is handled.
+    * **Randomization.** ε and D_θ are drawn per tree (uniform on the range; D inclusive); the
+      candidate subset of a node has round(split_fraction * |V_c|) variables (at least 1). A
+      node with no variable left is a leaf playing ACTION SELECTION alone.
+    * **Voting ties** go to the candidate listed first; a vote for an excluded action is dropped.
+    * **Action inventory.** A new action (or one put back) re-enters every remaining-action set,
+      so finished paths explore it against their best action; removing an action takes it out
+      everywhere, and a cell left with none starts over with the whole inventory. An action
+      passed to :meth:`decide` that the forest has never learned about counts as exploring.
+    * **Variables that appear later** (new categories, new features) join the candidate sets of
+      paths created after they appear; existing stumps keep the variables they started with
+      (their statistics for a newcomer would be incomplete).
+
+    Examples
+    --------
+    Learn on a stream where the best ad depends on the page's section:
+
+    >>> import random
+    >>> rng = random.Random(0)
+    >>> forest = BanditForest(n_trees=10, max_depth=2, epsilon=0.5, warmup=50, seed=1)
+    >>> best = {"sport": "ad-a", "news": "ad-b", "cars": "ad-c"}
+    >>> for _ in range(10_000):
+    ...     x = {"section": rng.choice(list(best)), "hour": rng.randrange(24)}
+    ...     d = forest.decide(x, actions=["ad-a", "ad-b", "ad-c"])
+    ...     reward = float(rng.random() < (0.7 if d.action == best[x["section"]] else 0.2))
+    ...     forest.learn_one(x, d.action, reward, d.probability)
+    >>> forest.predict_one({"section": "news", "hour": 9})
+    'ad-b'
+    >>> d = forest.decide({"section": "cars", "hour": 20})
+    >>> d.action, d.probability
+    ('ad-c', 1.0)
+
+    State is plain arrays and JSON-able metadata; a restored forest decides the same:
+
+    >>> clone = BanditForest.from_state(forest.to_state())
+    >>> x = {"section": "sport", "hour": 3}
+    >>> clone.decide(x) == forest.decide(x)
+    True
+
+    References
+    ----------
+    Féraud, R., Allesiardo, R., Urvoy, T., Clérot, F. Random Forest for the Contextual Bandit
+    Problem. AISTATS 2016, JMLR W&CP 51.
+    """
+
+    def __init__(
+        self,
+        n_trees: int = 100,
+        delta: float = 0.05,
+        epsilon: float | Sequence[float] = (0.4, 0.8),
+        max_depth: int | Sequence[int] = (10, 18),
+        split_fraction: float = 0.8,
+        n_bins: int = 5,
+        warmup: int = 200,
+        seed: int | None = None,
+    ):
+        super().__init__(burn_in=0)
+        if n_trees < 1:
+            raise ValueError(f"n_trees must be at least 1, got {n_trees}")
+        if not 0.0 < delta <= 1.0:
+            raise ValueError(f"delta must be in (0, 1], got {delta}")
+        if not 0.0 < split_fraction <= 1.0:
+            raise ValueError(f"split_fraction must be in (0, 1], got {split_fraction}")
+        eps_low, eps_high = _range(epsilon, "epsilon")
+        if not 0.0 <= eps_low <= eps_high <= 1.0:
+            raise ValueError(f"epsilon must be within [0, 1], got {epsilon}")
+        depth_low, depth_high = _range(max_depth, "max_depth")
+        if not (1 <= depth_low <= depth_high and float(depth_low).is_integer()
+                and float(depth_high).is_integer()):
+            raise ValueError(f"max_depth must be whole numbers >= 1, got {max_depth}")
+        self.n_trees = n_trees
+        self.delta = delta
+        self.epsilon = epsilon
+        self.max_depth = max_depth
+        self.split_fraction = split_fraction
+        self.n_bins = n_bins
+        self.warmup = warmup
+        self.seed = seed
+
+        self._encoder = ContextEncoder(n_bins=n_bins, warmup=warmup)
+        self._actions: list = []  # action index -> action id
+        self._index: dict = {}  # action id -> action index
+        self._store = ForestStorage()
+        self._roots = np.zeros(0, np.int32)
+        self._tree_eps = np.zeros(0)
+        self._tree_depth = np.zeros(0, np.int32)
+        self._buffer: list[tuple[dict, Hashable, float, float]] = []
+        self._n_learned = 0
+        self._ready = np.zeros(n_trees, np.int32)
+        self._last_probabilities: dict = {}
+        seeds = np.random.SeedSequence(seed).spawn(2)
+        self._rng_learn = np.random.Generator(np.random.PCG64(seeds[0]))
+        self._rng_decide = np.random.Generator(np.random.PCG64(seeds[1]))
+
+    # -- actions -------------------------------------------------------------------------------
+
+    @property
+    def actions(self) -> list:
+        """The actions of the inventory (added, not removed), in the order they were added."""
+        active = self._store.active
+        return [a for k, a in enumerate(self._actions) if active[k]]
+
+    def add_action(self, action: Hashable) -> None:
+        """Put ``action`` in the inventory; it is explored in every path (see the class doc)."""
+        k = self._index.get(action)
+        store = self._store
+        if k is None:
+            k = len(self._actions)
+            self._actions.append(action)
+            self._index[action] = k
+            store.reserve_capacity(store.var_cap, k + 1)
+        elif store.active[k]:
+            return
+        store.active[k] = True
+        store.reopen_action(k)
+
+    def remove_action(self, action: Hashable) -> None:
+        """Take ``action`` out of the inventory (its statistics are kept if it comes back)."""
+        k = self._index.get(action)
+        if k is None or not self._store.active[k]:
+            raise KeyError(f"action {action!r} is not in the inventory")
+        self._store.active[k] = False
+        self._store.refill_emptied()
+
+    # -- acting --------------------------------------------------------------------------------
+
+    def decide(self, x: dict, actions: Iterable | None = None, excluded: Iterable = ()) -> Decision:
+        """Choose an action for context ``x`` among ``actions`` (default: the inventory).
+
+        Does not change what the forest has learned (only its random generator moves on).
+        """
+        xb = self._encoder.encode(x)
+        candidates, known = self._candidates(actions, excluded)
+        store = self._store
+        explore = np.zeros(store.act_cap, bool)
+        votes = np.zeros(store.act_cap, np.int64)
+        if len(self._roots):
+            exploring = paths_status(xb, self._roots, store.node_kind, store.node_var,
+                                     store.node_child, store.node_ref, store.slot_union,
+                                     store.leaf_A, store.active, explore, votes)
+        else:  # warm-up: every root stump would draw among all actions
+            exploring = 1
+            explore[:] = True
+        new = [k is None for k in known]
+        pool = []
+        if exploring or any(new):
+            pool = [a for a, k in zip(candidates, known)
+                    if k is None or explore[k] or (any(new) and votes[k] > 0)]
+        if pool:
+            choice = pool[int(self._rng_decide.integers(len(pool)))]
+            chosen, probability, explored = choice, 1.0 / len(pool), True
+            probs = {a: (probability if a in pool else 0.0) for a in candidates}
+        else:
+            counts = [votes[k] if k is not None else 0 for k in known]
+            if max(counts) > 0:
+                chosen = candidates[int(np.argmax(counts))]
+                chosen, probability, explored = chosen, 1.0, False
+                probs = {a: float(a == chosen) for a in candidates}
+            else:  # every remaining action was excluded: nothing learned applies
+                probability = 1.0 / len(candidates)
+                chosen = candidates[int(self._rng_decide.integers(len(candidates)))]
+                explored = True
+                probs = {a: probability for a in candidates}
+        order = sorted(range(len(candidates)), key=lambda j: (
+            -probs[candidates[j]], -(votes[known[j]] if known[j] is not None else 0), j))
+        ranked = {candidates[j]: probs[candidates[j]] for j in order}
+        self._last_probabilities = ranked
+        return Decision(chosen, probability, ranked, explored)
+
+    def predict_one(self, x: dict, actions: Iterable | None = None, excluded: Iterable = ()):
+        """The action the forest would exploit: each tree's path votes for its best estimate."""
+        xb = self._encoder.encode(x)
+        candidates, known = self._candidates(actions, excluded)
+        store = self._store
+        if not len(self._roots):
+            return self._warmup_best(candidates)
+        allowed = np.zeros(store.act_cap, bool)
+        allowed[[k for k in known if k is not None]] = True
+        votes = np.zeros(store.act_cap, np.int64)
+        greedy_votes(xb, self._roots, store.node_kind, store.node_var, store.node_child,
+                     store.node_ref, store.slot_T, store.slot_W, store.slot_T1, store.slot_W1,
+                     store.slot_R, store.slot_A, store.slot_best, store.slot_vars, store.leaf_T,
+                     store.leaf_W, store.leaf_R, store.leaf_A, store.active, allowed, votes)
+        counts = [votes[k] if k is not None else 0 for k in known]
+        return candidates[int(np.argmax(counts))]
+
+    def _candidates(self, actions, excluded) -> tuple[list, list]:
+        excluded = set(excluded)
+        if actions is None:
+            candidates = [a for a in self.actions if a not in excluded]
+        else:
+            candidates = list(dict.fromkeys(a for a in actions if a not in excluded))
+        if not candidates:
+            raise ValueError("no action to choose from: the list is empty or all are excluded")
+        active = self._store.active
+        known = []
+        for a in candidates:
+            k = self._index.get(a)
+            known.append(k if k is not None and active[k] else None)
+        return candidates, known
+
+    def _warmup_best(self, candidates: list):
+        totals: dict = {}
+        for _, action, reward, _ in self._buffer:
+            s, n = totals.get(action, (0.0, 0))
+            totals[action] = (s + reward, n + 1)
+        return max(candidates, key=lambda a: totals[a][0] / totals[a][1] if a in totals else -1)
+
+    # -- learning ------------------------------------------------------------------------------
+
+    def learn_one(self, x: dict, action: Hashable, reward: float, probability: float = 1.0) -> None:
+        """Learn that playing ``action`` in context ``x`` gave ``reward``.
+
+        ``probability`` is the propensity with which ``action`` was played (logged by
+        :meth:`decide`); the reward is weighted by its inverse. Rewards are expected in [0, 1],
+        the range the elimination bounds assume.
+        """
+        reward = float(reward)
+        probability = float(probability)
+        if not math.isfinite(reward):
+            raise ValueError(f"reward must be a finite number, got {reward}")
+        if not 0.0 < probability <= 1.0:
+            raise ValueError(f"probability must be in (0, 1], got {probability}")
+        if not self._store.has_statistics:
+            raise RuntimeError("this forest was restored without its statistics: it can decide "
+                               "but not learn")
+        self._encoder.learn_one(x)
+        if action not in self._index:
+            self.add_action(action)
+        self._n_learned += 1
+        if not len(self._roots):
+            self._buffer.append((dict(x), action, reward, probability))
+            if len(self._buffer) >= self.warmup:
+                self._grow_trees()
+            return
+        self._learn(self._encoder.encode(x), self._index[action], reward, 1.0 / probability)
+
+    def _learn(self, xb: np.ndarray, k: int, reward: float, weight: float) -> None:
+        store = self._store
+        n_active = int(store.active.sum())
+        if n_active == 0:
+            return
+        n_ready = learn_event(
+            xb, k, reward, weight, self._roots, store.node_kind, store.node_var, store.node_child,
+            store.node_ref, self._tree_eps, self._tree_depth, store.slot_vars, store.slot_nvars,
+            store.slot_T, store.slot_W, store.slot_T1, store.slot_W1, store.slot_R, store.slot_A,
+            store.slot_union, store.slot_n, store.slot_best, store.leaf_T, store.leaf_W,
+            store.leaf_R, store.leaf_A, store.active, n_active, self._encoder.n_variables,
+            self.delta, self._ready)
+        for node in self._ready[:n_ready].tolist():
+            self._resolve(node)
+
+    def _grow_trees(self) -> None:
+        """End of the warm-up: learn the bins, create the L root stumps, replay the events."""
+        self._encoder.freeze()
+        L = self.n_trees
+        eps_low, eps_high = _range(self.epsilon, "epsilon")
+        depth_low, depth_high = _range(self.max_depth, "max_depth")
+        self._tree_eps = self._rng_learn.uniform(eps_low, eps_high, L)
+        self._tree_depth = self._rng_learn.integers(depth_low, depth_high + 1, L).astype(np.int32)
+        self._roots = np.array([self._new_path(theta, 1, -1, []) for theta in range(L)], np.int32)
+        buffer, self._buffer = self._buffer, []
+        for x, action, reward, probability in buffer:
+            self._learn(self._encoder.encode(x), self._index[action], reward, 1.0 / probability)
+
+    def _new_path(self, theta: int, depth: int, parent: int, used: list[int]) -> int:
+        """NewPath (Algorithm 6): a stump over a random subset S_c of the unused variables."""
+        store = self._store
+        node = store.new_node(theta, depth, parent)
+        available = np.setdiff1d(np.arange(self._encoder.n_variables, dtype=np.int32), used)
+        if len(available) == 0:
+            return self._make_leaf(node, -1, None)
+        size = max(1, int(round(self.split_fraction * len(available))))
+        chosen = np.sort(self._rng_learn.choice(available, size, replace=False)).astype(np.int32)
+        store.reserve_capacity(self._encoder.n_variables, len(self._actions))
+        store.node_kind[node] = SLOT
+        store.node_ref[node] = store.new_slot(chosen)
+        return node
+
+    def _resolve(self, node: int) -> None:
+        """Algorithm 6, lines 16-20: the stump of ``node`` has selected its variable."""
+        store = self._store
+        s = int(store.node_ref[node])
+        var = int(store.slot_vars[s, 0])
+        theta = int(store.node_tree[node])
+        depth = int(store.node_depth[node])
+        if depth < self._tree_depth[theta]:
+            used = [var]
+            n = node
+            while store.node_parent[n] >= 0:
+                n = int(store.node_parent[n])
+                used.append(int(store.node_var[n]))
+            store.node_kind[node] = SPLIT
+            store.node_var[node] = var
+            store.free_slot(s)
+            children = [self._new_path(theta, depth + 1, node, used) for _ in range(2)]
+            store.node_child[node] = children
+        else:
+            self._make_leaf(node, var, s)
+            store.free_slot(s)
+
+    def _make_leaf(self, node: int, var: int, slot: int | None) -> int:
+        """A stump at depth D_theta keeps the statistics of its selected variable only."""
+        store = self._store
+        leaf = store.new_leaf()
+        if slot is None:
+            store.leaf_T[leaf] = 0
+            store.leaf_W[leaf] = 0.0
+            store.leaf_R[leaf] = 0.0
+            store.leaf_A[leaf] = store.active
+        else:
+            t1, w1 = store.slot_T1[slot, :, var], store.slot_W1[slot, :, var]
+            store.leaf_T[leaf] = [store.slot_T[slot] - t1, t1]
+            store.leaf_W[leaf] = [store.slot_W[slot] - w1, w1]
+            store.leaf_R[leaf] = store.slot_R[slot, :, var, :].T
+            store.leaf_A[leaf] = store.slot_A[slot, var]
+        store.node_kind[node] = LEAF
+        store.node_var[node] = var
+        store.node_ref[node] = leaf
+        return node
+
+    # -- river's ContextualPolicy ----------------------------------------------------------------
+
+    def _pull(self, arm_ids, context):
+        return self.decide(context or {}, actions=arm_ids).action
+
+    def update(self, arm_id, context, *reward_args, **reward_kwargs):
+        """river's update: learns with the propensity of the last decision (1 if unknown)."""
+        super().update(arm_id, context, *reward_args, **reward_kwargs)
+        probability = self._last_probabilities.get(arm_id) or 1.0
+        self.learn_one(context or {}, arm_id, reward_args[0], probability)
+
+    @classmethod
+    def _unit_test_params(cls):
+        yield {"n_trees": 5, "max_depth": 3, "warmup": 20, "seed": 42}
+
+    # -- introspection -------------------------------------------------------------------------
+
+    @property
+    def n_learned(self) -> int:
+        """Number of events learned (including the warm-up ones)."""
+        return self._n_learned
+
+    @property
+    def n_nodes(self) -> int:
+        return self._store.n_nodes
+
+    def memory_usage(self) -> int:
+        """Bytes held by the forest's arrays (capacity included)."""
+        return self._store.nbytes()
+
+    def tree(self, theta: int) -> dict:
+        """Readable structure of tree ``theta``: splits on variables, exploring stumps, leaves."""
+        if not len(self._roots):
+            return {"exploring": True, "warmup": True}
+        return self._describe(int(self._roots[theta]))
+
+    def _describe(self, node: int) -> dict:
+        store, names = self._store, self._encoder.variable_names
+        kind = store.node_kind[node]
+        if kind == SPLIT:
+            return {"variable": names[store.node_var[node]],
+                    "children": [self._describe(int(c)) for c in store.node_child[node]]}
+        if kind == SLOT:
+            s = store.node_ref[node]
+            best = store.slot_best[s]
+            return {"exploring": True,
+                    "candidates": [names[i] for i in store.slot_vars[s, : store.slot_nvars[s]]],
+                    "best_variable": names[best] if best >= 0 else None}
+        leaf = store.node_ref[node]
+        var = store.node_var[node]
+        remaining = [[a for k, a in enumerate(self._actions)
+                      if store.leaf_A[leaf, v, k] and store.active[k]] for v in range(2)]
+        return {"variable": names[var] if var >= 0 else None, "actions": remaining}
+
+    # -- state -----------------------------------------------------------------------------------
+
+    def to_state(self, statistics: bool = True) -> dict:
+        """Everything needed to restore the forest: numpy arrays and JSON-able metadata.
+
+        With ``statistics=False`` the counts and sums of the exploring stumps are left out: the
+        restored forest decides exactly as this one, but cannot learn (a small serving copy).
+        """
+        params = {name: getattr(self, name) for name in (
+            "n_trees", "delta", "epsilon", "max_depth", "split_fraction", "n_bins", "warmup",
+            "seed")}
+        for name in ("epsilon", "max_depth"):
+            if isinstance(params[name], (tuple, list)):
+                params[name] = list(params[name])
+        K = len(self._actions)
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "params": params,
+            "encoder": self._encoder.to_state(),
+            "actions": list(self._actions),
+            "active": self._store.active[:K].copy(),
+            "n_learned": self._n_learned,
+            "rng": {"learn": _rng_state(self._rng_learn), "decide": _rng_state(self._rng_decide)},
+            "trees": {"roots": self._roots.copy(), "epsilon": self._tree_eps.copy(),
+                      "depth": self._tree_depth.copy()},
+            "storage": self._store.to_state(self._encoder.n_variables, K, statistics),
+            "buffer": [{"x": x, "action": a, "reward": r, "probability": p}
+                       for x, a, r, p in self._buffer],
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> "BanditForest":
+        if state.get("format") != FORMAT:
+            raise ValueError(f"not a {FORMAT} state (format={state.get('format')!r})")
+        if state.get("version") != VERSION:
+            raise ValueError(f"unsupported {FORMAT} state version {state.get('version')!r}")
+        params = dict(state["params"])
+        for name in ("epsilon", "max_depth"):
+            if isinstance(params[name], list):
+                params[name] = tuple(params[name])
+        forest = cls(**params)
+        forest._encoder = ContextEncoder.from_state(state["encoder"])
+        forest._actions = list(state["actions"])
+        forest._index = {a: k for k, a in enumerate(forest._actions)}
+        forest._store = ForestStorage.from_state(state["storage"], np.asarray(state["active"], bool))
+        forest._n_learned = int(state["n_learned"])
+        forest._rng_learn = _rng_from(state["rng"]["learn"])
+        forest._rng_decide = _rng_from(state["rng"]["decide"])
+        trees = state["trees"]
+        forest._roots = np.asarray(trees["roots"], np.int32)
+        forest._tree_eps = np.asarray(trees["epsilon"], float)
+        forest._tree_depth = np.asarray(trees["depth"], np.int32)
+        forest._buffer = [(dict(e["x"]), e["action"], float(e["reward"]), float(e["probability"]))
+                          for e in state["buffer"]]
+        return forest
+
+
+def _range(value, name) -> tuple[float, float]:
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2 or value[0] > value[1]:
+            raise ValueError(f"{name} must be a number or a (low, high) pair, got {value!r}")
+        return value[0], value[1]
+    return value, value
+
+
+def _rng_state(rng: np.random.Generator) -> dict:
+    """PCG64 state with its 128-bit integers as strings (JSON and msgpack safe)."""
+    s = rng.bit_generator.state
+    return {"state": str(s["state"]["state"]), "inc": str(s["state"]["inc"]),
+            "has_uint32": int(s["has_uint32"]), "uinteger": int(s["uinteger"])}
+
+
+def _rng_from(state: dict) -> np.random.Generator:
+    bitgen = np.random.PCG64()
+    bitgen.state = {"bit_generator": "PCG64",
+                    "state": {"state": int(state["state"]), "inc": int(state["inc"])},
+                    "has_uint32": int(state["has_uint32"]), "uinteger": int(state["uinteger"])}
+    return np.random.Generator(bitgen)

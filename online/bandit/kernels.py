@@ -1,0 +1,260 @@
+"""Compiled per-event work of Bandit Forest: path selection, statistics updates, eliminations.
+
+Everything here works on the flat arrays of :mod:`online.bandit.storage`, one event at a time,
+for all the trees at once. Structural changes (a stump that has selected its variable becomes a
+split with two new paths, or a leaf) are left to Python: they are rare, and they draw random
+subsets of variables.
+
+Notation (Algorithm 6): for an exploring path c (a *slot*), ``T[s, k]`` = t_{c,k};
+``W[s, k]`` = sum of the IPS weights of those plays; ``T1[s, k, i]``, ``W1[s, k, i]`` = the same
+restricted to x_i = 1 (x_i = 0 is the difference); ``R[s, k, i, v]`` = sum of weight * reward with
+x_i = v; ``A[s, i, v, k]`` = action k is still in A_{c,i,v}; ``union[s, k]`` = k is in some
+A_{c,i,v} of a remaining variable i. A *leaf* (depth D_theta, variable selected) keeps the same
+sums for its variable only: ``leaf_*[l, v, k]``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from online.bandit.bounds import action_radius, variable_radius
+
+SLOT = 0  # a decision stump still selecting its variable (VE) and its actions (AE)
+SPLIT = 1  # a stump that selected its variable and was split into two paths
+LEAF = 2  # a stump at depth D_theta (or with no variable left): action selection only
+
+
+@njit(cache=True)
+def find_path(x, root, node_kind, node_var, node_child):
+    """Index of the node of path c_theta(x) (Algorithm 6, line 4)."""
+    n = root
+    while node_kind[n] == SPLIT:
+        n = node_child[n, x[node_var[n]]]
+    return n
+
+
+@njit(cache=True)
+def eliminate_actions(T, W, R, A, active, n_active, eps, L, delta):
+    """AE (Algorithm 3) on one cell (c, i, v), with the threshold of eq. (4).
+
+    ``T[k]``, ``W[k]``, ``R[k]``: count, weight sum and weighted reward sum of action k in the
+    cell; ``A[k]``: k still remaining. The conditional mean is R / W (self-normalised IPS).
+    """
+    best = -1
+    best_mean = -np.inf
+    for k in range(A.shape[0]):
+        if A[k] and active[k] and T[k] > 0:
+            mean = R[k] / W[k]
+            if mean > best_mean:
+                best, best_mean = k, mean
+    if best < 0:
+        return
+    best_radius = action_radius(T[best], n_active, delta, L)
+    for k in range(A.shape[0]):
+        if k != best and A[k] and active[k] and T[k] > 0:
+            # eq. (4): mu_k' - mu_k + eps >= r(t_k') + r(t_k)  (= 2 r(t) for equal counts)
+            if best_mean - R[k] / W[k] + eps >= best_radius + action_radius(T[k], n_active, delta, L):
+                A[k] = False
+
+
+@njit(cache=True)
+def eliminate_in_slot(s, vars_, n_vars, T, W, T1, W1, R, A, union, best_var, active, n_active,
+                      M, D, L, eps, delta):
+    """End of a round of a stump: VE with eq. (3), then AE with eq. (4) for every (i, v).
+
+    Returns the number of variables left in S_c.
+    """
+    n = n_vars[s]
+    K = active.shape[0]
+    t_min = -1
+    for k in range(K):
+        if active[k] and (t_min < 0 or T[s, k] < t_min):
+            t_min = T[s, k]
+    if n > 1 and t_min > 0:
+        # VE lines 2-7: mu^i = sum_v max_k mu_{k,v}^i with mu_{k,v}^i = R / W
+        mu = np.empty(n)
+        best_j = 0
+        for j in range(n):
+            i = vars_[s, j]
+            total = 0.0
+            for v in range(2):
+                top = -np.inf
+                for k in range(K):
+                    if active[k]:
+                        value = R[s, k, i, v] / W[s, k]
+                        if value > top:
+                            top = value
+                total += top
+            mu[j] = total
+            if total > mu[best_j]:
+                best_j = j
+        radius = variable_radius(t_min, n_active, M, delta, D, L)
+        kept = 0
+        best_j_new = 0
+        for j in range(n):
+            # eq. (3): eliminate i when mu^{i'} - mu^i + eps >= radius (never i' itself)
+            if j == best_j or mu[best_j] - mu[j] + eps < radius:
+                if j == best_j:
+                    best_j_new = kept
+                vars_[s, kept] = vars_[s, j]
+                kept += 1
+        n_vars[s] = kept
+        n = kept
+        best_var[s] = vars_[s, best_j_new]
+    elif best_var[s] < 0 and n > 0:
+        best_var[s] = vars_[s, 0]
+    # AE for each remaining variable and value (Algorithm 4, lines 9-12)
+    Tc = np.empty(K, np.int64)
+    Wc = np.empty(K)
+    Rc = np.empty(K)
+    for j in range(n):
+        i = vars_[s, j]
+        for v in range(2):
+            for k in range(K):
+                if v == 1:
+                    Tc[k] = T1[s, k, i]
+                    Wc[k] = W1[s, k, i]
+                else:
+                    Tc[k] = T[s, k] - T1[s, k, i]
+                    Wc[k] = W[s, k] - W1[s, k, i]
+                Rc[k] = R[s, k, i, v]
+            eliminate_actions(Tc, Wc, Rc, A[s, i, v], active, n_active, eps, L, delta)
+    # remaining actions of the path: an action leaves the draw only once it is eliminated for
+    # every value of every remaining variable (sec. 3.4)
+    for k in range(K):
+        union[s, k] = False
+    for j in range(n):
+        i = vars_[s, j]
+        for v in range(2):
+            for k in range(K):
+                if A[s, i, v, k]:
+                    union[s, k] = True
+    return n
+
+
+@njit(cache=True)
+def learn_event(x, k, y, w, roots, node_kind, node_var, node_child, node_ref, tree_eps, tree_depth,
+                vars_, n_vars, T, W, T1, W1, R, A, union, slot_n, best_var,
+                leaf_T, leaf_W, leaf_R, leaf_A, active, n_active, M, delta, ready):
+    """Algorithm 6, lines 9-21 for one event: update every tree's path with (x, k, y, w).
+
+    Fills ``ready`` with the nodes whose stump has one variable left (lines 16-20, done by the
+    caller) and returns how many there are.
+    """
+    L = roots.shape[0]
+    wy = w * y
+    n_ready = 0
+    for theta in range(L):
+        node = find_path(x, roots[theta], node_kind, node_var, node_child)
+        if node_kind[node] == SLOT:
+            s = node_ref[node]
+            T[s, k] += 1
+            W[s, k] += w
+            slot_n[s] += 1
+            for j in range(n_vars[s]):  # VE lines 2-5 and AE line 2, for the played action
+                i = vars_[s, j]
+                v = x[i]
+                if v:
+                    T1[s, k, i] += 1
+                    W1[s, k, i] += w
+                R[s, k, i, v] += wy
+            # "if k = LastAction(A)": with random draws, a round is n_active plays of the path
+            if slot_n[s] % n_active == 0:
+                left = eliminate_in_slot(s, vars_, n_vars, T, W, T1, W1, R, A, union, best_var,
+                                         active, n_active, M, tree_depth[theta], L,
+                                         tree_eps[theta], delta)
+                if left <= 1:
+                    ready[n_ready] = node
+                    n_ready += 1
+        else:
+            l = node_ref[node]
+            var = node_var[node]
+            v = x[var] if var >= 0 else 0
+            leaf_T[l, v, k] += 1
+            leaf_W[l, v, k] += w
+            leaf_R[l, v, k] += wy
+            eliminate_actions(leaf_T[l, v], leaf_W[l, v], leaf_R[l, v], leaf_A[l, v], active,
+                              n_active, tree_eps[theta], L, delta)
+    return n_ready
+
+
+@njit(cache=True)
+def paths_status(x, roots, node_kind, node_var, node_child, node_ref, union, leaf_A, active,
+                 explore, votes):
+    """Algorithm 6, lines 4-6 with sec. 5's draw: returns the number of paths still exploring.
+
+    ``explore[k]`` is set for the remaining actions of the exploring paths; ``votes[k]`` counts
+    the finished paths (one remaining action) voting for k.
+    """
+    K = active.shape[0]
+    exploring = 0
+    for theta in range(roots.shape[0]):
+        node = find_path(x, roots[theta], node_kind, node_var, node_child)
+        if node_kind[node] == SLOT:
+            s = node_ref[node]
+            exploring += 1
+            for k in range(K):
+                if union[s, k] and active[k]:
+                    explore[k] = True
+        else:
+            l = node_ref[node]
+            var = node_var[node]
+            v = x[var] if var >= 0 else 0
+            count = 0
+            last = -1
+            for k in range(K):
+                if leaf_A[l, v, k] and active[k]:
+                    count += 1
+                    last = k
+            if count == 1:
+                votes[last] += 1
+            else:
+                exploring += 1
+                for k in range(K):
+                    if leaf_A[l, v, k] and active[k]:
+                        explore[k] = True
+    return exploring
+
+
+@njit(cache=True)
+def greedy_votes(x, roots, node_kind, node_var, node_child, node_ref, T, W, T1, W1, R, A,
+                 best_var, vars_, leaf_T, leaf_W, leaf_R, leaf_A, active, allowed, votes):
+    """Each path votes for its best remaining allowed action by its current estimates.
+
+    An exploring stump uses its current best variable i' (the argmax of mu^i at its last round).
+    """
+    K = active.shape[0]
+    for theta in range(roots.shape[0]):
+        node = find_path(x, roots[theta], node_kind, node_var, node_child)
+        best = -1
+        best_mean = -np.inf
+        if node_kind[node] == SLOT:
+            s = node_ref[node]
+            i = best_var[s]
+            if i < 0:
+                i = vars_[s, 0]
+            v = x[i]
+            for k in range(K):
+                if A[s, i, v, k] and active[k] and allowed[k]:
+                    if v == 1:
+                        wk = W1[s, k, i]
+                    else:
+                        wk = W[s, k] - W1[s, k, i]
+                    mean = R[s, k, i, v] / wk if wk > 0 else 0.0
+                    if mean > best_mean:
+                        best, best_mean = k, mean
+        else:
+            l = node_ref[node]
+            var = node_var[node]
+            v = x[var] if var >= 0 else 0
+            for k in range(K):
+                if leaf_A[l, v, k] and active[k] and allowed[k]:
+                    wk = leaf_W[l, v, k]
+                    mean = leaf_R[l, v, k] / wk if wk > 0 else 0.0
+                    if mean > best_mean:
+                        best, best_mean = k, mean
+        if best >= 0:
+            votes[best] += 1
