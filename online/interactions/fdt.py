@@ -1,0 +1,237 @@
+"""The FDT of MCTS-IS (Definitions 1-2), stored as two struct-of-arrays tables.
+
+A *data node* n^d holds the estimators V, B (so p_hat and mu_hat) and the screening statistic
+s of sec. 3; a *feature node* n_i^f holds V (times selected) and sigma_hat (eq. 9). Every node
+is a row of numpy arrays, never a Python object, so that a forest of millions of nodes stays a
+few arrays and the MCTS iteration can run over many walkers at once.
+
+Layout (what makes the vectorised search possible):
+- the child feature nodes of an expanded data node are one contiguous block
+  ``[fstart, fstart + fcount)`` (one per field not yet on the path, Def. 2);
+- the child data nodes of a feature node of field i are one contiguous block
+  ``[cstart, cstart + ccount)`` indexed by category code: child(n_i^f, j) = cstart + j.
+  When field i gains a category after the block was made, the block is moved to the end of the
+  table with the new children appended (``grow``); the old rows are left dead (depth -1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# name -> (dtype, value of a new row). Sec. 3, Expansion: a new feature node has sigma_hat = 0
+# (and V = 0: never selected); a new data node has V = 1, B = 0 and s = 1.
+DATA_COLUMNS = {
+    "V": (np.float64, 1.0),
+    "B": (np.float64, 0.0),
+    "s": (np.float64, 1.0),
+    "parent": (np.int32, -1),  # parent feature node (-1 for a tree's root n_r)
+    "cat": (np.int32, -1),  # category code j of n_{i,j}^d
+    "depth": (np.int32, 0),  # number of feature nodes on the path; -1 marks a dead row
+    "fstart": (np.int32, -1),  # first child feature node, -1 while not expanded
+    "fcount": (np.int32, 0),
+    "tree": (np.int32, -1),
+}
+FEATURE_COLUMNS = {
+    "V": (np.float64, 0.0),
+    "sigma": (np.float64, 0.0),
+    "field": (np.int32, -1),
+    "parent": (np.int32, -1),  # parent data node
+    "cstart": (np.int32, -1),
+    "ccount": (np.int32, 0),
+    "sumV": (np.float64, 0.0),  # sum of the children's V: denominator of p_hat (sec. 3.2)
+    "nabove": (np.int32, 0),  # children with s > lambda; 0 means excluded from l(pa) (Thm. 4)
+}
+
+
+class Table:
+    """Columns of equal length that grow by doubling; ``n`` rows are in use."""
+
+    def __init__(self, columns: dict, capacity: int = 64):
+        self._columns = columns
+        self.n = 0
+        for name, (dtype, _) in columns.items():
+            setattr(self, name, np.empty(capacity, dtype=dtype))
+
+    @property
+    def capacity(self) -> int:
+        return len(getattr(self, next(iter(self._columns))))
+
+    def add(self, count: int) -> int:
+        """Append ``count`` rows with their initial values; return the first row index."""
+        start, end = self.n, self.n + count
+        if end > self.capacity:
+            new_capacity = max(end, 2 * self.capacity)
+            for name in self._columns:
+                old = getattr(self, name)
+                arr = np.empty(new_capacity, dtype=old.dtype)
+                arr[: self.n] = old[: self.n]
+                setattr(self, name, arr)
+        for name, (_, value) in self._columns.items():
+            getattr(self, name)[start:end] = value
+        self.n = end
+        return start
+
+    @property
+    def nbytes(self) -> int:
+        return sum(getattr(self, name).nbytes for name in self._columns)
+
+    def to_state(self) -> dict:
+        return {name: getattr(self, name)[: self.n].copy() for name in self._columns}
+
+    @classmethod
+    def from_state(cls, columns: dict, state: dict) -> "Table":
+        n = len(state[next(iter(columns))])
+        table = cls(columns, capacity=max(n, 64))
+        for name, (dtype, _) in columns.items():
+            getattr(table, name)[:n] = np.asarray(state[name], dtype=dtype)
+        table.n = n
+        return table
+
+
+class FDT:
+    """A forest of FDTs: tree t is the t-th FDT learning problem, restricted to root field t."""
+
+    def __init__(self):
+        self.d = Table(DATA_COLUMNS)
+        self.f = Table(FEATURE_COLUMNS)
+        self.roots = np.empty(0, dtype=np.int64)
+        self.root_fields = np.empty(0, dtype=np.int64)
+
+    # -- construction --------------------------------------------------------------------------
+
+    def add_tree(self, field: int, n_categories: np.ndarray) -> int:
+        """Root n_r of a new FDT whose only child feature node is ``field`` (Appendix B.3)."""
+        tree = len(self.roots)
+        root = self.d.add(1)
+        self.d.depth[root] = 0
+        self.d.tree[root] = tree
+        self.roots = np.append(self.roots, root)
+        self.root_fields = np.append(self.root_fields, field)
+        self.expand(root, [field], n_categories)
+        return tree
+
+    def expand(self, node: int, fields, n_categories: np.ndarray) -> None:
+        """Sec. 3 Expansion (line 13): add one feature node per field in ``fields`` below data
+        node ``node``, each with its K_i child data nodes."""
+        fields = np.asarray(fields, dtype=np.int64)
+        m = len(fields)
+        if m == 0:
+            return
+        f0 = self.f.add(m)
+        fids = np.arange(f0, f0 + m)
+        self.f.field[fids] = fields
+        self.f.parent[fids] = node
+        self.d.fstart[node] = f0
+        self.d.fcount[node] = m
+        sizes = n_categories[fields].astype(np.int64)
+        total = int(sizes.sum())
+        d0 = self.d.add(total)
+        starts = d0 + np.cumsum(sizes) - sizes
+        self.f.cstart[fids] = starts
+        self.f.ccount[fids] = sizes
+        self.f.sumV[fids] = sizes  # each new child starts with V = 1
+        self.f.nabove[fids] = sizes  # ... and s = 1 > lambda
+        rows = np.arange(d0, d0 + total)
+        owner = np.repeat(fids, sizes)
+        self.d.parent[rows] = owner
+        self.d.cat[rows] = rows - np.repeat(starts, sizes)
+        self.d.depth[rows] = self.d.depth[node] + 1
+        self.d.tree[rows] = self.d.tree[node]
+
+    def grow(self, fids: np.ndarray, n_categories: np.ndarray) -> None:
+        """Give feature nodes ``fids`` a child data node for every category of their field known
+        now (categories seen after the node was expanded), with the initial values of sec. 3."""
+        for f in np.unique(fids).tolist():
+            old_start, old_n = int(self.f.cstart[f]), int(self.f.ccount[f])
+            new_n = int(n_categories[self.f.field[f]])
+            if new_n <= old_n:
+                continue
+            start = self.d.add(new_n)
+            d = self.d
+            for name in DATA_COLUMNS:
+                col = getattr(d, name)
+                col[start : start + old_n] = col[old_start : old_start + old_n]
+            new = np.arange(start + old_n, start + new_n)
+            d.parent[new] = f
+            d.cat[new] = np.arange(old_n, new_n)
+            d.depth[new] = d.depth[self.f.parent[f]] + 1
+            d.tree[new] = d.tree[self.f.parent[f]]
+            # grandchildren feature nodes now hang below the moved rows
+            moved = np.arange(start, start + old_n)
+            for row in moved[d.fstart[moved] >= 0].tolist():
+                fs, fc = int(d.fstart[row]), int(d.fcount[row])
+                self.f.parent[fs : fs + fc] = row
+            d.depth[old_start : old_start + old_n] = -1  # dead rows
+            d.fstart[old_start : old_start + old_n] = -1
+            self.f.cstart[f] = start
+            self.f.ccount[f] = new_n
+            self.f.sumV[f] += new_n - old_n
+            self.f.nabove[f] += new_n - old_n
+
+    # -- queries -------------------------------------------------------------------------------
+
+    def path_fields(self, node: int) -> list[int]:
+        """Fields of the feature nodes from n_r down to data node ``node`` (root first)."""
+        fields = []
+        while self.d.parent[node] >= 0:
+            f = int(self.d.parent[node])
+            fields.append(int(self.f.field[f]))
+            node = int(self.f.parent[f])
+        return fields[::-1]
+
+    def path_terms(self, node: int) -> list[tuple[int, int]]:
+        """(field, category code) pairs from n_r down to ``node``: the node's conjunction."""
+        terms = []
+        while self.d.parent[node] >= 0:
+            f = int(self.d.parent[node])
+            terms.append((int(self.f.field[f]), int(self.d.cat[node])))
+            node = int(self.f.parent[f])
+        return terms[::-1]
+
+    def p_hat(self, nodes: np.ndarray) -> np.ndarray:
+        """p_hat_{n_{i,j}^d} = V_{n_{i,j}^d} / sum_j' V_{n_{i,j'}^d} (sec. 3.2); 1 for roots."""
+        parent = self.d.parent[nodes]
+        out = np.ones(len(nodes))
+        has = parent >= 0
+        out[has] = self.d.V[nodes[has]] / self.f.sumV[parent[has]]
+        return out
+
+    def mu_hat(self, nodes: np.ndarray) -> np.ndarray:
+        """mu_hat_{n^d} = B_{n^d} / V_{n^d} (sec. 3.2)."""
+        return self.d.B[nodes] / self.d.V[nodes]
+
+    def support(self, node: int) -> float:
+        """Eq. (6) with estimators: P((x, y) in S_{n^d}) = prod of p_hat on the path below n_r."""
+        p = 1.0
+        while self.d.parent[node] >= 0:
+            f = int(self.d.parent[node])
+            p *= float(self.d.V[node] / self.f.sumV[f])
+            node = int(self.f.parent[f])
+        return p
+
+    @property
+    def n_live_data_nodes(self) -> int:
+        return int(np.count_nonzero(self.d.depth[: self.d.n] >= 0))
+
+    @property
+    def nbytes(self) -> int:
+        return self.d.nbytes + self.f.nbytes + self.roots.nbytes + self.root_fields.nbytes
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def to_state(self) -> dict:
+        return {
+            "data_nodes": self.d.to_state(),
+            "feature_nodes": self.f.to_state(),
+            "roots": self.roots.copy(),
+            "root_fields": self.root_fields.copy(),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> "FDT":
+        fdt = cls()
+        fdt.d = Table.from_state(DATA_COLUMNS, state["data_nodes"])
+        fdt.f = Table.from_state(FEATURE_COLUMNS, state["feature_nodes"])
+        fdt.roots = np.asarray(state["roots"], dtype=np.int64).copy()
+        fdt.root_fields = np.asarray(state["root_fields"], dtype=np.int64).copy()
+        return fdt
