@@ -68,8 +68,7 @@ def _forest_decide(policy: Any, context: dict, actions: list[str], excluded: lis
 
 
 def _forest_learn(policy: Any, context: dict, action: str, reward: float, probability: float):
-    if action not in policy.actions:  # an action offered by the request, not by the app
-        policy.add_action(action)
+    # an action the app does not list (offered by the request) is added by the forest itself
     policy.learn_one(context, action, reward, probability)
 
 

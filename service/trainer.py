@@ -266,4 +266,4 @@ class Trainer:
         horizon = (int((time.time() - self.settings.event_retention) * 1000), 0)
         minid = min(_id_tuple(offset), horizon)
         if minid > (0, 0):
-            self.redis.xtrim(stream, minid=f"{minid[0]}-{minid[1]}", approximate=True)
+            self.redis.xtrim(stream, minid=f"{minid[0]}-{minid[1]}", approximate=False)

@@ -21,7 +21,7 @@ from service.trainer import Trainer
 ADMIN_KEY = "test-admin-key"
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 #: small forests keep the tests fast
-FOREST = {"kind": "bandit-forest", "params": {"n_trees": 5, "seed": 1}}
+FOREST = {"kind": "bandit-forest", "params": {"n_trees": 5, "warmup": 20, "seed": 1}}
 
 
 def make_settings(redis_url: str, **overrides) -> Settings:

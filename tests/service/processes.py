@@ -1,0 +1,88 @@
+"""Helpers to run the service as real processes (uvicorn API, trainer, grove serve) in tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from service.redis_server import free_port
+
+from .conftest import ADMIN_KEY
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def service_env(redis_url: str | None, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GROVE_") and k != "REDIS_URL"}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    if redis_url:
+        env["REDIS_URL"] = redis_url
+        env["GROVE_ADMIN_KEY"] = ADMIN_KEY
+    env.update({"GROVE_TRAINER_LEASE": "1", "GROVE_SNAPSHOT_INTERVAL": "0.2",
+                "GROVE_TRAINER_POLL": "0.01", "GROVE_REDIS_TIMEOUT": "0.5"})
+    env.update(extra)
+    return env
+
+
+def spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    out = open(log, "ab")
+    return subprocess.Popen([sys.executable, *args], env=env, cwd=REPO, stdout=out,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def start_api(env: dict[str, str], log: Path, port: int | None = None) -> tuple[subprocess.Popen, str]:
+    port = port or free_port()
+    proc = spawn(["-m", "uvicorn", "service.api.main:create_app", "--factory", "--host", "127.0.0.1",
+                  "--port", str(port), "--log-level", "warning"], env, log)
+    url = f"http://127.0.0.1:{port}"
+    wait_until(lambda: _answers(url + "/healthz"), proc, log, what=f"API on {url}")
+    return proc, url
+
+
+def start_trainer(env: dict[str, str], log: Path) -> subprocess.Popen:
+    return spawn(["-m", "service.cli", "trainer"], env, log)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def wait_until(condition, proc: subprocess.Popen | None = None, log: Path | None = None,
+               timeout: float = 30.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"{what}: process exited ({proc.returncode}):\n"
+                                 + (log.read_text()[-3000:] if log else ""))
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}" + (f":\n{log.read_text()[-3000:]}" if log else ""))
+
+
+def kill(proc: subprocess.Popen, sig: int = signal.SIGKILL, timeout: float = 15.0) -> int:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    return proc.wait(timeout)
+
+
+def stop_all(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

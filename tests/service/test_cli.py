@@ -1,0 +1,86 @@
+"""The `grove` command: the one-command default (`grove serve`) and the single roles."""
+
+import re
+import signal
+import subprocess
+import sys
+
+import httpx
+import pytest
+import redis
+
+from service.cli import admin_key_from
+from service.redis_server import free_port
+
+from .conftest import app_body
+from .processes import REPO, service_env, spawn, wait_until
+
+
+def test_admin_key_is_generated_once_and_kept_private(tmp_path):
+    key = admin_key_from(tmp_path / "data")
+    assert key.startswith("grove_admin_") and len(key) > 40
+    assert admin_key_from(tmp_path / "data") == key
+    assert (tmp_path / "data" / "admin-key").stat().st_mode & 0o777 == 0o600
+
+
+def run_cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "service.cli", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_worker_is_not_faked_and_trainer_needs_redis():
+    env = service_env(None)
+    worker = run_cli("worker", env=env)
+    assert worker.returncode == 2 and "not implemented yet" in worker.stderr and "issue 7" in worker.stderr
+    trainer = run_cli("trainer", env=env)
+    assert trainer.returncode == 2 and "REDIS_URL" in trainer.stderr
+
+
+@pytest.mark.slow
+def test_grove_serve_runs_everything_in_one_command_and_keeps_its_data(tmp_path):
+    """`grove serve` without REDIS_URL: embedded redis-server (AOF), API, trainer; Ctrl-C stops
+    it all; started again on the same data dir, the app and the admin key are still there."""
+    data, log, port = tmp_path / "grove-data", tmp_path / "serve.log", free_port()
+    env = service_env(None)
+    url = f"http://127.0.0.1:{port}"
+
+    def serve():
+        proc = spawn(["-m", "service.cli", "serve", "--port", str(port), "--data-dir", str(data)], env, log)
+        wait_until(lambda: _ready(url), proc, log, timeout=60, what="grove serve to be ready")
+        return proc
+
+    proc = serve()
+    key = (data / "admin-key").read_text().strip()
+    assert key in log.read_text()  # printed at start
+    admin = {"Authorization": f"Bearer {key}"}
+    created = httpx.post(url + "/apps", json=app_body("shop"), headers=admin, timeout=10)
+    assert created.status_code == 201, created.text
+    shop = {"Authorization": f"Bearer {created.json()['apiKey']}"}
+    event = httpx.post(url + "/apps/shop/decide", json={"context": {"x": 1}}, headers=shop).json()["eventId"]
+    assert httpx.post(url + "/apps/shop/reward", json={"eventId": event, "reward": 1},
+                      headers=shop).status_code == 200
+    wait_until(lambda: httpx.get(url + "/apps/shop", headers=shop).json()["eventsLearned"] == 1,
+               proc, log, what="the embedded trainer to learn")
+
+    proc.send_signal(signal.SIGINT)  # Ctrl-C
+    assert proc.wait(30) == 0
+    redis_url = re.search(r"redis://[\d.]+:\d+/0", log.read_text()).group(0)
+    with pytest.raises(redis.ConnectionError):  # the embedded redis-server stopped too
+        redis.Redis.from_url(redis_url, socket_connect_timeout=1).ping()
+    assert list((data / "redis").glob("appendonly*")), "no append-only file"
+
+    proc = serve()
+    try:
+        assert (data / "admin-key").read_text().strip() == key
+        again = httpx.get(url + "/apps/shop", headers=shop).json()
+        assert again["eventsLearned"] == 1 and again["name"] == "shop"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+
+
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(url + "/readyz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False

@@ -1,0 +1,154 @@
+"""The trainer: learns joined events and expired defaults once, survives its own death."""
+
+import time
+
+import pytest
+
+from service import keys
+from service.redis_client import connect
+from service.trainer import Trainer
+
+from .conftest import create, drain, make_settings
+
+
+def decide(client, headers, n, app="shop", **extra):
+    body = {"requests": [{"context": {"x": i % 2, "site": "s"}, **extra} for i in range(n)]}
+    answer = client.post(f"/apps/{app}/decide/batch", json=body, headers=headers)
+    assert answer.status_code == 200, answer.text
+    return [r["eventId"] for r in answer.json()["responses"]]
+
+
+def reward(client, headers, events, value=1.0, app="shop"):
+    for event in events:
+        answer = client.post(f"/apps/{app}/reward", json={"eventId": event, "reward": value}, headers=headers)
+        assert answer.status_code == 200, answer.text
+
+
+def status(client, headers, app="shop"):
+    return client.get(f"/apps/{app}", headers=headers).json()
+
+
+def test_rewards_and_expired_defaults_are_learned_once(client, trainer):
+    shop = create(client, rewardWaitTime=0.3, defaultReward=0.0)
+    events = decide(client, shop, 10)
+    reward(client, shop, events[:4])
+    drain(trainer)
+    assert status(client, shop)["eventsLearned"] == 4
+    time.sleep(0.35)
+    drain(trainer)
+    drain(trainer)
+    s = status(client, shop)
+    assert s["eventsLearned"] == 10 and s["pendingDecisions"] == 0 and s["trainerLag"] == 0
+    assert s["stats"] == {"decisions": 10, "rewarded": 4, "defaulted": 6}
+    assert s["trainerAlive"]
+
+
+def test_a_trainer_that_dies_is_replaced_from_the_snapshot(client, settings):
+    """Trainer 1 learns past its snapshot and dies; trainer 2 waits out the lease, resumes from
+    the snapshot and re-reads after its offset: nothing lost, nothing learned twice."""
+    slow = make_settings(settings.redis_url, snapshot_interval=3600, snapshot_events=10**6)
+    first = Trainer(connect(slow), slow, trainer_id="first")
+    shop = create(client, rewardWaitTime=60)
+    reward(client, shop, decide(client, shop, 15))
+    drain(first)  # learns and publishes 15 (drain forces a snapshot)
+    reward(client, shop, decide(client, shop, 10))
+    first.refresh_leases()
+    assert first.step() == 10  # learned, not published: then it "dies" (no shutdown)
+    assert status(client, shop)["eventsLearned"] == 15
+
+    second = Trainer(connect(slow), slow, trainer_id="second")
+    second.refresh_leases()
+    assert "shop" not in second.owned  # the lease of the dead trainer still runs
+    time.sleep(slow.trainer_lease + 0.1)
+    drain(second)
+    s = status(client, shop)
+    assert s["eventsLearned"] == 25 and s["trainerLag"] == 0
+
+    # the zombie wakes up: its snapshot would double-count, so it is refused and it lets go
+    assert not first.maybe_publish("shop", force=True)
+    assert "shop" not in first.owned
+    assert status(client, shop)["eventsLearned"] == 25
+
+
+def test_one_trainer_per_app_and_apps_shared_between_trainers(client, settings):
+    create(client, "shop")
+    create(client, "news")
+    a = Trainer(connect(settings), settings, trainer_id="a")
+    b = Trainer(connect(settings), settings, trainer_id="b")
+    a.refresh_leases()
+    b.refresh_leases()
+    assert set(a.owned) == {"news", "shop"} and not b.owned
+    a.shutdown()  # clean stop hands the apps over at once
+    b.refresh_leases()
+    assert set(b.owned) == {"news", "shop"}
+
+
+def test_sum_aggregation_learns_the_sum_at_the_deadline(client, trainer, store):
+    shop = create(client, rewardWaitTime=0.3, rewardAggregation="sum", rewardRange=[0, 10])
+    [event] = decide(client, shop, 1)
+    reward(client, shop, [event], 2.0)
+    answer = client.post("/apps/shop/reward", json={"eventId": event, "reward": 3.0}, headers=shop).json()
+    assert (answer["state"], answer["rewardSum"], answer["rewardCount"]) == ("accumulating", 5.0, 2)
+    drain(trainer)
+    assert status(client, shop)["eventsLearned"] == 0
+    time.sleep(0.35)
+    drain(trainer)
+    drain(trainer)
+    assert status(client, shop)["eventsLearned"] == 1
+    [(_, fields)] = store.redis.xrange(keys.stream("shop"))
+    assert fields[b"source"] == b"sum" and float(fields[b"reward"]) == 5.0
+
+
+def test_new_actions_reach_the_learner_and_deleted_apps_are_dropped(client, trainer):
+    from .conftest import ADMIN
+
+    create(client, "shop")
+    trainer.refresh_leases()
+    assert sorted(trainer.owned["shop"].learner.actions) == ["a", "b", "c"]
+    client.patch("/apps/shop", json={"actions": ["a", "b", "d"]}, headers=ADMIN)
+    trainer.refresh_leases()
+    assert sorted(trainer.owned["shop"].learner.actions) == ["a", "b", "d"]
+    client.delete("/apps/shop", headers=ADMIN)
+    trainer.refresh_leases()
+    assert "shop" not in trainer.owned
+
+
+def test_a_malformed_event_is_counted_not_fatal(client, trainer, store):
+    shop = create(client)
+    store.redis.xadd(keys.stream("shop"), {"eventId": "junk", "context": b"\xc1", "action": "a",
+                                           "probability": "0.5", "reward": "1", "source": "reward"})
+    reward(client, shop, decide(client, shop, 3))
+    drain(trainer)
+    s = status(client, shop)
+    assert (s["eventsLearned"], s["eventsRejected"], s["trainerLag"]) == (3, 1, 0)
+
+
+def test_learned_events_older_than_the_retention_are_trimmed(client, redis_url):
+    settings = make_settings(redis_url, event_retention=0)
+    trainer = Trainer(connect(settings), settings)
+    shop = create(client)
+    reward(client, shop, decide(client, shop, 20))
+    drain(trainer)
+    offset = trainer.owned["shop"].offset
+    remaining = trainer.redis.xrange(keys.stream("shop"))
+    assert [entry_id.decode() for entry_id, _ in remaining] == [offset]  # older ones are gone
+    assert status(client, shop)["eventsLearned"] == 20
+
+
+@pytest.mark.slow
+def test_trainer_run_loop_stops_cleanly_and_publishes(client, settings):
+    import threading
+
+    shop = create(client)
+    trainer = Trainer(connect(settings), settings)
+    stop = threading.Event()
+    thread = threading.Thread(target=trainer.run, args=(stop,))
+    thread.start()
+    reward(client, shop, decide(client, shop, 12))
+    deadline = time.monotonic() + 10
+    while status(client, shop)["eventsLearned"] < 12 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stop.set()
+    thread.join(10)
+    s = status(client, shop)
+    assert s["eventsLearned"] == 12 and not s["trainerAlive"]  # lease released on stop
