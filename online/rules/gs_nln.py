@@ -324,15 +324,26 @@ def simplify(op, a, b):
     return (op, a, b)
 
 
+def terms(expr) -> list:
+    """The operands of a flattened AND/OR (nested same-operator terms merged, repeats dropped)."""
+    out = []
+    for sub in expr[1:]:
+        for t in (terms(sub) if sub[0] == expr[0] else [sub]):
+            if t not in out:
+                out.append(t)
+    return out
+
+
 def count_literals(expr) -> int:
+    """Distinct literal occurrences in a rule (at most 2^L)."""
     if expr[0] == "lit":
         return 1
     if expr[0] == "const":
         return 0
-    return count_literals(expr[1]) + count_literals(expr[2])
+    return sum(count_literals(t) for t in terms(expr))
 
 
-def render(expr, words: list[tuple[str, str]], top=True) -> str:
+def render(expr, words: list[tuple[str, str]]) -> str:
     """An expression in words: literals from ``words`` (text, negated text)."""
     kind = expr[0]
     if kind == "lit":
@@ -340,9 +351,9 @@ def render(expr, words: list[tuple[str, str]], top=True) -> str:
     if kind == "const":
         return "TRUE" if expr[1] else "FALSE"
     parts = []
-    for sub in expr[1:]:
-        text = render(sub, words, top=False)
-        if sub[0] not in ("lit", "const") and sub[0] != kind:
+    for sub in terms(expr):
+        text = render(sub, words)
+        if sub[0] in ("and", "or"):
             text = f"({text})"
         parts.append(text)
     return f" {kind.upper()} ".join(parts)

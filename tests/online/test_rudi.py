@@ -1,0 +1,159 @@
+"""RuDi end to end on a synthetic teacher, GS-NLN gradients, fidelity, state round trip."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from online.rules.gs_nln import GSNLN, Binarizer, augment
+from online.rules.metrics import fidelity
+from online.rules.rudi import RuDi
+
+OPS = ["Select", "FilterBy", "RetainBy", "GroupBy", "Sum", "Mean", "Max", "Count"]
+
+
+def synthetic(n=600, seed=4):
+    """Teacher: Sum(amount where type=a) > 10 AND Count(channel=app) < 3."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(3, 8, n)
+    m = lengths.sum()
+    events = {
+        "user": np.repeat(np.arange(n), lengths),
+        "type": rng.choice(["a", "c"], m),
+        "channel": rng.choice(["web", "app"], m, p=[0.65, 0.35]),
+        "amount": np.ceil(rng.exponential(4.0, m)),
+    }
+    starts = np.r_[0, np.cumsum(lengths)[:-1]]
+    sum_a = np.add.reduceat(events["amount"] * (events["type"] == "a"), starts)
+    count_app = np.add.reduceat((events["channel"] == "app").astype(float), starts)
+    teacher = (sum_a > 10) & (count_app < 3)
+    scores = teacher + 0.05 * rng.standard_normal(n)
+    return events, scores, sum_a, count_app, teacher
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    events, scores, sum_a, count_app, teacher = synthetic()
+    model = RuDi(K=3, D=3, R=2, H=4, n_simulations=400, epochs=100, operators=OPS,
+                 random_state=4)
+    model.fit(events, "user", scores, labels=teacher)
+    return model, events, scores, sum_a, count_app, teacher
+
+
+def test_mcts_sg_finds_the_teacher_statistics(fitted):
+    model, events, _, sum_a, count_app, _ = fitted
+    X = model.transform(events)
+    assert any(np.array_equal(X[:, j], sum_a) for j in range(X.shape[1]))
+    assert any(np.array_equal(X[:, j], count_app) for j in range(X.shape[1]))
+    # statistics are reported with their correlation to the teacher
+    assert all(0.0 <= s["correlation"] <= 1.0 for s in model.statistics_)
+    assert model.multiple_correlation_ >= max(s["correlation"] for s in model.statistics_)
+
+
+def test_gs_nln_recovers_an_equivalent_rule(fitted):
+    model, events, _, _, _, teacher = fitted
+    acts = model.rule_activations(events)
+    # some rule is the teacher's rule or its negation, on every entity
+    exact = [r for r in range(acts.shape[1])
+             if np.array_equal(acts[:, r] == 1, teacher) or np.array_equal(acts[:, r] == 0, teacher)]
+    assert exact
+    assert model.auc_ > 0.99
+    assert all(r["n_literals"] <= 4 for r in model.rules_)
+    top = model.rules_[0]
+    assert "Sum(Select channel=app)" in top["rule"] and "type" in top["rule"]
+    assert 0.0 < top["support"] < 1.0
+    assert "weight" in model.rules_text()
+
+
+def test_predict_new_events_and_score(fitted):
+    model, *_ = fitted
+    events, scores, _, _, teacher = synthetic(n=300, seed=11)
+    pred = model.predict(events)
+    assert pred.shape == (300,)
+    res = model.score(events, scores, labels=teacher)
+    assert res["auc"] > 0.97
+    frame = pd.DataFrame(events)
+    np.testing.assert_allclose(model.predict(frame), pred)
+    # scores as a mapping entity -> score
+    assert model.score(events, dict(enumerate(scores)))["fidelity"] == res["fidelity"]
+
+
+def test_state_round_trip(fitted):
+    model, events, *_ = fitted
+    state = model.to_state()
+    assert state["format"] == "grove.rudi" and state["version"] == 1
+
+    def check(leaf):
+        if isinstance(leaf, dict):
+            for v in leaf.values():
+                check(v)
+        elif isinstance(leaf, list):
+            for v in leaf:
+                check(v)
+        elif not isinstance(leaf, np.ndarray):
+            json.dumps(leaf)
+
+    check(state)
+    again = RuDi.from_state(state)
+    np.testing.assert_array_equal(again.predict(events), model.predict(events))
+    assert again.rules_ == model.rules_
+
+
+def test_gradient_matches_finite_differences():
+    rng = np.random.default_rng(0)
+    Z = rng.integers(0, 2, (16, 3)).astype(float)
+    y = rng.standard_normal(16)
+    net = GSNLN(R=4, H=3, L=2)
+    Z0 = augment(Z)
+    net._init(Z0.shape[1], rng)
+    noise, tau = net.sample_noise(rng), 0.7
+    _, grads = net.loss_and_grads(Z0, y, tau, noise)
+    for p, g in zip(net._params(), grads):
+        flat = p.reshape(-1)
+        for k in rng.choice(flat.size, min(flat.size, 12), replace=False):
+            old = flat[k]
+            flat[k] = old + 1e-6
+            up, _ = net.loss_and_grads(Z0, y, tau, noise)
+            flat[k] = old - 1e-6
+            down, _ = net.loss_and_grads(Z0, y, tau, noise)
+            flat[k] = old
+            assert abs((up - down) / 2e-6 - g.reshape(-1)[k]) < 1e-7
+
+
+def test_binarizer_eq10():
+    x = np.arange(100.0)
+    b = Binarizer().fit(np.column_stack([x, x % 2]))
+    thresholds = [t for j, t in b.literals_ if j == 0]
+    np.testing.assert_allclose(thresholds, np.percentile(x, [0, 10, 20, 30, 40, 50, 60, 70, 80, 90]))
+    assert (1, None) in b.literals_  # the binary column is kept as it is
+    assert b.transform(np.array([[50.0, 1.0]])).tolist()[0][:7] == [1] * 6 + [0]  # 50 > 49.5
+
+
+def test_fidelity_matches_brute_force():
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 6, 150).astype(float)
+    s = rng.integers(0, 4, 150).astype(float)
+    a, b = y[:, None] > y[None, :], s[:, None] > s[None, :]
+    off = ~np.eye(150, dtype=bool)
+    assert fidelity(y, s) == pytest.approx(((a == b) & off).sum() / (150 * 149))
+
+
+def test_progress_is_reported_in_order():
+    events, scores, *_ = synthetic(n=150, seed=2)
+    seen = []
+    RuDi(K=2, D=2, R=2, H=2, n_simulations=20, epochs=3, random_state=0).fit(
+        events, "user", scores, progress=lambda f, msg: seen.append((f, msg)))
+    fractions = [f for f, _ in seen]
+    assert fractions == sorted(fractions) and 0 < fractions[0] and fractions[-1] == 1.0
+    assert all(isinstance(m, str) for _, m in seen)
+
+
+def test_bad_inputs_raise():
+    events, scores, *_ = synthetic(n=50, seed=3)
+    with pytest.raises(ValueError):
+        RuDi(K=1, D=2, R=2, n_simulations=5, epochs=1).fit(events, "user", scores[:10])
+    with pytest.raises(ValueError):
+        RuDi(K=1, D=2, R=3, n_simulations=5, epochs=1).fit(events, "user", scores)
