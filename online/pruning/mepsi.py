@@ -16,8 +16,17 @@ estimated by sampling.
 
 Choices where the paper is silent or ambiguous
 ----------------------------------------------
-- ``ESM_avg``: the mean of ESM(h, G) over ``n_esm_samples`` random draws of a subset ``G``
-  (size uniform in 1..k-1) and a tree ``h`` outside it, i.e. over the terms Algorithm 1 scores.
+- ``ESM_avg`` ("the average value of ESM term over all subsets of trees ... estimated by
+  sampling", Appendix C.1) is read two ways, chosen by ``esm_avg``:
+
+  * ``"subset"`` (default): the structural information term of the objective for a random
+    subset, i.e. for ``n_esm_samples`` random ordered k-subsets the sum Algorithm 1 accumulates,
+    ``NC(h_1) + NC(h_2) - TED(h_1, h_2) + sum_{t>=3} ESM(h_t, {h_1..h_{t-1}})``. Dividing by it
+    puts the whole structural term on the scale of the error term, which is what Appendix C
+    says the scaling is for.
+  * ``"term"``: one ESM(h, G) term, over random subsets ``G`` (size uniform in 1..k-1) and a
+    tree ``h`` outside ``G``. This makes each step's ``lambda * ESM(h, S)`` about ``C``, which
+    outweighs error differences between candidates (about k times more structure weight).
 - Its sign: for large unpruned trees TED(g, h) usually exceeds NC(h), so ESM_avg < 0. Appendix C
   divides by ESM_avg only to bring ESM to the scale of the error, so ``lambda = C / |ESM_avg|``
   (lambda >= 0 as Eq. (3) requires); if ESM_avg is 0, ``lambda = C``.
@@ -41,11 +50,27 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
-from online.pruning.ted import ted_matrix
+from online.pruning.ted import ted_cross, ted_matrix
 from online.pruning.trees import Tree
 from online.pruning.voting import encode, votes
 
-__all__ = ["MEPSI"]
+__all__ = ["MEPSI", "esm"]
+
+
+def esm(h: Tree, G, **costs) -> float:
+    """ESM(h, G) = NC(h) - min_{g in G} TED(g, h) (Definition 3.3).
+
+    >>> from online.pruning.trees import Tree
+    >>> h = Tree.from_children([0, 1, 2], [[1, 2], [], []])
+    >>> esm(h, [h])                                   # = NC(h)
+    3.0
+    >>> esm(h, [Tree.from_children([0], [[]]), h])     # the closest tree counts
+    3.0
+    """
+    G = list(G)
+    if not G:
+        raise ValueError("G must hold at least one tree")
+    return float(h.n_nodes - ted_cross(G, [h], **costs).min())
 
 
 class MEPSI:
@@ -58,7 +83,9 @@ class MEPSI:
     C
         Trade-off after scaling: ``lambda = C / |ESM_avg|`` (Table S3: 0.5 - 0.8).
     n_esm_samples
-        Number of random (tree, subset) draws that estimate ``ESM_avg`` (Appendix C.1).
+        Number of random draws that estimate ``ESM_avg`` (Appendix C.1).
+    esm_avg
+        ``"subset"`` or ``"term"``: what ``ESM_avg`` averages (see module notes).
     insert_cost, remove_cost, update_cost
         Costs of the three TED operations (Definition 3.2 counts each as 1).
     random_state
@@ -105,6 +132,7 @@ class MEPSI:
         k: int = 20,
         C: float = 0.75,
         n_esm_samples: int = 200,
+        esm_avg: str = "subset",
         insert_cost: float = 1.0,
         remove_cost: float = 1.0,
         update_cost: float = 1.0,
@@ -113,6 +141,7 @@ class MEPSI:
         self.k = k
         self.C = C
         self.n_esm_samples = n_esm_samples
+        self.esm_avg = esm_avg
         self.insert_cost = insert_cost
         self.remove_cost = remove_cost
         self.update_cost = update_cost
@@ -137,6 +166,8 @@ class MEPSI:
             raise TypeError("trees must be online.pruning.trees.Tree instances")
         if not 2 <= self.k <= T:
             raise ValueError(f"k must be in [2, {T}], got {self.k}")
+        if self.esm_avg not in _ESM_AVG:
+            raise ValueError(f"esm_avg must be one of {sorted(_ESM_AVG)}")
         if self.C < 0:
             raise ValueError("C must be >= 0")
         codes, classes = encode(predictions, y)
@@ -159,7 +190,7 @@ class MEPSI:
         self.n_internal_ = nc
 
         # Appendix C.1: lambda = C / ESM_avg, ESM_avg estimated by sampling
-        self.esm_avg_ = self._sample_esm_avg(nc, D, rng)
+        self.esm_avg_ = _ESM_AVG[self.esm_avg](nc, D, self.k, self.n_esm_samples, rng)
         lam = self.C / abs(self.esm_avg_) if self.esm_avg_ != 0 else float(self.C)
         self.lambda_ = lam
 
@@ -198,17 +229,6 @@ class MEPSI:
         self.selected_ = np.array(selected, dtype=np.int64)
         return self
 
-    def _sample_esm_avg(self, nc, D, rng) -> float:
-        T = len(nc)
-        vals = []
-        for _ in range(self.n_esm_samples):
-            size = int(rng.randint(1, max(self.k - 1, 1) + 1))
-            size = min(size, T - 1)
-            members = rng.choice(T, size=size + 1, replace=False)
-            h, G = members[0], members[1:]
-            vals.append(nc[h] - D[G, h].min())
-        return float(np.mean(vals))
-
     # -----------------------------------------------------------------------------------------
     def to_state(self) -> dict:
         """Learned selection as arrays and JSON scalars (no pickle)."""
@@ -238,21 +258,50 @@ class MEPSI:
         return m
 
 
-_PARAMS = ("k", "C", "n_esm_samples", "insert_cost", "remove_cost", "update_cost", "random_state")
+_PARAMS = ("k", "C", "n_esm_samples", "esm_avg", "insert_cost", "remove_cost", "update_cost", "random_state")
+
+
+def _esm_avg_term(nc, D, k, n_samples, rng) -> float:
+    """Mean of one ESM(h, G) (Definition 3.3) over random subsets G and trees h outside G."""
+    T = len(nc)
+    vals = []
+    for _ in range(n_samples):
+        size = min(int(rng.randint(1, max(k - 1, 1) + 1)), T - 1)
+        members = rng.choice(T, size=size + 1, replace=False)
+        h, G = members[0], members[1:]
+        vals.append(nc[h] - D[G, h].min())
+    return float(np.mean(vals))
+
+
+def _esm_avg_subset(nc, D, k, n_samples, rng) -> float:
+    """Mean structural term of random ordered k-subsets, accumulated as Algorithm 1 does."""
+    T = len(nc)
+    vals = []
+    for _ in range(n_samples):
+        S = rng.choice(T, size=k, replace=False)
+        total = nc[S[0]] + nc[S[1]] - D[S[0], S[1]]
+        for t in range(2, k):
+            total += nc[S[t]] - D[S[:t], S[t]].min()
+        vals.append(total)
+    return float(np.mean(vals))
+
+
+_ESM_AVG = {"subset": _esm_avg_subset, "term": _esm_avg_term}
 
 
 def _pair_errors(codes, y_codes, n_classes) -> np.ndarray:
-    """Majority-vote error of every pair ``{h_i, h_j}`` (Algorithm 1, line 5)."""
+    """Majority-vote error of every pair ``{h_i, h_j}`` (Algorithm 1, line 5); symmetric."""
     T = codes.shape[0]
     out = np.zeros((T, T))
-    for i in range(T):
-        if codes.ndim == 3:
-            pred = (codes[i][None] + codes).argmax(axis=2)
+    scores = codes.astype(np.float32) if codes.ndim == 3 else None
+    for i in range(T - 1):
+        if scores is not None:
+            pred = (scores[i][None] + scores[i + 1 :]).argmax(axis=2)
         else:
             # two votes: agreement wins, a 1-1 tie goes to the lower class index
-            pred = np.minimum(codes[i][None, :], codes)
-        out[i] = np.mean(pred != y_codes[None, :], axis=1)
-    return out
+            pred = np.minimum(codes[i][None, :], codes[i + 1 :])
+        out[i, i + 1 :] = np.mean(pred != y_codes[None, :], axis=1)
+    return out + out.T
 
 
 def _candidate_errors(codes, y_codes, total) -> np.ndarray:

@@ -153,42 +153,47 @@ def _stack(blocks: list[dict]):
 def _fill(rows: dict, cols: dict, insert: float, remove: float, update: float) -> np.ndarray:
     """Fill all forest-distance tables of the row trees x column trees; return root-to-root TEDs."""
     R, C = len(rows["local"]), len(cols["local"])
-    N2 = cols["n"]
+    N1, N2 = rows["n"], cols["n"]
     r_loc, c_loc = rows["local"], cols["local"]
     # base cells: empty forest on one side costs the removals / insertions of the other side
     fd = (r_loc[:, None] * remove + c_loc[None, :] * insert).astype(np.float64).ravel()
-    td = np.full(rows["n"] * N2, np.inf)
-    diag = (r_loc[:, None] + c_loc[None, :]).astype(np.int32)
+    td = np.full(N1 * N2 + 1, np.inf)
+    td[-1] = 0.0  # sentinel read by cells whose third term is an UPDATE instead
+    diag = r_loc[:, None] + c_loc[None, :]
     diag[(r_loc == 0)[:, None] | (c_loc == 0)[None, :]] = 0
     max_d = int(diag.max()) if diag.size else 0
-    dtype = np.int16 if max_d < np.iinfo(np.int16).max else np.int32
-    flat_d = diag.ravel().astype(dtype)
-    order = np.argsort(flat_d, kind="stable")
-    bounds = np.concatenate(([0], np.cumsum(np.bincount(flat_d, minlength=max_d + 1))))
-    idx = order[bounds[2]:]  # anti-diagonals 0 and 1 are the base cells
+    both_rc = rows["on_left"][:, None] & cols["on_left"][None, :]
+    # sort cells by anti-diagonal; inside one, cells with both nodes on leftmost paths first
+    key = (2 * diag + ~both_rc).ravel()
+    key = key.astype(np.int16 if 2 * max_d + 2 < np.iinfo(np.int16).max else np.int32)
+    order = np.argsort(key, kind="stable")
+    counts = np.bincount(key, minlength=2 * max_d + 2)
+    idx = order[counts[:4].sum():].astype(np.int64)  # anti-diagonals 0 and 1 are base cells
+    counts = counts[4:].reshape(-1, 2)  # (anti-diagonal d >= 2, [both, other])
     a, b = np.divmod(idx, C)
     x, y = rows["node"][a], cols["node"][b]
     both = rows["on_left"][a] & cols["on_left"][b]
-    # both on leftmost paths: fd[x-1][y-1] + UPDATE(x, y); otherwise fd[l(x)-1][l(y)-1] + td[x][y]
-    upd = np.where(rows["feat"][x] != cols["feat"][y], update, 0.0)
-    td_idx = x * N2 + y
+    # third term: fd[x-1][y-1] + UPDATE(x, y) if both on leftmost paths (td index = sentinel),
+    # else fd[l(x)-1][l(y)-1] + td[x][y]
+    td_idx = np.where(both, N1 * N2, x * N2 + y)
     third_src = np.where(both, idx - C - 1, rows["sub"][a] * C + cols["sub"][b])
-    third_add_td = ~both
+    third_add = np.where(both & (rows["feat"][x] != cols["feat"][y]), update, 0.0)
+    left_src, up_src = idx - 1, idx - C
+    write_td = x * N2 + y
     lo = 0
-    for d in range(2, max_d + 1):
-        hi = lo + int(bounds[d + 1] - bounds[d])
+    for n_both, n_other in counts:
+        hi = lo + int(n_both) + int(n_other)
         if hi == lo:
             continue
         s = slice(lo, hi)
-        cell = idx[s]
-        third = fd[third_src[s]]
-        third = np.where(third_add_td[s], third + td[td_idx[s]], third + upd[s])
-        v = np.minimum(np.minimum(fd[cell - C] + remove, fd[cell - 1] + insert), third)
-        fd[cell] = v
-        bs = both[s]
-        td[td_idx[s][bs]] = v[bs]
+        v = fd[third_src[s]] + td[td_idx[s]] + third_add[s]
+        np.minimum(v, fd[up_src[s]] + remove, out=v)
+        np.minimum(v, fd[left_src[s]] + insert, out=v)
+        fd[idx[s]] = v
+        mid = lo + int(n_both)
+        td[write_td[lo:mid]] = v[: int(n_both)]
         lo = hi
-    return td.reshape(rows["n"], N2)[np.ix_(rows["roots"], cols["roots"])]
+    return td[:-1].reshape(N1, N2)[np.ix_(rows["roots"], cols["roots"])]
 
 
 def _cross(hs, gs, insert, remove, update, max_cells, symmetric, progress) -> np.ndarray:

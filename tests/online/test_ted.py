@@ -1,0 +1,172 @@
+"""Tree edit distance (Definition 3.2 of MEPSI): hand-computed cases and a brute-force check."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
+from sklearn.tree import DecisionTreeClassifier
+
+from online.pruning.ted import ted, ted_cross, ted_matrix
+from online.pruning.trees import Tree, from_sklearn_forest, from_sklearn_tree
+
+
+def T(feature, children):
+    return Tree.from_children(feature, children)
+
+
+EMPTY = Tree(np.zeros(0), np.zeros(0))
+# a(b, c): root testing 0 with children testing 1 and 2
+A_BC = T([0, 1, 2], [[1, 2], [], []])
+
+
+@pytest.mark.parametrize(
+    "h, g, expected",
+    [
+        (A_BC, A_BC, 0),
+        (A_BC, T([7, 1, 2], [[1, 2], [], []]), 1),  # UPDATE the root's feature
+        (A_BC, T([0, 1, 9], [[1, 2], [], []]), 1),  # UPDATE a child
+        (T([0, 5, 1, 2], [[1], [2, 3], [], []]), A_BC, 1),  # REMOVE b: its children move up to a
+        (A_BC, T([0, 5, 1, 2], [[1], [2, 3], [], []]), 1),  # INSERT b above both children
+        (A_BC, T([0, 1], [[1], []]), 1),  # REMOVE a leaf-level internal node
+        (A_BC, T([0, 1, 2, 3], [[1, 2, 3], [], [], []]), 1),  # INSERT a third child
+        (A_BC, T([0, 2, 1], [[1, 2], [], []]), 2),  # ordered trees: swapping children costs 2
+        (A_BC, T([0, 1, 2], [[1], [2], []]), 2),  # 2 moves under 1: REMOVE + INSERT
+        (A_BC, T([4, 5, 6], [[1, 2], [], []]), 3),  # three UPDATEs
+        (A_BC, T([9], [[]]), 3),  # two REMOVEs and one UPDATE
+        (A_BC, EMPTY, 3),
+        (EMPTY, A_BC, 3),
+        (EMPTY, EMPTY, 0),
+    ],
+)
+def test_hand_computed_distances(h, g, expected):
+    assert ted(h, g) == expected
+
+
+def test_operation_costs_are_used():
+    h, g = T([0, 1], [[1], []]), T([0, 2], [[1], []])
+    assert ted(h, g, update=5.0) == 2.0  # REMOVE 1 + INSERT 2 beats an UPDATE of 5
+    assert ted(h, g, update=1.5) == 1.5
+    assert ted(A_BC, EMPTY, remove=2.0) == 6.0
+    assert ted(EMPTY, A_BC, insert=0.5) == 1.5
+    # asymmetric costs: turning h into g is not turning g into h
+    big, small = T([0, 1, 2], [[1, 2], [], []]), T([0], [[]])
+    assert ted(big, small, insert=1.0, remove=3.0) == 6.0
+    assert ted(small, big, insert=1.0, remove=3.0) == 2.0
+
+
+def _brute(h: Tree, g: Tree, ins=1.0, rem=1.0, upd=1.0) -> float:
+    """The forest recursion of TED straight from the definition (exponential states, memoized)."""
+
+    def conv(t):
+        kids = t.children()
+
+        def rec(v):
+            return (int(t.feature[v]), tuple(rec(c) for c in kids[v]))
+
+        return (rec(0),) if t.n_nodes else ()
+
+    def size(F):
+        return sum(1 + size(c) for _, c in F)
+
+    @functools.lru_cache(maxsize=None)
+    def d(F, G):
+        if not F and not G:
+            return 0.0
+        if not F:
+            return size(G) * ins
+        if not G:
+            return size(F) * rem
+        (fl, fc), (gl, gc) = F[-1], G[-1]
+        return min(
+            d(F[:-1] + fc, G) + rem,  # REMOVE the rightmost root of F
+            d(F, G[:-1] + gc) + ins,  # INSERT the rightmost root of G
+            d(F[:-1], G[:-1]) + d(fc, gc) + (upd if fl != gl else 0.0),  # map the two roots
+        )
+
+    return d(conv(h), conv(g))
+
+
+def _random_tree(rng, n, n_features=3):
+    if n == 0:
+        return EMPTY
+    parent = [-1] + [int(rng.integers(0, v)) for v in range(1, n)]
+    kids = [[] for _ in range(n)]
+    for v in range(1, n):
+        kids[parent[v]].append(v)
+    return T(rng.integers(0, n_features, n), kids)
+
+
+@pytest.mark.parametrize("costs", [(1.0, 1.0, 1.0), (1.0, 2.0, 1.5), (0.5, 1.0, 3.0)])
+def test_agrees_with_brute_force_on_random_trees(costs):
+    rng = np.random.default_rng(42)
+    ins, rem, upd = costs
+    for _ in range(60):
+        h = _random_tree(rng, int(rng.integers(0, 8)))
+        g = _random_tree(rng, int(rng.integers(0, 8)))
+        assert ted(h, g, insert=ins, remove=rem, update=upd) == pytest.approx(_brute(h, g, ins, rem, upd))
+
+
+def test_batched_matrix_matches_pairs_whatever_the_chunking():
+    rng = np.random.default_rng(7)
+    trees = [_random_tree(rng, int(rng.integers(0, 9))) for _ in range(14)]
+    expected = np.array([[_brute(a, b) for b in trees] for a in trees])
+    for max_cells in (50, 400, 10_000_000):  # one pair per batch ... everything at once
+        assert np.array_equal(ted_matrix(trees, max_cells=max_cells), expected)
+    asym = np.array([[_brute(a, b, 1.0, 2.0, 1.0) for b in trees[:5]] for a in trees])
+    assert np.allclose(ted_cross(trees, trees[:5], remove=2.0, max_cells=300), asym)
+    assert np.allclose(ted_matrix(trees, remove=2.0), [[_brute(a, b, 1.0, 2.0, 1.0) for b in trees] for a in trees])
+
+
+def test_metric_properties_on_sklearn_trees():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 6))
+    y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(int)
+    forest = RandomForestClassifier(n_estimators=8, max_depth=5, random_state=0).fit(X, y)
+    trees = from_sklearn_forest(forest)
+    D = ted_matrix(trees)
+    assert np.all(np.diag(D) == 0)
+    assert np.array_equal(D, D.T)
+    n = np.array([t.n_nodes for t in trees])
+    assert np.all(D >= np.abs(n[:, None] - n[None, :]))  # at least the size difference
+    assert np.all(D <= n[:, None] + n[None, :])  # at most remove all + insert all
+    assert np.all(D[:, :, None] <= D[:, None, :] + D[None, :, :] + 1e-9)  # triangle inequality
+
+
+def test_sklearn_adapter_keeps_internal_nodes_in_order():
+    X = np.array([[0, 0], [0, 1], [1, 0], [1, 1], [2, 1], [2, 0]], dtype=float)
+    y = np.array([0, 1, 1, 0, 1, 0])
+    clf = DecisionTreeClassifier(random_state=0).fit(X, y)
+    t = from_sklearn_tree(clf)
+    sk = clf.tree_
+    internal = sk.children_left != -1
+    assert t.n_nodes == int(internal.sum())
+    # preorder walk of scikit-learn's internal nodes, left before right
+    order, stack = [], [0]
+    while stack:
+        v = stack.pop()
+        if sk.children_left[v] == -1:
+            continue
+        order.append(v)
+        stack.extend([sk.children_right[v], sk.children_left[v]])
+    assert t.feature.tolist() == sk.feature[order].tolist()
+    stump = DecisionTreeClassifier().fit(X, np.zeros(6))
+    assert from_sklearn_tree(stump).n_nodes == 0
+    et = ExtraTreesClassifier(n_estimators=3, random_state=0).fit(X, y)
+    assert len(from_sklearn_forest(et)) == 3
+
+
+def test_tree_validation_and_state_round_trip():
+    with pytest.raises(ValueError):
+        Tree(np.array([1, 2]), np.array([0, -1]))  # root must be node 0
+    with pytest.raises(ValueError):
+        Tree(np.array([1, 2, 3]), np.array([-1, 2, 1]))  # 1 and 2 form a cycle
+    with pytest.raises(ValueError):
+        Tree(np.array([1, 2]), np.array([-1]))
+    t = Tree.from_state(A_BC.to_state())
+    assert t.feature.tolist() == A_BC.feature.tolist() and t.parent.tolist() == A_BC.parent.tolist()
+    assert ted(t, A_BC) == 0
+    with pytest.raises(ValueError):
+        Tree.from_state({"format": "other", "version": 1})
