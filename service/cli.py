@@ -99,38 +99,51 @@ class Supervisor:
                 child.wait()
 
 
+def _exit_on_signal(signum, frame) -> None:
+    # uvicorn re-raises the signal that stopped it once it has shut down; it ends up here, so
+    # that the cleanup below runs and Ctrl-C / SIGTERM end with status 0
+    raise SystemExit(0)
+
+
 def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from service.redis_server import RedisServer
 
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _exit_on_signal)
     settings = Settings()
     data_dir = Path(args.data_dir) if args.data_dir else settings.data_dir
     env = dict(os.environ)
-    redis_server = None
-    if settings.redis_url:
-        where = f"REDIS_URL={settings.redis_url}"
-    else:
-        redis_server = RedisServer(data_dir / "redis", port=args.redis_port).start()
-        env["REDIS_URL"] = redis_server.url
-        where = f"embedded redis-server on {redis_server.url}, append-only files in {data_dir / 'redis'}"
-    admin_note = "from GROVE_ADMIN_KEY"
-    if not settings.admin_key:
-        env["GROVE_ADMIN_KEY"] = admin_key_from(data_dir)
-        admin_note = f"{env['GROVE_ADMIN_KEY']}  (kept in {data_dir / 'admin-key'})"
-    os.environ.update(env)  # the API below (and its workers) read the same environment
-    get_settings.cache_clear()
-    print(f"Grove: http://{args.host}:{args.port}  (API docs at /docs)", flush=True)
-    print(f"Redis: {where}", flush=True)
-    print(f"Admin key: {admin_note}", flush=True)
-    supervisor = Supervisor(BACKGROUND_ROLES, env).start()
+    redis_server = supervisor = None
     try:
+        if settings.redis_url:
+            where = f"REDIS_URL={settings.redis_url}"
+        else:
+            redis_server = RedisServer(data_dir / "redis", port=args.redis_port).start()
+            env["REDIS_URL"] = redis_server.url
+            where = (f"embedded redis-server on {redis_server.url}, append-only files in "
+                     f"{data_dir / 'redis'}")
+        admin_note = "from GROVE_ADMIN_KEY"
+        if not settings.admin_key:
+            env["GROVE_ADMIN_KEY"] = admin_key_from(data_dir)
+            admin_note = f"{env['GROVE_ADMIN_KEY']}  (kept in {data_dir / 'admin-key'})"
+        os.environ.update(env)  # the API below (and its workers) read the same environment
+        get_settings.cache_clear()
+        print(f"Grove: http://{args.host}:{args.port}  (API docs at /docs)", flush=True)
+        print(f"Redis: {where}", flush=True)
+        print(f"Admin key: {admin_note}", flush=True)
+        supervisor = Supervisor(BACKGROUND_ROLES, env).start()
         uvicorn.run("service.api.main:create_app", factory=True, host=args.host, port=args.port,
                     workers=args.workers, log_level="info")
     finally:
-        supervisor.stop()
+        for sig in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not cut the cleanup
+            signal.signal(sig, signal.SIG_IGN)
+        if supervisor is not None:
+            supervisor.stop()
         if redis_server is not None:
             redis_server.stop()
+        print("Grove stopped.", flush=True)
     return 0
 
 

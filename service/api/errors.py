@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import logging
+import math
+from typing import Any
 
 import redis
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from service.codec import CodecError
@@ -14,7 +18,22 @@ from service.store import StoreError
 log = logging.getLogger("grove.api")
 
 
+def _json_safe(value: Any) -> Any:
+    """Validation errors echo the input, which may hold NaN/Infinity: JSON has no such numbers."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
+
+
 def install(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"detail": _json_safe(jsonable_encoder(exc.errors()))}, status_code=422)
+
     @app.exception_handler(StoreError)
     async def store_error(request: Request, exc: StoreError) -> JSONResponse:
         return JSONResponse({"detail": exc.detail}, status_code=exc.status)

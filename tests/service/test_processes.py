@@ -114,6 +114,8 @@ def settled(admin: httpx.Client, app: str):
 
 def delivered_ahead_of_snapshot(r: redis.Redis, app: str) -> bool:
     """True when the trainer has read events that its last published snapshot does not hold."""
+    if not r.exists(keys.stream(app)):
+        return False
     groups = r.xinfo_groups(keys.stream(app))
     offset = r.hget(keys.snapshot(app), "offset").decode()
     delivered = groups[0]["last-delivered-id"].decode() if groups else "0-0"
