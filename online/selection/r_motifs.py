@@ -14,6 +14,7 @@ from sklearn.base import BaseEstimator
 from sklearn.feature_selection import SelectorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
+from threadpoolctl import threadpool_limits  # a scikit-learn dependency
 
 from online.selection.knn_reward import KNNReward
 
@@ -142,9 +143,10 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
       rows; ``transform`` only selects columns and never rescales.
     - Definition 1 writes ``0 < i < n``; the tree here has one level per feature, ``1..n``,
       so that every feature is decided and the leaves are at level n.
-    - The first recursion must beat the accuracy of all its input features: ``optimalReward``
-      of Algorithm 1 starts at Acc(F) (Section 3.1 compares ``F_best^i`` with ``F_i``). If it
-      does not, all features are returned.
+    - ``optimalReward`` of Algorithm 1 is never initialised in the paper; here it starts at
+      -inf, so the first tree's best subset (the MOTiFS answer) is always taken, even when
+      all features score higher, and later trees must beat it. (Starting at Acc(F) instead
+      returned all 30 WDBC features in a trial fold, unlike the paper's 12.6.)
     - Recursion continues only on strict improvement (Algorithm 1, "greater than"); a tie
       stops it (Section 3.1's ``<`` would continue on a tie).
     - ``maxReward`` of UCTSEARCH starts at -inf, so the first simulation's subset is the best
@@ -208,15 +210,17 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
         reward = KNNReward(_SCALINGS[self.scaling](X), y, n_neighbors=self.n_neighbors,
                            queries=queries)
 
-        # Algorithm 1, R-MOTiFS(featuresList): optimalReward starts at Acc(F) (see Choices)
+        # Algorithm 1, R-MOTiFS(featuresList); the first tree's best is always taken (see Choices)
         features = np.arange(d)
-        optimal_reward = reward(np.ones(d, dtype=bool))
-        all_reward = optimal_reward
-        optimal = features
+        all_reward = reward(np.ones(d, dtype=bool))
+        optimal_reward, optimal = -math.inf, features
         history = []
         recursion = 0
         while True:
-            max_reward, best = self._uct_search(features, reward, rng, recursion, d)
+            # one BLAS thread: each reward's matrices are small, and threads fighting over
+            # busy cores made rewards 5x slower here (bench/README_r_motifs.md)
+            with threadpool_limits(limits=1, user_api="blas"):
+                max_reward, best = self._uct_search(features, reward, rng, recursion, d)
             improved = max_reward > optimal_reward
             history.append({"recursion": recursion, "n_input_features": len(features),
                             "subset": best, "accuracy": max_reward, "improved": bool(improved)})
