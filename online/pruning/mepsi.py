@@ -50,7 +50,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
-from online.pruning.ted import ted_cross, ted_matrix
+from online.pruning.ted import _blocks, ted_cross, ted_matrix
 from online.pruning.trees import Tree
 from online.pruning.voting import encode, votes
 
@@ -86,6 +86,10 @@ class MEPSI:
         Number of random draws that estimate ``ESM_avg`` (Appendix C.1).
     esm_avg
         ``"subset"`` or ``"term"``: what ``ESM_avg`` averages (see module notes).
+    ted_strategy
+        ``"full"``: all ``T (T - 1) / 2`` TEDs up front; ``"lazy"``: only the TEDs that can change
+        a choice of Algorithm 1 (a label-count lower bound rules the others out; same result);
+        ``"auto"`` (default): full for small trees, lazy when the full matrix is large.
     insert_cost, remove_cost, update_cost
         Costs of the three TED operations (Definition 3.2 counts each as 1).
     random_state
@@ -104,7 +108,9 @@ class MEPSI:
     lambda_, esm_avg_ : float
         The trade-off weight used and the sampled ``ESM_avg``.
     distances_ : ndarray of shape (T, T)
-        ``TED(trees[i], trees[j])``.
+        ``TED(trees[i], trees[j])`` where computed, NaN elsewhere (lazy strategy).
+    ted_evaluations_ : int
+        Number of tree pairs whose TED was computed.
 
     Examples
     --------
@@ -133,6 +139,7 @@ class MEPSI:
         C: float = 0.75,
         n_esm_samples: int = 200,
         esm_avg: str = "subset",
+        ted_strategy: str = "auto",
         insert_cost: float = 1.0,
         remove_cost: float = 1.0,
         update_cost: float = 1.0,
@@ -142,6 +149,7 @@ class MEPSI:
         self.C = C
         self.n_esm_samples = n_esm_samples
         self.esm_avg = esm_avg
+        self.ted_strategy = ted_strategy
         self.insert_cost = insert_cost
         self.remove_cost = remove_cost
         self.update_cost = update_cost
@@ -179,53 +187,89 @@ class MEPSI:
         rng = check_random_state(self.random_state)
 
         nc = np.array([t.n_nodes for t in trees], dtype=np.float64)  # NC(h)
-        if distances is None:
-            distances = ted_matrix(
-                trees, insert=self.insert_cost, remove=self.remove_cost, update=self.update_cost
-            )
-        D = np.asarray(distances, dtype=np.float64)
-        if D.shape != (T, T):
-            raise ValueError("distances must have shape (T, T)")
-        self.distances_ = D
+        costs = {"insert": self.insert_cost, "remove": self.remove_cost, "update": self.update_cost}
+        if distances is not None:
+            distances = np.asarray(distances, dtype=np.float64)
+            if distances.shape != (T, T):
+                raise ValueError("distances must have shape (T, T)")
+        if self.ted_strategy not in ("auto", "full", "lazy"):
+            raise ValueError("ted_strategy must be 'auto', 'full' or 'lazy'")
+        dist = _Distances(trees, costs, self.ted_strategy, distances)
         self.n_internal_ = nc
 
         # Appendix C.1: lambda = C / ESM_avg, ESM_avg estimated by sampling
-        self.esm_avg_ = _ESM_AVG[self.esm_avg](nc, D, self.k, self.n_esm_samples, rng)
+        self.esm_avg_ = _ESM_AVG[self.esm_avg](nc, dist, self.k, self.n_esm_samples, rng)
         lam = self.C / abs(self.esm_avg_) if self.esm_avg_ != 0 else float(self.C)
         self.lambda_ = lam
 
-        # Algorithm 1, lines 3-12: the best pair
+        # Algorithm 1, lines 3-12: the best pair. Pairs are scored in order of a lower bound of
+        # their objective (TED >= a label-count bound); exact TEDs are computed until no unscored
+        # pair can beat the best one, which gives the pair the full double loop would give.
         pair_err = _pair_errors(codes, y_codes, n_classes)
-        comp = nc[:, None] + nc[None, :] - D  # line 6
-        obj = pair_err - lam * comp
-        iu = np.triu_indices(T, 1)
-        best = int(np.argmin(obj[iu]))  # first minimum in (i, j) loop order
-        i, j = int(iu[0][best]), int(iu[1][best])
+        iu, ju = np.triu_indices(T, 1)
+
+        def pair_obj(D):
+            return pair_err[iu, ju] - lam * (nc[iu] + nc[ju] - D[iu, ju])  # lines 5-6
+
+        bound = pair_obj(dist.lower)
+        order = np.argsort(bound, kind="stable")
+        best, scored, pos = np.inf, [], 0
+        while pos < len(order) and bound[order[pos]] <= best:
+            batch = order[pos : pos + _BATCH]
+            batch = batch[bound[batch] <= best]
+            dist.ensure(iu[batch], ju[batch])
+            exact = pair_obj(dist.lower)[batch]
+            scored.extend(batch.tolist())
+            best = min(best, float(exact.min()))
+            pos += _BATCH
+        exact = pair_obj(dist.lower)
+        scored = np.array(sorted(scored))
+        p = int(scored[np.flatnonzero(exact[scored] == best)[0]])  # first minimum in loop order
+        i, j = int(iu[p]), int(ju[p])
+        comp = nc[i] + nc[j] - dist.lower[i, j]
         selected = [i, j]
-        structure = comp[i, j]
-        self.step_objectives_ = [float(obj[i, j])]
+        structure = comp
+        self.step_objectives_ = [float(exact[p])]
         self.errors_ = [float(pair_err[i, j])]
         self.objective_history_ = [float(pair_err[i, j] - lam * structure)]
 
-        # lines 13-25: greedy additions minimising error - lambda * ESM(h, S)
+        # lines 13-25: greedy additions minimising error - lambda * ESM(h, S), same bounding
         total = votes(codes, n_classes, selected)
-        min_ted = np.minimum(D[i], D[j])  # min_{g in S} TED(g, h) for every h
         in_s = np.zeros(T, dtype=bool)
         in_s[selected] = True
         while len(selected) < self.k:
             err = _candidate_errors(codes, y_codes, total)
-            esm = nc - min_ted  # Definition 3.3
-            obj = err - lam * esm
-            obj[in_s] = np.inf
-            h = int(np.argmin(obj))
+
+            def cand_obj():
+                esm = nc - dist.lower[selected].min(axis=0)  # Definition 3.3
+                obj = err - lam * esm
+                obj[in_s] = np.inf
+                return obj, esm
+
+            bound = cand_obj()[0]
+            order = np.argsort(bound, kind="stable")
+            best, scored, pos = np.inf, [], 0
+            while pos < len(order) and bound[order[pos]] <= best:
+                batch = order[pos : pos + _BATCH]
+                batch = batch[bound[batch] <= best]
+                g_idx = np.repeat(selected, len(batch))
+                h_idx = np.tile(batch, len(selected))
+                dist.ensure(g_idx, h_idx)
+                best = min(best, float(cand_obj()[0][batch].min()))
+                scored.extend(batch.tolist())
+                pos += _BATCH
+            obj, esm = cand_obj()
+            scored = np.array(sorted(scored))
+            h = int(scored[np.flatnonzero(obj[scored] == best)[0]])  # lowest index on ties
             selected.append(h)
             in_s[h] = True
             structure += esm[h]
             total = total + votes(codes, n_classes, [h])
-            min_ted = np.minimum(min_ted, D[h])
             self.step_objectives_.append(float(obj[h]))
             self.errors_.append(float(err[h]))
             self.objective_history_.append(float(err[h] - lam * structure))
+        self.ted_evaluations_ = dist.evaluations
+        self.distances_ = np.where(dist.known, dist.lower, np.nan)
         self.selected_ = np.array(selected, dtype=np.int64)
         return self
 
@@ -258,27 +302,31 @@ class MEPSI:
         return m
 
 
-_PARAMS = ("k", "C", "n_esm_samples", "esm_avg", "insert_cost", "remove_cost", "update_cost", "random_state")
+_PARAMS = ("k", "C", "n_esm_samples", "esm_avg", "ted_strategy", "insert_cost", "remove_cost", "update_cost", "random_state")
 
 
-def _esm_avg_term(nc, D, k, n_samples, rng) -> float:
+def _esm_avg_term(nc, dist, k, n_samples, rng) -> float:
     """Mean of one ESM(h, G) (Definition 3.3) over random subsets G and trees h outside G."""
     T = len(nc)
-    vals = []
+    draws = []
     for _ in range(n_samples):
         size = min(int(rng.randint(1, max(k - 1, 1) + 1)), T - 1)
         members = rng.choice(T, size=size + 1, replace=False)
-        h, G = members[0], members[1:]
-        vals.append(nc[h] - D[G, h].min())
-    return float(np.mean(vals))
+        draws.append((members[0], members[1:]))
+    dist.ensure(np.concatenate([G for _, G in draws]), np.concatenate([np.full(len(G), h) for h, G in draws]))
+    return float(np.mean([nc[h] - dist.lower[G, h].min() for h, G in draws]))
 
 
-def _esm_avg_subset(nc, D, k, n_samples, rng) -> float:
+def _esm_avg_subset(nc, dist, k, n_samples, rng) -> float:
     """Mean structural term of random ordered k-subsets, accumulated as Algorithm 1 does."""
     T = len(nc)
     vals = []
-    for _ in range(n_samples):
-        S = rng.choice(T, size=k, replace=False)
+    subsets = [rng.choice(T, size=k, replace=False) for _ in range(n_samples)]
+    ii, jj = np.triu_indices(k, 1)
+    dist.ensure(np.concatenate([S[ii] for S in subsets]), np.concatenate([S[jj] for S in subsets]))
+    dist.ensure(np.concatenate([S[jj] for S in subsets]), np.concatenate([S[ii] for S in subsets]))
+    D = dist.lower
+    for S in subsets:
         total = nc[S[0]] + nc[S[1]] - D[S[0], S[1]]
         for t in range(2, k):
             total += nc[S[t]] - D[S[:t], S[t]].min()
@@ -287,6 +335,64 @@ def _esm_avg_subset(nc, D, k, n_samples, rng) -> float:
 
 
 _ESM_AVG = {"subset": _esm_avg_subset, "term": _esm_avg_term}
+
+#: pairs (or candidates) scored exactly per round of the bounded search
+_BATCH = 64
+#: "auto" computes the whole TED matrix up front below this many Zhang-Shasha cells
+_FULL_CELLS = 3e8
+
+
+class _Distances:
+    """TED(trees[i], trees[j]) on demand: exact where ``known``, a lower bound elsewhere.
+
+    The bound: a mapping pairs at most ``M = min(NC(g), NC(h))`` nodes and at most ``common``
+    of them (the multiset intersection of tested features) cost nothing, so
+    ``TED(g, h) >= (NC(g) - M) remove + (NC(h) - M) insert + max(0, M - common) min(update, insert + remove)``.
+    """
+
+    def __init__(self, trees, costs, strategy, distances=None):
+        self.trees, self.costs = trees, costs
+        T = len(trees)
+        self.symmetric = costs["insert"] == costs["remove"]
+        self.evaluations = 0
+        if distances is None and strategy != "lazy":
+            cells = sum(len(_blocks(t)["local"]) for t in trees if t.n_nodes) ** 2 / 2
+            if strategy == "full" or cells <= _FULL_CELLS:
+                distances = ted_matrix(trees, **costs)
+                self.evaluations = T * (T - 1) // (2 if self.symmetric else 1)
+        if distances is not None:
+            self.lower = np.array(distances, dtype=np.float64)
+            self.known = np.ones((T, T), dtype=bool)
+            return
+        n = np.array([t.n_nodes for t in trees], dtype=np.float64)
+        n_feat = max((int(t.feature.max()) + 1 for t in trees if t.n_nodes), default=1)
+        F = np.stack([np.bincount(t.feature, minlength=n_feat) for t in trees]).astype(np.float64)
+        common = np.stack([np.minimum(F[i], F).sum(axis=1) for i in range(T)])
+        M = np.minimum(n[:, None], n[None, :])
+        u = min(costs["update"], costs["insert"] + costs["remove"])
+        self.lower = (n[:, None] - M) * costs["remove"] + (n[None, :] - M) * costs["insert"] + np.maximum(0.0, M - common) * u
+        self.known = np.eye(T, dtype=bool)
+        np.fill_diagonal(self.lower, 0.0)
+
+    def ensure(self, I, J) -> None:
+        """Compute the exact TED of every pair (I[p], J[p]) not known yet."""
+        I, J = np.asarray(I, dtype=np.int64), np.asarray(J, dtype=np.int64)
+        miss = ~self.known[I, J]
+        if not miss.any():
+            return
+        I, J = I[miss], J[miss]
+        if self.symmetric:
+            I, J = np.minimum(I, J), np.maximum(I, J)
+        pairs = np.unique(np.stack([I, J], axis=1), axis=0)
+        for i in np.unique(pairs[:, 0]):
+            js = pairs[pairs[:, 0] == i, 1]
+            vals = ted_cross([self.trees[i]], [self.trees[j] for j in js], **self.costs)[0]
+            self.lower[i, js] = vals
+            self.known[i, js] = True
+            if self.symmetric:
+                self.lower[js, i] = vals
+                self.known[js, i] = True
+            self.evaluations += len(js)
 
 
 def _pair_errors(codes, y_codes, n_classes) -> np.ndarray:

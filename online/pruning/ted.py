@@ -155,10 +155,15 @@ def _fill(rows: dict, cols: dict, insert: float, remove: float, update: float) -
     R, C = len(rows["local"]), len(cols["local"])
     N1, N2 = rows["n"], cols["n"]
     r_loc, c_loc = rows["local"], cols["local"]
+    # integer costs (the unit costs of Definition 3.2) run on int32: less memory traffic
+    integer = all(float(c).is_integer() for c in (insert, remove, update))
+    vtype = np.int32 if integer and (R * remove + C * insert + 1) * 4 < 2**30 else np.float64
+    itype = np.int32 if R * C + 1 < 2**31 and N1 * N2 + 1 < 2**31 else np.int64
     # base cells: empty forest on one side costs the removals / insertions of the other side
-    fd = (r_loc[:, None] * remove + c_loc[None, :] * insert).astype(np.float64).ravel()
-    td = np.full(N1 * N2 + 1, np.inf)
-    td[-1] = 0.0  # sentinel read by cells whose third term is an UPDATE instead
+    fd = (r_loc[:, None] * remove + c_loc[None, :] * insert).astype(vtype).ravel()
+    td = np.full(N1 * N2 + 1, 2**30 if vtype is np.int32 else np.inf, dtype=vtype)
+    td[-1] = 0  # sentinel read by cells whose third term is an UPDATE instead
+    insert, remove, update = vtype(insert), vtype(remove), vtype(update)
     diag = r_loc[:, None] + c_loc[None, :]
     diag[(r_loc == 0)[:, None] | (c_loc == 0)[None, :]] = 0
     max_d = int(diag.max()) if diag.size else 0
@@ -168,18 +173,19 @@ def _fill(rows: dict, cols: dict, insert: float, remove: float, update: float) -
     key = key.astype(np.int16 if 2 * max_d + 2 < np.iinfo(np.int16).max else np.int32)
     order = np.argsort(key, kind="stable")
     counts = np.bincount(key, minlength=2 * max_d + 2)
-    idx = order[counts[:4].sum():].astype(np.int64)  # anti-diagonals 0 and 1 are base cells
+    idx = order[counts[:4].sum():].astype(itype)  # anti-diagonals 0 and 1 are base cells
     counts = counts[4:].reshape(-1, 2)  # (anti-diagonal d >= 2, [both, other])
-    a, b = np.divmod(idx, C)
-    x, y = rows["node"][a], cols["node"][b]
+    a, b = np.divmod(idx, itype(C))
+    x, y = rows["node"][a].astype(itype), cols["node"][b].astype(itype)
     both = rows["on_left"][a] & cols["on_left"][b]
     # third term: fd[x-1][y-1] + UPDATE(x, y) if both on leftmost paths (td index = sentinel),
     # else fd[l(x)-1][l(y)-1] + td[x][y]
-    td_idx = np.where(both, N1 * N2, x * N2 + y)
-    third_src = np.where(both, idx - C - 1, rows["sub"][a] * C + cols["sub"][b])
-    third_add = np.where(both & (rows["feat"][x] != cols["feat"][y]), update, 0.0)
-    left_src, up_src = idx - 1, idx - C
-    write_td = x * N2 + y
+    write_td = x * itype(N2) + y
+    td_idx = np.where(both, itype(N1 * N2), write_td)
+    third_src = np.where(both, idx - itype(C + 1), (rows["sub"][a] * C + cols["sub"][b]).astype(itype))
+    third_add = np.where(both & (rows["feat"][x] != cols["feat"][y]), update, vtype(0))
+    left_src, up_src = idx - itype(1), idx - itype(C)
+    del a, b, x, y, both
     lo = 0
     for n_both, n_other in counts:
         hi = lo + int(n_both) + int(n_other)
@@ -193,7 +199,7 @@ def _fill(rows: dict, cols: dict, insert: float, remove: float, update: float) -
         mid = lo + int(n_both)
         td[write_td[lo:mid]] = v[: int(n_both)]
         lo = hi
-    return td[:-1].reshape(N1, N2)[np.ix_(rows["roots"], cols["roots"])]
+    return td[:-1].reshape(N1, N2)[np.ix_(rows["roots"], cols["roots"])].astype(np.float64)
 
 
 def _cross(hs, gs, insert, remove, update, max_cells, symmetric, progress) -> np.ndarray:

@@ -113,11 +113,29 @@ def test_matches_a_literal_algorithm_1(scores):
         P[: Tn // 2, np.arange(m), y] += 0.3
     else:
         P = np.where(rng.random((Tn, m)) < 0.6, y, rng.integers(0, K, (Tn, m)))
-    for C, esm_avg in [(0.75, "subset"), (0.05, "term"), (0.0, "subset")]:
+    for C, esm_avg in [(0.75, "subset"), (0.05, "term"), (0.0, "subset"), (5.0, "term")]:
         model = MEPSI(k=6, C=C, esm_avg=esm_avg, random_state=1).fit(trees, P, y)
         S, history = _algorithm_1(trees, P, y, 6, model.lambda_)
         assert model.selected_.tolist() == S
         assert np.allclose(model.step_objectives_, history)
+        # the bounded (lazy) search computes fewer TEDs and reaches the same choices
+        lazy = MEPSI(k=6, C=C, esm_avg=esm_avg, ted_strategy="lazy", random_state=1).fit(trees, P, y)
+        assert lazy.selected_.tolist() == S and lazy.lambda_ == model.lambda_
+        assert np.allclose(lazy.step_objectives_, history)
+        known = ~np.isnan(lazy.distances_)
+        assert np.array_equal(lazy.distances_[known], model.distances_[known])
+
+
+def test_lazy_strategy_skips_pairs_that_cannot_win():
+    rng = np.random.default_rng(5)
+    Tn, m = 40, 80
+    trees = [_random_tree(rng, int(rng.integers(3, 12)), n_features=6) for _ in range(Tn)]
+    y = rng.integers(0, 2, m)
+    P = np.where(rng.random((Tn, m)) < np.linspace(0.5, 0.95, Tn)[:, None], y, 1 - y)
+    full = MEPSI(k=5, C=0.01, n_esm_samples=3, ted_strategy="full", random_state=0).fit(trees, P, y)
+    lazy = MEPSI(k=5, C=0.01, n_esm_samples=3, ted_strategy="lazy", random_state=0).fit(trees, P, y)
+    assert lazy.selected_.tolist() == full.selected_.tolist()
+    assert lazy.ted_evaluations_ < full.ted_evaluations_ == Tn * (Tn - 1) // 2
 
 
 def test_esm_avg_and_lambda():
