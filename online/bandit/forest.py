@@ -13,7 +13,8 @@ import numpy as np
 from river import bandit
 
 from online.bandit.encoder import ContextEncoder
-from online.bandit.kernels import LEAF, SLOT, SPLIT, greedy_votes, learn_event, paths_status
+from online.bandit.kernels import (
+    LEAF, SLOT, SPLIT, greedy_votes, learn_event, paths_status, radius_table)
 from online.bandit.storage import ForestStorage
 
 __all__ = ["BanditForest", "Decision"]
@@ -200,6 +201,8 @@ class BanditForest(bandit.base.ContextualPolicy):
         self._n_learned = 0
         self._ready = np.zeros(n_trees, np.int32)
         self._last_probabilities: dict = {}
+        self._radii_table: np.ndarray | None = None
+        self._radii_for = 0
         seeds = np.random.SeedSequence(seed).spawn(2)
         self._rng_learn = np.random.Generator(np.random.PCG64(seeds[0]))
         self._rng_decide = np.random.Generator(np.random.PCG64(seeds[1]))
@@ -358,9 +361,16 @@ class BanditForest(bandit.base.ContextualPolicy):
             store.slot_T, store.slot_W, store.slot_T1, store.slot_W1, store.slot_R, store.slot_A,
             store.slot_union, store.slot_n, store.slot_best, store.leaf_T, store.leaf_W,
             store.leaf_R, store.leaf_A, store.active, n_active, self._encoder.n_variables,
-            self.delta, self._ready)
+            self.delta, self._radii(n_active), self._ready)
         for node in self._ready[:n_ready].tolist():
             self._resolve(node)
+
+    def _radii(self, n_active: int) -> np.ndarray:
+        """Table of action_radius(t) for t < 65536 at the current number of actions."""
+        if self._radii_table is None or self._radii_for != n_active:
+            self._radii_table = radius_table(1 << 16, n_active, self.delta, self.n_trees)
+            self._radii_for = n_active
+        return self._radii_table
 
     def _grow_trees(self) -> None:
         """End of the warm-up: learn the bins, create the L root stumps, replay the events."""

@@ -37,7 +37,24 @@ def find_path(x, root, node_kind, node_var, node_child):
 
 
 @njit(cache=True)
-def eliminate_actions(T, W, R, A, active, n_active, eps, L, delta):
+def radius_table(size, n_active, delta, L):
+    """action_radius(t) for t = 0 .. size - 1 (the logarithm is most of the cost of AE)."""
+    table = np.empty(size)
+    for t in range(size):
+        table[t] = action_radius(t, n_active, delta, L)
+    return table
+
+
+@njit(cache=True)
+def cached_radius(t, radii, n_active, delta, L):
+    """action_radius(t) from the table ``radii`` (computed for the current K) when t is in it."""
+    if t < radii.shape[0]:
+        return radii[t]
+    return action_radius(t, n_active, delta, L)
+
+
+@njit(cache=True)
+def eliminate_actions(T, W, R, A, active, n_active, eps, L, delta, radii):
     """AE (Algorithm 3) on one cell (c, i, v), with the threshold of eq. (4).
 
     ``T[k]``, ``W[k]``, ``R[k]``: count, weight sum and weighted reward sum of action k in the
@@ -52,30 +69,39 @@ def eliminate_actions(T, W, R, A, active, n_active, eps, L, delta):
                 best, best_mean = k, mean
     if best < 0:
         return
-    best_radius = action_radius(T[best], n_active, delta, L)
+    best_radius = cached_radius(T[best], radii, n_active, delta, L)
     for k in range(A.shape[0]):
         if k != best and A[k] and active[k] and T[k] > 0:
-            # eq. (4): mu_k' - mu_k + eps >= r(t_k') + r(t_k)  (= 2 r(t) for equal counts)
-            if best_mean - R[k] / W[k] + eps >= best_radius + action_radius(T[k], n_active, delta, L):
+            # eq. (4): mu_k' - mu_k + eps >= r(t_k') + r(t_k)  (= 2 r(t) for equal counts);
+            # the first test skips the logarithm when even r(t_k) = 0 would not do
+            gap = best_mean - R[k] / W[k] + eps
+            if gap >= best_radius and gap >= best_radius + cached_radius(T[k], radii, n_active,
+                                                                          delta, L):
                 A[k] = False
 
 
 @njit(cache=True)
 def eliminate_in_slot(s, vars_, n_vars, T, W, T1, W1, R, A, union, best_var, active, n_active,
-                      M, D, L, eps, delta):
+                      M, D, L, eps, delta, radii):
     """End of a round of a stump: VE with eq. (3), then AE with eq. (4) for every (i, v).
 
     Returns the number of variables left in S_c.
     """
     n = n_vars[s]
     K = active.shape[0]
+    # VE works on the actions still remaining for the path (those eliminated for every (i, v)
+    # are no longer played, so their count would stall the bound and they cannot be the max).
     t_min = -1
     for k in range(K):
-        if active[k] and (t_min < 0 or T[s, k] < t_min):
+        if active[k] and union[s, k] and (t_min < 0 or T[s, k] < t_min):
             t_min = T[s, k]
     if n > 1 and t_min > 0:
         # VE lines 2-7: mu^i = sum_v max_k mu_{k,v}^i with mu_{k,v}^i = R / W
         mu = np.empty(n)
+        inv_w = np.zeros(K)
+        for k in range(K):
+            if active[k] and union[s, k]:
+                inv_w[k] = 1.0 / W[s, k]
         best_j = 0
         for j in range(n):
             i = vars_[s, j]
@@ -83,8 +109,8 @@ def eliminate_in_slot(s, vars_, n_vars, T, W, T1, W1, R, A, union, best_var, act
             for v in range(2):
                 top = -np.inf
                 for k in range(K):
-                    if active[k]:
-                        value = R[s, k, i, v] / W[s, k]
+                    if active[k] and union[s, k]:
+                        value = R[s, k, i, v] * inv_w[k]
                         if value > top:
                             top = value
                 total += top
@@ -106,22 +132,37 @@ def eliminate_in_slot(s, vars_, n_vars, T, W, T1, W1, R, A, union, best_var, act
         best_var[s] = vars_[s, best_j_new]
     elif best_var[s] < 0 and n > 0:
         best_var[s] = vars_[s, 0]
-    # AE for each remaining variable and value (Algorithm 4, lines 9-12)
-    Tc = np.empty(K, np.int64)
-    Wc = np.empty(K)
-    Rc = np.empty(K)
+    # AE for each remaining variable and value (Algorithm 4, lines 9-12), inlined: this loop is
+    # most of the cost of learning. Cell (i, v) of action k: count and weight of the plays of k
+    # with x_i = v (v = 0 is the total minus v = 1), conditional mean R / W.
+    means = np.empty(K)
+    counts = np.empty(K, np.int64)
     for j in range(n):
         i = vars_[s, j]
         for v in range(2):
+            best = -1
+            best_mean = -np.inf
             for k in range(K):
-                if v == 1:
-                    Tc[k] = T1[s, k, i]
-                    Wc[k] = W1[s, k, i]
-                else:
-                    Tc[k] = T[s, k] - T1[s, k, i]
-                    Wc[k] = W[s, k] - W1[s, k, i]
-                Rc[k] = R[s, k, i, v]
-            eliminate_actions(Tc, Wc, Rc, A[s, i, v], active, n_active, eps, L, delta)
+                counts[k] = 0
+                if A[s, i, v, k] and active[k]:
+                    if v == 1:
+                        t, w = T1[s, k, i], W1[s, k, i]
+                    else:
+                        t, w = T[s, k] - T1[s, k, i], W[s, k] - W1[s, k, i]
+                    if t > 0:
+                        counts[k] = t
+                        means[k] = R[s, k, i, v] / w
+                        if means[k] > best_mean:
+                            best, best_mean = k, means[k]
+            if best < 0:
+                continue
+            best_radius = cached_radius(counts[best], radii, n_active, delta, L)
+            for k in range(K):
+                if k != best and counts[k] > 0:
+                    gap = best_mean - means[k] + eps  # eq. (4), as in eliminate_actions
+                    if gap >= best_radius and gap >= best_radius + cached_radius(
+                            counts[k], radii, n_active, delta, L):
+                        A[s, i, v, k] = False
     # remaining actions of the path: an action leaves the draw only once it is eliminated for
     # every value of every remaining variable (sec. 3.4)
     for k in range(K):
@@ -138,7 +179,7 @@ def eliminate_in_slot(s, vars_, n_vars, T, W, T1, W1, R, A, union, best_var, act
 @njit(cache=True)
 def learn_event(x, k, y, w, roots, node_kind, node_var, node_child, node_ref, tree_eps, tree_depth,
                 vars_, n_vars, T, W, T1, W1, R, A, union, slot_n, best_var,
-                leaf_T, leaf_W, leaf_R, leaf_A, active, n_active, M, delta, ready):
+                leaf_T, leaf_W, leaf_R, leaf_A, active, n_active, M, delta, radii, ready):
     """Algorithm 6, lines 9-21 for one event: update every tree's path with (x, k, y, w).
 
     Fills ``ready`` with the nodes whose stump has one variable left (lines 16-20, done by the
@@ -165,7 +206,7 @@ def learn_event(x, k, y, w, roots, node_kind, node_var, node_child, node_ref, tr
             if slot_n[s] % n_active == 0:
                 left = eliminate_in_slot(s, vars_, n_vars, T, W, T1, W1, R, A, union, best_var,
                                          active, n_active, M, tree_depth[theta], L,
-                                         tree_eps[theta], delta)
+                                         tree_eps[theta], delta, radii)
                 if left <= 1:
                     ready[n_ready] = node
                     n_ready += 1
@@ -177,7 +218,7 @@ def learn_event(x, k, y, w, roots, node_kind, node_var, node_child, node_ref, tr
             leaf_W[l, v, k] += w
             leaf_R[l, v, k] += wy
             eliminate_actions(leaf_T[l, v], leaf_W[l, v], leaf_R[l, v], leaf_A[l, v], active,
-                              n_active, tree_eps[theta], L, delta)
+                              n_active, tree_eps[theta], L, delta, radii)
     return n_ready
 
 
