@@ -41,8 +41,9 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer):
     the deepest selected node. The current optimal DT of every FDT is extracted with the
     divide-and-conquer recursion of eq. (7); its leaves are the selected interactions.
 
-    ``predict_proba_one`` averages the leaf means mu_hat of the N_T extracted DTs (each DT is the
-    least-squares fit of eq. (2)-(3): its leaf weights are E[y | leaf], eq. 13).
+    ``predict_proba_one`` is a weighted mean of the leaf means mu_hat of the N_T extracted DTs
+    (each DT is the least-squares fit of eqs. (2)-(3): its leaf weights are E[y | leaf], eq. 13),
+    each DT weighted by the squared error it removes, mu_hat_r (1 - mu_hat_r) - L*_{n_r}.
     ``transform_one`` gives the one-hot leaf interactions, named ``"f1=a & f2=b"`` (fields in
     path order), so that ``MCTSInteractions() | linear_model.LogisticRegression()`` works.
 
@@ -111,17 +112,23 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer):
     >>> import random
     >>> from online import MCTSInteractions
     >>> rng = random.Random(0)
-    >>> model = MCTSInteractions(seed=1)
-    >>> for _ in range(3000):
+    >>> model = MCTSInteractions(lambda_=0.2, seed=1)
+    >>> for _ in range(1000):
     ...     x = {"a": rng.choice("01"), "b": rng.choice("01"), "c": rng.choice("01")}
-    ...     model.learn_one(x, int(x["a"] != x["b"]))
-    >>> round(model.predict_proba_one({"a": "0", "b": "1", "c": "0"})[True], 1)
-    1.0
+    ...     model.learn_one(x, int(x["a"] != x["b"]))  # y = a XOR b
+
+    >>> round(model.predict_proba_one({"a": "0", "b": "1", "c": "0"})[True], 2)
+    0.99
     >>> sorted(model.transform_one({"a": "0", "b": "1", "c": "0"}))
-    ['a=0 & b=1', 'b=1 & a=0', 'c=0 & a=0 & b=1']
-    >>> top = model.interactions()[0]
-    >>> sorted(top["terms"].items()), top["mean"]
-    ([('a', '0'), ('b', '0')], 0.0)
+    ['a=0 & b=1', 'b=1 & a=0', 'c=0']
+    >>> model.trees()[0]["leaves"]
+    ['a=1 & b=1', 'a=1 & b=0', 'a=0 & b=1', 'a=0 & b=0']
+    >>> top = model.interactions(top=1)[0]
+    >>> top["rule"], top["mean"]
+    ('b=0 & a=1', 1.0)
+
+    The FDT of the root field ``c`` can only split on ``c`` first (Appendix B.3), and deeper
+    splits are screened out by lambda (eq. 5): it carries no weight in the prediction.
 
     References
     ----------
@@ -208,7 +215,9 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer):
 
     def learn_many(self, X, y) -> None:
         """One mini-batch iteration over the rows of DataFrame ``X`` (see the class notes)."""
-        targets = np.array([self._target(t) for t in list(y)], dtype=np.float64)
+        targets = np.asarray(y, dtype=np.float64).ravel()
+        if not np.isin(targets, (0.0, 1.0)).all():
+            raise ValueError("MCTSInteractions learns y in {0, 1}")
         codes = self._vocab.learn_frame(X, self._rng)
         self._learn_codes(codes, targets)
 
@@ -233,8 +242,18 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer):
     def _route(self, codes: np.ndarray):
         return route(self._fdt, self._best(), codes)
 
+    def _tree_weights(self) -> np.ndarray:
+        """Weight of each extracted DT in ``predict_proba_one``: the squared error it removes,
+        mu_r (1 - mu_r) - L*_{n_r} (eq. 7), floored at 0; equal weights if all are 0."""
+        self._best()
+        roots = self._fdt.roots
+        mu = self._fdt.mu_hat(roots)
+        gain = np.maximum(mu * (1.0 - mu) - self._extracted[1][roots], 0.0)
+        return gain / gain.sum() if gain.sum() > 0 else np.full(len(roots), 1.0 / len(roots))
+
     def _proba(self, nodes: np.ndarray) -> np.ndarray:
-        return self._fdt.mu_hat(nodes.ravel()).reshape(nodes.shape).mean(axis=1)
+        mu = self._fdt.mu_hat(nodes.ravel()).reshape(nodes.shape)
+        return np.clip(mu @ self._tree_weights(), 0.0, 1.0)
 
     def predict_proba_one(self, x: dict, **kwargs) -> dict:
         if len(self._fdt.roots) == 0:

@@ -60,8 +60,9 @@ def _child(fdt: FDT, fids, codes, n_categories) -> np.ndarray:
 
 
 def _grouped_cumulative(keys, values):
-    """For entries in order: count and running sum of ``values`` within equal ``keys`` (stable)."""
-    order = np.argsort(keys, kind="stable")
+    """For entries in order: count and running sum of ``values`` within equal ``keys``."""
+    # unique composite keys (key, position) make a plain quicksort keep the entry order
+    order = np.argsort(keys.astype(np.int64) * keys.size + np.arange(keys.size))
     k, v = keys[order], values[order]
     new = np.ones(k.size, dtype=bool)
     new[1:] = k[1:] != k[:-1]
@@ -75,9 +76,8 @@ def _grouped_cumulative(keys, values):
     return out_cnt, out_sum
 
 
-def _add(values: np.ndarray, index: np.ndarray, amount: np.ndarray) -> None:
-    uniq, inv = np.unique(index, return_inverse=True)
-    values[uniq] += np.bincount(inv, weights=amount, minlength=uniq.size)
+def _add(values: np.ndarray, index: np.ndarray, amount) -> None:
+    np.add.at(values, index, amount)
 
 
 def iterate(fdt: FDT, codes: np.ndarray, y: np.ndarray, n_categories: np.ndarray, params, rng):
@@ -141,10 +141,10 @@ def iterate(fdt: FDT, codes: np.ndarray, y: np.ndarray, n_categories: np.ndarray
     cnt, ysum = _grouped_cumulative(ent_n, yw[ent_w])
     V_after = D.V[ent_n] + cnt  # V_{n^d, t+1} as seen right after this row's update
     mu_after = (D.B[ent_n] + ysum) / V_after  # mu_hat_{n^d, t+1}
-    _add(D.V, ent_n, np.ones(ent_n.size))
+    _add(D.V, ent_n, 1.0)
     _add(D.B, ent_n, yw[ent_w])
     deeper = ent_l > 0
-    _add(F.sumV, feat_mat[ent_w[deeper], ent_l[deeper]], np.ones(int(deeper.sum())))
+    _add(F.sumV, feat_mat[ent_w[deeper], ent_l[deeper]], 1.0)
 
     # lines 22-26: the child data node (x_t's category) of every excluded feature node of every
     # data node on the path gets the same updates, so that a node excluded on a poor early
@@ -154,9 +154,9 @@ def iterate(fdt: FDT, codes: np.ndarray, y: np.ndarray, n_categories: np.ndarray
         pf = np.concatenate([p[1] for p in excluded_pairs])
         pl = np.concatenate([p[2] for p in excluded_pairs])
         ex_child = _child(fdt, pf, codes[w_row[pw], F.field[pf]], n_categories)
-        _add(D.V, ex_child, np.ones(ex_child.size))
+        _add(D.V, ex_child, 1.0)
         _add(D.B, ex_child, yw[pw])
-        _add(F.sumV, pf, np.ones(pf.size))
+        _add(F.sumV, pf, 1.0)
 
     # eq. (9): sigma_hat_{pa(SN_i)} <- running mean of L = sum_{j >= i} w_ij (y - mu_hat_j)^2,
     # w_ij proportional to gamma^j, gamma = (v + V_{SN_|SN|, t+1}) / kappa
@@ -203,9 +203,12 @@ def iterate(fdt: FDT, codes: np.ndarray, y: np.ndarray, n_categories: np.ndarray
     if max_depth is not None:
         leaves = leaves[D.depth[leaves] < max_depth]
     n_fields = len(n_categories)
+    smallest = int(np.sort(n_categories)[: max(n_fields - 1, 0)].sum())
     for node in leaves.tolist():
+        if D.n + smallest > params["max_nodes"]:
+            break  # node budget spent: the FDT keeps its shape, estimators keep learning
         on_path = set(fdt.path_fields(node))
         fields = [i for i in range(n_fields) if i not in on_path]
         if D.n + int(n_categories[fields].sum()) > params["max_nodes"]:
-            continue  # node budget spent: the FDT keeps its shape, estimators keep learning
+            continue
         fdt.expand(node, fields, n_categories)

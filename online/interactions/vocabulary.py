@@ -135,41 +135,44 @@ class Vocabulary:
             dtype=np.int64,
         )
 
-    def learn_frame(self, X, rng: np.random.Generator) -> np.ndarray:
-        """Codes of a DataFrame's rows, registering values in row order (as ``learn_row``)."""
+    def _frame_codes(self, X, learn: bool) -> np.ndarray:
         import pandas as pd
 
+        out = np.empty((len(X), len(self.fields)), dtype=np.int64)
+        for i, name in enumerate(self.fields):
+            if name not in X.columns:
+                out[:, i] = self._learn_value(i, None) if learn else self._lookup(i, None)
+                continue
+            # factorize keeps first-appearance order, so values get the codes row-by-row
+            # learning would give them; NaN is the sentinel -1 -> None
+            idx, uniques = pd.factorize(X[name], use_na_sentinel=True)
+            values = [normalize(u) for u in uniques.tolist()]
+            if learn:
+                if (idx < 0).any():  # None takes its code where the first NaN appears
+                    first_na = int(np.argmax(idx < 0))
+                    before = int(idx[:first_na].max()) + 1 if first_na else 0
+                    for v in values[:before]:
+                        self._learn_value(i, v)
+                    self._learn_value(i, None)
+                for v in values:
+                    self._learn_value(i, v)
+            lookup = np.array([self._lookup(i, v) for v in values] + [self._lookup(i, None)])
+            out[:, i] = lookup[idx]  # idx == -1 picks the last entry: None's code
+        return out
+
+    def learn_frame(self, X, rng: np.random.Generator) -> np.ndarray:
+        """Codes of a DataFrame's rows, registering values in row order (as ``learn_row``)."""
         if self.groups:
             return np.stack([self.learn_row(row, rng) for row in X.to_dict("records")])
         for name in _canonical([k for k in X.columns if k not in self.field_index]):
             self._add_field(name)
-        out = np.empty((len(X), len(self.fields)), dtype=np.int64)
-        for i, name in enumerate(self.fields):
-            if name not in X.columns:
-                out[:, i] = self._learn_value(i, None)
-                continue
-            col = X[name].astype(object).where(X[name].notna(), None)
-            col = col.map(normalize)
-            for value in pd.unique(col):  # first-appearance order, as row-by-row learning
-                self._learn_value(i, value)
-            mapping = {v: self._lookup(i, v) for v in pd.unique(col)}
-            out[:, i] = col.map(mapping).to_numpy(dtype=np.int64)
-        return out
+        return self._frame_codes(X, learn=True)
 
     def encode_frame(self, X) -> np.ndarray:
+        """Codes of a DataFrame's rows, without learning anything: -1 for an unknown value."""
         if self.groups:
             return np.stack([self.encode_row(row) for row in X.to_dict("records")])
-        out = np.full((len(X), len(self.fields)), -1, dtype=np.int64)
-        for i, name in enumerate(self.fields):
-            if name not in X.columns:
-                out[:, i] = self._lookup(i, None)
-                continue
-            col = X[name].astype(object).where(X[name].notna(), None).map(normalize)
-            import pandas as pd
-
-            mapping = {v: self._lookup(i, v) for v in pd.unique(col)}
-            out[:, i] = col.map(mapping).to_numpy(dtype=np.int64)
-        return out
+        return self._frame_codes(X, learn=False)
 
     # -- state ---------------------------------------------------------------------------------
 

@@ -1,0 +1,42 @@
+"""Categorical versions of the Table 1 data sets for the MCTS-IS benches (bench helper)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+DATA = "/work/shared/data"
+NAMES = ("adult", "kr_vs_kp", "splice", "tic_tac_toe")
+
+
+def load(name: str, bins: int = 10) -> tuple[pd.DataFrame, np.ndarray]:
+    """Features as strings (numeric columns of adult cut into ``bins`` quantile bins), y in {0,1}.
+
+    adult: income >50K; kr_vs_kp: class == won; splice: a junction (EI or IE) vs N, p1..p60;
+    tic_tac_toe: class == positive.
+    """
+    df = pd.read_csv(f"{DATA}/{name}.csv.gz")
+    if name == "adult":
+        y = (df.pop("income") == ">50K").to_numpy(int)
+        df = df.drop(columns=["split"])
+        for col in df.columns:
+            if pd.api.types.is_numeric_dtype(df[col]):
+                df[col] = pd.qcut(df[col], bins, duplicates="drop").astype(str)
+    elif name == "kr_vs_kp":
+        y = (df.pop("class") == "won").to_numpy(int)
+    elif name == "splice":
+        y = (df.pop("class") != "N").to_numpy(int)
+        df = df.drop(columns=["instance_name"])
+    elif name == "tic_tac_toe":
+        y = (df.pop("class") == "positive").to_numpy(int)
+    else:
+        raise ValueError(name)
+    X = df.astype(str).fillna("?")
+    return X.reset_index(drop=True), y
+
+
+def split(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """8:1:1 train / validation / test indices."""
+    perm = np.random.default_rng(seed).permutation(n)
+    a, b = int(0.8 * n), int(0.9 * n)
+    return perm[:a], perm[a:b], perm[b:]

@@ -1,0 +1,88 @@
+"""MCTS-IS fit time on 1M rows vs LightGBM with the same number of trees (issue 6).
+
+For each data set: sample ``--rows`` rows with replacement, fit LightGBM (one thread, N_T trees =
+number of fields, ``--leaves`` max leaves) and MCTS-IS (``learn_many`` on mini-batches of
+``--batch`` rows, and ``learn_one`` on the first ``--one-rows`` rows, extrapolated), and print
+the times, their ratio, the node count and the bytes held by the node arrays.
+
+    nice -n 10 python bench/mcts_is_speed.py --rows 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import tracemalloc
+
+import numpy as np
+from tqdm import tqdm
+
+sys.path.insert(0, os.path.dirname(__file__))
+from mcts_is_data import NAMES, load  # noqa: E402
+
+from online import MCTSInteractions  # noqa: E402
+
+
+def fit_lightgbm(X, y, n_trees: int, leaves: int) -> float:
+    import lightgbm as lgb
+
+    codes = np.stack([X[c].astype("category").cat.codes.to_numpy() for c in X.columns], axis=1)
+    model = lgb.LGBMClassifier(
+        n_estimators=n_trees, num_leaves=leaves, num_threads=1, verbose=-1, max_cat_to_onehot=64
+    )
+    t0 = time.perf_counter()
+    model.fit(codes, y, categorical_feature=list(range(codes.shape[1])))
+    return time.perf_counter() - t0
+
+
+def fit_mcts(X, y, batch: int, **params) -> tuple[float, MCTSInteractions]:
+    model = MCTSInteractions(seed=0, **params)
+    t0 = time.perf_counter()
+    for start in tqdm(range(0, len(X), batch), desc="MCTS-IS learn_many", leave=False):
+        model.learn_many(X.iloc[start : start + batch], y[start : start + batch])
+    return time.perf_counter() - t0, model
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--batch", type=int, default=1024)
+    ap.add_argument("--one-rows", type=int, default=2000)
+    ap.add_argument("--leaves", type=int, default=100)
+    ap.add_argument("--data", nargs="*", default=list(NAMES))
+    ap.add_argument("--max-nodes", type=int, default=1_000_000)
+    args = ap.parse_args()
+    print(f"rows={args.rows} batch={args.batch} leaves={args.leaves} max_nodes={args.max_nodes}")
+    print(
+        "data          N_T  lgbm_s  mcts_many_s  ratio  learn_one_us/row  data_nodes  "
+        "feature_nodes  node_MB  peak_MB"
+    )
+    for name in args.data:
+        X, y = load(name)
+        idx = np.random.default_rng(0).integers(0, len(X), args.rows)
+        Xs, ys = X.iloc[idx].reset_index(drop=True), y[idx]
+        n_trees = X.shape[1]
+        t_lgb = fit_lightgbm(Xs, ys, n_trees, args.leaves)
+        tracemalloc.start()
+        t_many, model = fit_mcts(Xs, ys, args.batch, max_nodes=args.max_nodes)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        one = MCTSInteractions(seed=0, max_nodes=args.max_nodes)
+        rows = Xs.iloc[: args.one_rows].to_dict("records")
+        t0 = time.perf_counter()
+        for x, t in zip(rows, ys[: args.one_rows]):
+            one.learn_one(x, int(t))
+        per_row = (time.perf_counter() - t0) / len(rows) * 1e6
+        size = model.n_nodes
+        print(
+            f"{name:12s} {n_trees:4d} {t_lgb:7.2f} {t_many:12.2f} {t_many / t_lgb:6.2f} "
+            f"{per_row:17.0f} {size['data_nodes']:11d} {size['feature_nodes']:14d} "
+            f"{size['bytes'] / 2**20:8.1f} {peak / 2**20:8.1f}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
