@@ -46,7 +46,17 @@ def is_numeric(values: np.ndarray) -> bool:
 
 @dataclass
 class Schema:
-    """What the fit saw: numerical and categorical columns and each category's vocabulary."""
+    """What the fit saw: numerical and categorical columns and each category's vocabulary.
+
+    Examples
+    --------
+    >>> ev = {"u": [0, 0, 1], "amount": [1.0, 2.0, 3.0], "kind": ["b", "a", "b"]}
+    >>> schema = infer_schema(ev, "u")
+    >>> schema.numerical, schema.categorical, schema.vocab
+    (['amount'], ['kind'], {'kind': ['b', 'a']})
+    >>> Schema.from_state(schema.to_state()) == schema
+    True
+    """
 
     numerical: list[str]
     categorical: list[str]
@@ -97,7 +107,17 @@ def infer_schema(
 
 @dataclass
 class EventTable:
-    """Events sorted by entity; ``offsets`` delimit each entity's segment."""
+    """Events sorted by entity; ``offsets`` delimit each entity's segment.
+
+    Examples
+    --------
+    >>> ev = {"u": ["y", "x", "y"], "t": [2, 1, 1], "kind": ["b", "a", "b"]}
+    >>> table = EventTable.from_events(ev, "u", infer_schema(ev, "u", order_col="t"), "t")
+    >>> table.entities.tolist(), table.offsets.tolist(), table.columns["kind"].tolist()
+    (['x', 'y'], [0, 1, 3], [1, 0, 0])
+    >>> table.batch_rows([1])
+    (array([1, 2]), array([0, 0]))
+    """
 
     schema: Schema
     entities: np.ndarray  # sorted unique entity ids

@@ -37,6 +37,15 @@ class Binarizer:
 
     ``literals_`` holds (column, threshold) pairs; threshold None means the column is already
     binary and the literal is ``x == 1``; otherwise the literal is ``x > threshold``.
+
+    Examples
+    --------
+    >>> X = np.column_stack([np.arange(10.0), np.arange(10) % 2])
+    >>> b = Binarizer().fit(X)
+    >>> b.literals_[:3], b.literals_[-1]  # x > 0.9 is x > 0 on these data: dropped
+    ([(0, 0.0), (0, 1.8), (0, 2.7)], (1, None))
+    >>> b.describe(["Sum(Select amount)", "Max(Select late=yes)"])[-1]
+    ('Max(Select late=yes) = 1', 'Max(Select late=yes) = 0')
     """
 
     def fit(self, X: np.ndarray) -> "Binarizer":

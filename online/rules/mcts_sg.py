@@ -24,6 +24,7 @@ Choices where the paper is silent or ambiguous
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
@@ -88,6 +89,8 @@ class MCTSSG:
     values_ : list of arrays (N, p_k), the statistics on all entities
     partial_correlations_ : reward of each statistic against the residualised target at the
         time it was chosen (eqs. 8-9, on all N entities)
+    search_seconds_, evaluation_seconds_ : time in tree search (independent of N, sec. 3.2.5)
+        and in evaluating the chosen statistics on all N entities plus eq. 7
 
     Examples
     --------
@@ -195,10 +198,12 @@ class MCTSSG:
         target = y.copy()
         self.statistics_, self.values_, self.partial_correlations_ = [], [], []
         steps = self.K * self.D
+        self.search_seconds_ = self.evaluation_seconds_ = 0.0
         for k in range(self.K):
             if not self._completable(()):
                 break  # every valid statistic has been chosen
             S: tuple = ()
+            tic = time.perf_counter()
             for d in range(self.D):
                 root = _Node(S)
                 for _ in range(self.n_simulations):
@@ -212,9 +217,28 @@ class MCTSSG:
                     break
             self.invalid_.add(grammar.canonical_key(S))  # V <- V \ {S}
             self._complete_memo = {}
+            toc = time.perf_counter()
+            self.search_seconds_ += toc - tic
             X = grammar.evaluate(S, table)
             self.statistics_.append(S)
             self.values_.append(X)
             self.partial_correlations_.append(multiple_corr(X, target))
             target = residualise(y, self.values_)  # eq. 7
+            self.evaluation_seconds_ += time.perf_counter() - toc
         return self
+
+
+def random_statistics(grammar: Grammar, K: int, random_state=None) -> list[tuple]:
+    """K distinct valid statistics, each drawn by the random completion of eq. 3 from the
+    empty composition (the "Random" baseline of sec. 4.2)."""
+    sg = MCTSSG(D=grammar.max_depth, random_state=random_state)
+    rng = sg.random_state
+    sg._rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    sg.grammar_, sg.invalid_, sg._complete_memo = grammar, set(), {}
+    out = []
+    while len(out) < K and sg._completable(()):
+        s = sg.random_completion(())
+        out.append(s)
+        sg.invalid_.add(grammar.canonical_key(s))
+        sg._complete_memo = {}
+    return out

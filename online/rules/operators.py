@@ -50,7 +50,17 @@ PERCENTILES = (5, 10, 25, 50, 75, 90, 95)  # eq. 1
 
 @dataclass
 class View:
-    """Intermediate value of a statistic on a batch of ``n_seg`` entities."""
+    """Intermediate value of a statistic on a batch of ``n_seg`` entities.
+
+    Examples
+    --------
+    >>> from online.rules.events import EventTable, infer_schema
+    >>> ev = {"u": [0, 0, 0, 1], "amount": [1.0, -2.0, 4.0, 5.0], "kind": ["a", "b", "a", "b"]}
+    >>> table = EventTable.from_events(ev, "u", infer_schema(ev, "u"))
+    >>> view = View.of(table)
+    >>> view.n_seg, view.seg.tolist(), view.column("amount").tolist()
+    (2, [0, 0, 0, 1], [1.0, -2.0, 4.0, 5.0])
+    """
 
     table: EventTable
     n_seg: int
@@ -58,6 +68,14 @@ class View:
     rows: np.ndarray | None  # event row of every element; None once aggregated
     values: np.ndarray | None = None  # (n, p) after Select
     group: np.ndarray | None = None  # pending GroupBy codes
+
+    @classmethod
+    def of(cls, table: EventTable, entity_index=None) -> "View":
+        """All events of the given entities (all by default), before the Select."""
+        if entity_index is None:
+            entity_index = np.arange(table.n_entities)
+        rows, seg = table.batch_rows(entity_index)
+        return cls(table, len(entity_index), seg, rows)
 
     def column(self, name: str) -> np.ndarray:
         """Another column of the events, aligned with the current rows."""
@@ -149,7 +167,20 @@ def make_percentile(k: float):
 
 class Operator:
     """One basic operator T. ``kind`` drives the grammar:
-    'select' | 'filter' | 'sort' | 'transform' | 'groupby' | 'agg'."""
+    'select' | 'filter' | 'sort' | 'transform' | 'groupby' | 'agg'.
+
+    Examples
+    --------
+    >>> from online.rules.events import EventTable, infer_schema
+    >>> ev = {"u": [0, 0, 0, 1], "amount": [1.0, -2.0, 4.0, 5.0], "kind": ["a", "b", "a", "b"]}
+    >>> table = EventTable.from_events(ev, "u", infer_schema(ev, "u"))
+    >>> ops = [Select("amount"), SortBy("amount", True), Aggregation("First", agg_first)]
+    >>> view = View.of(table)
+    >>> for op in ops:
+    ...     view = op.apply(view)
+    >>> view.values[:, 0].tolist()  # the largest amount of each entity
+    [4.0, 5.0]
+    """
 
     kind: str = ""
     name: str = ""
@@ -165,6 +196,17 @@ class Operator:
 
 
 class Select(Operator):
+    """Select_F: the column's values, one-hot over ``categories`` if it is categorical.
+
+    Examples
+    --------
+    >>> from online.rules.events import EventTable, infer_schema
+    >>> ev = {"u": [0, 0, 0, 1], "amount": [1.0, -2.0, 4.0, 5.0], "kind": ["a", "b", "a", "b"]}
+    >>> table = EventTable.from_events(ev, "u", infer_schema(ev, "u"))
+    >>> Select("kind", ["a", "b"]).apply(View.of(table)).values.tolist()
+    [[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]]
+    """
+
     kind = "select"
 
     def __init__(self, column: str, categories: list[str] | None = None):
@@ -186,7 +228,17 @@ class Select(Operator):
 
 
 class RowFilter(Operator):
-    """Keeps the rows where ``predicate(view)`` is true (FilterBy, RetainBy, Top5, your own)."""
+    """Keeps the rows where ``predicate(view)`` is true (FilterBy, RetainBy, Top5, your own).
+
+    Examples
+    --------
+    >>> from online.rules.events import EventTable, infer_schema
+    >>> ev = {"u": [0, 0, 0, 1], "amount": [1.0, -2.0, 4.0, 5.0], "kind": ["a", "b", "a", "b"]}
+    >>> table = EventTable.from_events(ev, "u", infer_schema(ev, "u"))
+    >>> positive = RowFilter("Positive", lambda v: v.column("amount") > 0)
+    >>> positive.apply(View.of(table)).rows.tolist()
+    [0, 2, 3]
+    """
 
     kind = "filter"
 
@@ -219,6 +271,17 @@ def _top5(view: View) -> np.ndarray:
 
 
 class SortBy(Operator):
+    """SortBy_{F,asc|desc}: reorders each entity's events (stable).
+
+    Examples
+    --------
+    >>> from online.rules.events import EventTable, infer_schema
+    >>> ev = {"u": [0, 0, 0, 1], "amount": [1.0, -2.0, 4.0, 5.0], "kind": ["a", "b", "a", "b"]}
+    >>> table = EventTable.from_events(ev, "u", infer_schema(ev, "u"))
+    >>> SortBy("amount", descending=True).apply(View.of(table)).rows.tolist()
+    [2, 0, 1, 3]
+    """
+
     kind = "sort"
 
     def __init__(self, column: str, descending: bool):
@@ -233,7 +296,17 @@ class SortBy(Operator):
 
 
 class Transform(Operator):
-    """Elementwise transformation of the selected values (Abs, or your own)."""
+    """Elementwise transformation of the selected values (Abs, or your own).
+
+    Examples
+    --------
+    >>> from online.rules.events import EventTable, infer_schema
+    >>> ev = {"u": [0, 0, 0, 1], "amount": [1.0, -2.0, 4.0, 5.0], "kind": ["a", "b", "a", "b"]}
+    >>> table = EventTable.from_events(ev, "u", infer_schema(ev, "u"))
+    >>> view = Select("amount").apply(View.of(table))
+    >>> Transform("Abs", np.abs).apply(view).values[:, 0].tolist()
+    [1.0, 2.0, 4.0, 5.0]
+    """
 
     kind = "transform"
 
@@ -247,6 +320,19 @@ class Transform(Operator):
 
 
 class GroupBy(Operator):
+    """GroupBy_F: the next aggregation works within each category of F.
+
+    Examples
+    --------
+    >>> from online.rules.events import EventTable, infer_schema
+    >>> ev = {"u": [0, 0, 0, 1], "amount": [1.0, -2.0, 4.0, 5.0], "kind": ["a", "b", "a", "b"]}
+    >>> table = EventTable.from_events(ev, "u", infer_schema(ev, "u"))
+    >>> view = GroupBy("kind").apply(Select("amount").apply(View.of(table)))
+    >>> grouped = Aggregation("Sum", agg_sum).apply(view)  # one value per (entity, kind)
+    >>> grouped.seg.tolist(), grouped.values[:, 0].tolist()
+    ([0, 0, 1], [5.0, -2.0, 5.0])
+    """
+
     kind = "groupby"
 
     def __init__(self, column: str):
@@ -262,6 +348,15 @@ class Aggregation(Operator):
 
     ``func(values (n, p), seg (n,), n_seg) -> (n_seg, p)`` with ``seg`` sorted; or, with
     ``per_segment=True``, ``func(values_of_one_segment (m,)) -> float`` (slower, a loop).
+
+    Examples
+    --------
+    >>> from online.rules.events import EventTable, infer_schema
+    >>> ev = {"u": [0, 0, 0, 1], "amount": [1.0, -2.0, 4.0, 5.0], "kind": ["a", "b", "a", "b"]}
+    >>> table = EventTable.from_events(ev, "u", infer_schema(ev, "u"))
+    >>> median = Aggregation("Median", np.median, per_segment=True)
+    >>> median.apply(Select("amount").apply(View.of(table))).values[:, 0].tolist()
+    [1.0, 5.0]
     """
 
     kind = "agg"
@@ -366,6 +461,18 @@ class Grammar:
     ``next_ops(seq)`` lists the operators that may follow the prefix ``seq`` (a tuple of operator
     indices, T_1 first) such that a valid statistic can still be reached within the depth; the
     set V of valid statistics is the set of terminal sequences (module docstring).
+
+    Examples
+    --------
+    >>> from online.rules.events import EventTable, infer_schema
+    >>> ev = {"u": [0, 0, 0, 1], "amount": [1.0, -2.0, 4.0, 5.0], "kind": ["a", "b", "a", "b"]}
+    >>> table = EventTable.from_events(ev, "u", infer_schema(ev, "u"))
+    >>> g = Grammar(build_operators(infer_schema(ev, "u")), max_depth=3)
+    >>> s = tuple(g.index[n] for n in ("Select amount", "RetainBy kind=a", "Sum"))
+    >>> g.is_valid(s), g.label(s), g.evaluate(s, table)[:, 0].tolist()
+    (True, 'Sum(Select amount | RetainBy kind=a)', [5.0, 0.0])
+    >>> g.is_valid(tuple(g.index[n] for n in ("Select amount", "Mean", "Mean")))
+    False
     """
 
     def __init__(self, operators: list[Operator], max_depth: int):
@@ -463,20 +570,22 @@ class Grammar:
 
     def evaluate(self, seq: tuple, table: EventTable, entity_index=None) -> np.ndarray:
         """Values ``(n_entities, p)`` of the statistic on the given entities (all by default)."""
-        if entity_index is None:
-            entity_index = np.arange(table.n_entities)
-        rows, seg = table.batch_rows(entity_index)
-        view = View(table, len(entity_index), seg, rows)
+        view = View.of(table, entity_index)
         for i in seq:
             view = self.operators[i].apply(view)
         return view.values
 
-    def dimension_labels(self, seq: tuple) -> list[str]:
+    def label(self, seq: tuple) -> str:
+        """The statistic in words, e.g. ``Sum(Select amount | RetainBy type=a)``; a categorical
+        statistic keeps the column name (``Max(Select namespace)``) for all its dimensions."""
+        return self.dimension_labels(seq, per_dimension=False)[0]
+
+    def dimension_labels(self, seq: tuple, per_dimension: bool = True) -> list[str]:
         """One readable name per output dimension of the statistic (Table 5 style)."""
         p = self.parse(seq)
         ops = [self.operators[i] for i in seq]
         select = ops[0]
-        if p.count_at is None and getattr(select, "categorical", False):
+        if per_dimension and p.count_at is None and getattr(select, "categorical", False):
             heads = [f"Select {select.column}={v}" for v in select.categories]
         else:
             heads = [select.name]

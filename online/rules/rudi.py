@@ -24,24 +24,6 @@ Choices where the paper is silent or ambiguous
   entities it holds for. Fidelity and AUC (``fidelity_``, ``auc_``) are measured on the
   fitted entities; use ``score`` on held-out data.
 - The progress callback gets (fraction in [0, 1], message); MCTS-SG counts for the first 60%.
-
-Examples
---------
->>> import numpy as np
->>> from online.rules.rudi import RuDi
->>> rng = np.random.default_rng(0)
->>> n = 300
->>> lengths = rng.integers(1, 6, n)
->>> events = {"user": np.repeat(np.arange(n), lengths),
-...           "amount": rng.integers(1, 10, lengths.sum()).astype(float)}
->>> total = np.add.reduceat(events["amount"], np.r_[0, np.cumsum(lengths)[:-1]])
->>> scores = (total > 20).astype(float)
->>> model = RuDi(K=1, D=2, R=2, H=2, n_simulations=40, epochs=30, random_state=0)
->>> model = model.fit(events, "user", scores)
->>> model.statistics_[0]["name"]
-'Sum(Select amount)'
->>> round(model.fidelity_, 2)
-1.0
 """
 
 from __future__ import annotations
@@ -94,6 +76,26 @@ class RuDi:
     ----------
     statistics_, rules_, multiple_correlation_, fidelity_, auc_ (None without labels),
     entities_ (sorted entity ids of the fit).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from online.rules.rudi import RuDi
+    >>> rng = np.random.default_rng(0)
+    >>> n = 300
+    >>> lengths = rng.integers(1, 6, n)
+    >>> events = {"user": np.repeat(np.arange(n), lengths),
+    ...           "amount": rng.integers(1, 10, lengths.sum()).astype(float)}
+    >>> total = np.add.reduceat(events["amount"], np.r_[0, np.cumsum(lengths)[:-1]])
+    >>> scores = (total > 20).astype(float)
+    >>> model = RuDi(K=1, D=2, R=2, H=2, n_simulations=40, epochs=30, random_state=0)
+    >>> model = model.fit(events, "user", scores)
+    >>> model.statistics_[0]["name"]
+    'Sum(Select amount)'
+    >>> round(model.fidelity_, 2)
+    1.0
+    >>> print(model.rules_text().splitlines()[0])  # doctest: +SKIP
+    Sum(Select amount) > 20    weight +0.31    support 0.49
     """
 
     def __init__(self, K=20, D=4, R=20, B=128, n_simulations=500, H=20, L=2, epochs=500,
@@ -149,6 +151,8 @@ class RuDi:
 
         sg = MCTSSG(self.K, self.D, self.B, self.n_simulations, random_state=rng)
         sg.fit(table, y, self.grammar_, progress=stage(0.0, 0.6))
+        self.search_seconds_ = sg.search_seconds_
+        self.evaluation_seconds_ = sg.evaluation_seconds_
         self.compositions_ = [tuple(s) for s in sg.statistics_]
         names = []
         self.statistics_ = []
@@ -156,7 +160,7 @@ class RuDi:
             dims = self.grammar_.dimension_labels(s)
             names += dims
             self.statistics_.append({
-                "name": dims[0] if len(dims) == 1 else " / ".join(dims),
+                "name": self.grammar_.label(s),
                 "dimensions": dims,
                 "operators": [self.grammar_.operators[i].name for i in s],
                 "correlation": multiple_corr(X, y),
