@@ -1,10 +1,10 @@
 """``grove``: run the service.
 
-    grove serve [--host H] [--port P] [--data-dir D] [--workers N]
-        API + trainer (+ the job worker once issue 7 adds it) in one command. Without REDIS_URL
-        it starts an embedded redis-server with append-only persistence under D/redis.
-    grove trainer      the trainer alone (REDIS_URL required), e.g. one compose service
-    grove worker       the batch job worker alone (not implemented yet: issue 7)
+grove serve [--host H] [--port P] [--data-dir D] [--workers N]
+    API + trainer (+ the job worker once issue 7 adds it) in one command. Without REDIS_URL
+    it starts an embedded redis-server with append-only persistence under D/redis.
+grove trainer      the trainer alone (REDIS_URL required), e.g. one compose service
+grove worker       the batch job worker alone (not implemented yet: issue 7)
 """
 
 from __future__ import annotations
@@ -67,11 +67,13 @@ class Supervisor:
 
     def _spawn(self, role: str) -> None:
         self.children[role] = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", role], env=self.env,
-            start_new_session=True, preexec_fn=_kill_with_parent,
+            [sys.executable, "-m", "service.cli", role],
+            env=self.env,
+            start_new_session=True,
+            preexec_fn=_kill_with_parent,
         )
 
-    def start(self) -> "Supervisor":
+    def start(self) -> Supervisor:
         for role in self.roles:
             self._spawn(role)
         self._thread.start()
@@ -122,8 +124,10 @@ def serve(args: argparse.Namespace) -> int:
         else:
             redis_server = RedisServer(data_dir / "redis", port=args.redis_port).start()
             env["REDIS_URL"] = redis_server.url
-            where = (f"embedded redis-server on {redis_server.url}, append-only files in "
-                     f"{data_dir / 'redis'}")
+            where = (
+                f"embedded redis-server on {redis_server.url}, append-only files in "
+                f"{data_dir / 'redis'}"
+            )
         admin_note = "from GROVE_ADMIN_KEY"
         if not settings.admin_key:
             env["GROVE_ADMIN_KEY"] = admin_key_from(data_dir)
@@ -134,8 +138,14 @@ def serve(args: argparse.Namespace) -> int:
         print(f"Redis: {where}", flush=True)
         print(f"Admin key: {admin_note}", flush=True)
         supervisor = Supervisor(BACKGROUND_ROLES, env).start()
-        uvicorn.run("service.api.main:create_app", factory=True, host=args.host, port=args.port,
-                    workers=args.workers, log_level="info")
+        uvicorn.run(
+            "service.api.main:create_app",
+            factory=True,
+            host=args.host,
+            port=args.port,
+            workers=args.workers,
+            log_level="info",
+        )
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not cut the cleanup
             signal.signal(sig, signal.SIG_IGN)
@@ -153,8 +163,10 @@ def trainer(args: argparse.Namespace) -> int:
 
     settings = Settings()
     if not settings.redis_url:
-        print("grove trainer: set REDIS_URL (grove serve starts its own Redis and trainer)",
-              file=sys.stderr)
+        print(
+            "grove trainer: set REDIS_URL (grove serve starts its own Redis and trainer)",
+            file=sys.stderr,
+        )
         return 2
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -178,11 +190,18 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="API + trainer (+ embedded Redis without REDIS_URL)")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
-    s.add_argument("--data-dir", default=None,
-                   help="embedded Redis data and admin key (default: GROVE_DATA_DIR or ./grove-data)")
+    s.add_argument(
+        "--data-dir",
+        default=None,
+        help="embedded Redis data and admin key (default: GROVE_DATA_DIR or ./grove-data)",
+    )
     s.add_argument("--workers", type=int, default=1, help="API worker processes (uvicorn)")
-    s.add_argument("--redis-port", type=int, default=0,
-                   help="port of the embedded redis-server (default: a free one)")
+    s.add_argument(
+        "--redis-port",
+        type=int,
+        default=0,
+        help="port of the embedded redis-server (default: a free one)",
+    )
     s.set_defaults(func=serve)
     sub.add_parser("trainer", help="the trainer loop alone (REDIS_URL)").set_defaults(func=trainer)
     sub.add_parser("worker", help="the batch job worker alone (issue 7)").set_defaults(func=worker)

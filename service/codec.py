@@ -58,9 +58,7 @@ def encode(value: Any) -> bytes:
 def decode(payload: bytes) -> Any:
     """Inverse of :func:`encode`; raises :class:`CodecError` on anything else."""
     try:
-        envelope = msgpack.unpackb(
-            payload, ext_hook=_ext_hook, raw=False, strict_map_key=False
-        )
+        envelope = msgpack.unpackb(payload, ext_hook=_ext_hook, raw=False, strict_map_key=False)
     except CodecError:
         raise
     except Exception as exc:  # msgpack raises several types for malformed input

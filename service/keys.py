@@ -27,12 +27,20 @@ def config(app: str) -> str:
 
 
 def snapshot(app: str) -> str:
-    """Hash: version, offset (last stream id applied), eventsLearned, updatedAt, state (codec)."""
+    """Hash: version, offset (last stream id applied), eventsLearned, eventsRejected, updatedAt,
+    state (codec bytes: the trainer resumes from it), serving (smaller codec bytes: API processes
+    decide from it); all fields written together by one script."""
     return _app(app, "snapshot")
 
 
 def stream(app: str) -> str:
-    """Stream: joined events (decision + reward) waiting to be learned, in order."""
+    """Stream: joined events (decision + reward), learned in order; also the app's event log.
+
+    Fields of an entry: eventId, context (msgpack map), action, probability (the logged
+    propensity), reward (in the app's reward range), source (reward | sum | default),
+    modelVersion (of the snapshot that decided), decidedAt (unix ms). The trainer's consumer
+    group is :data:`TRAINER_GROUP`; learned entries are kept ``event_retention`` seconds.
+    """
     return _app(app, "events")
 
 

@@ -15,14 +15,6 @@ class Aggregation(str, Enum):
     sum = "sum"  # rewards add up until the wait time ends, then the event is learned
 
 
-class Source(str, Enum):
-    """Where the reward of a learned event came from (``source`` field of stream entries)."""
-
-    reward = "reward"
-    sum = "sum"
-    default = "default"
-
-
 @dataclass(frozen=True)
 class Action:
     id: str
@@ -66,14 +58,14 @@ class AppConfig:
         return json.dumps(data, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> "AppConfig":
+    def from_json(cls, text: str | bytes) -> AppConfig:
         data = json.loads(text)
         data["actions"] = tuple(Action(**a) for a in data["actions"])
         data["reward_range"] = tuple(data["reward_range"])
         data["reward_aggregation"] = Aggregation(data["reward_aggregation"])
         return cls(**data)
 
-    def replace(self, **changes: Any) -> "AppConfig":
+    def replace(self, **changes: Any) -> AppConfig:
         return replace(self, **changes)
 
 

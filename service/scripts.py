@@ -20,25 +20,33 @@ if redis.call('HGET', KEYS[1], 'uid') ~= ARGV[1] then return {'gone'} end
 """
 
 # KEYS: config, snapshot, stats, stream, deadlines, lease
-# ARGV: uid, config json, initial state bytes
-CREATE_APP = """
+# ARGV: uid, config json, initial state bytes, initial serving-state bytes
+CREATE_APP = (
+    """
 if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists'} end
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
-""" + _NOW + """
+"""
+    + _NOW
+    + """
 redis.call('HSET', KEYS[1], 'uid', ARGV[1], 'json', ARGV[2])
 redis.call('HSET', KEYS[2], 'version', 0, 'offset', '0-0', 'eventsLearned', 0,
-           'eventsRejected', 0, 'updatedAt', now, 'state', ARGV[3])
+           'eventsRejected', 0, 'updatedAt', now, 'state', ARGV[3], 'serving', ARGV[4])
 return {'ok'}
 """
+)
 
 # KEYS: config, deadlines, stats, record 1..n
 # ARGV: uid, grace ms, wait ms, then per record: eventId, deferred (0|1), context, action,
 #       probability, modelVersion
-DECIDE = _SAME_APP + """
+DECIDE = (
+    _SAME_APP
+    + """
 for i = 4, #KEYS do
   if redis.call('EXISTS', KEYS[i]) == 1 then return {'conflict', i - 4} end
 end
-""" + _NOW + """
+"""
+    + _NOW
+    + """
 local grace, deadline = tonumber(ARGV[2]), now + tonumber(ARGV[3])
 for i = 4, #KEYS do
   local b = 4 + (i - 4) * 6
@@ -53,6 +61,7 @@ end
 redis.call('HINCRBY', KEYS[3], 'decisions', #KEYS - 3)
 return {'ok', tostring(deadline)}
 """
+)
 
 _RECORD_FIELDS = """
 local rec = redis.call('HMGET', KEYS[2], 'state', 'deadline', 'context', 'action',
@@ -61,9 +70,14 @@ local rec = redis.call('HMGET', KEYS[2], 'state', 'deadline', 'context', 'action
 
 # KEYS: config, record, deadlines, stream, stats
 # ARGV: uid, eventId, reward, aggregation (earliest|sum)
-REWARD = _SAME_APP + _RECORD_FIELDS + """
+REWARD = (
+    _SAME_APP
+    + _RECORD_FIELDS
+    + """
 if not rec[1] then return {'missing'} end
-""" + _NOW + """
+"""
+    + _NOW
+    + """
 if now >= tonumber(rec[2]) then return {'expired'} end
 if rec[1] == 'deferred' then return {'deferred'} end
 if rec[1] == 'rewarded' then return {'duplicate'} end
@@ -82,13 +96,18 @@ redis.call('ZREM', KEYS[3], ARGV[2])
 redis.call('HINCRBY', KEYS[5], 'rewarded', 1)
 return {'joined', id}
 """
+)
 
 # KEYS: config, record, deadlines
 # ARGV: uid, eventId, wait ms, grace ms
-ACTIVATE = _SAME_APP + """
+ACTIVATE = (
+    _SAME_APP
+    + """
 local rec = redis.call('HMGET', KEYS[2], 'state', 'deadline')
 if not rec[1] then return {'missing'} end
-""" + _NOW + """
+"""
+    + _NOW
+    + """
 if now >= tonumber(rec[2]) then return {'expired'} end
 if rec[1] ~= 'deferred' then return {'active'} end
 local deadline = now + tonumber(ARGV[3])
@@ -97,10 +116,14 @@ redis.call('PEXPIREAT', KEYS[2], deadline + tonumber(ARGV[4]))
 redis.call('ZADD', KEYS[3], deadline, ARGV[2])
 return {'activated', tostring(deadline)}
 """
+)
 
 # KEYS: config, deadlines, stream, stats, record 1..n
 # ARGV: uid, default reward, eventId 1..n
-EXPIRE = _SAME_APP + _NOW + """
+EXPIRE = (
+    _SAME_APP
+    + _NOW
+    + """
 local learned, dropped = 0, 0
 for i = 5, #KEYS do
   local event_id = ARGV[i - 2]
@@ -130,6 +153,7 @@ for i = 5, #KEYS do
 end
 return {'ok', learned, dropped}
 """
+)
 
 # KEYS: config, lease
 # ARGV: uid, trainer id, ttl ms     -> 1 if the caller holds the lease afterwards
@@ -154,15 +178,21 @@ return 0
 """
 
 # KEYS: config, lease, snapshot
-# ARGV: uid, trainer id, base version, new version, offset, eventsLearned, eventsRejected, state
-PUBLISH = _SAME_APP + """
+# ARGV: uid, trainer id, base version, new version, offset, eventsLearned, eventsRejected, state,
+#       serving state
+PUBLISH = (
+    _SAME_APP
+    + """
 if redis.call('GET', KEYS[2]) ~= ARGV[2] then return {'lease'} end
 if redis.call('HGET', KEYS[3], 'version') ~= ARGV[3] then return {'version'} end
-""" + _NOW + """
+"""
+    + _NOW
+    + """
 redis.call('HSET', KEYS[3], 'version', ARGV[4], 'offset', ARGV[5], 'eventsLearned', ARGV[6],
-           'eventsRejected', ARGV[7], 'updatedAt', now, 'state', ARGV[8])
+           'eventsRejected', ARGV[7], 'updatedAt', now, 'state', ARGV[8], 'serving', ARGV[9])
 return {'ok'}
 """
+)
 
 
 class Scripts:

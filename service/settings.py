@@ -44,7 +44,9 @@ class Settings(BaseSettings):
         description="Seconds learned events stay in the app's stream (the logged-events log).",
     )
     trainer_lease: float = Field(
-        default=10.0, gt=0, description="Seconds a dead trainer keeps its apps before another takes over."
+        default=10.0,
+        gt=0,
+        description="Seconds a dead trainer keeps its apps before another takes over.",
     )
     trainer_batch: int = Field(default=500, gt=0, description="Events read from a stream at once.")
     trainer_poll: float = Field(default=0.05, gt=0, description="Idle sleep of the trainer loop.")

@@ -55,12 +55,20 @@ class Store:
         self.scripts = Scripts(client)
 
     # -- apps --------------------------------------------------------------------------------
-    def create_app(self, config: AppConfig, initial_state: bytes) -> None:
+    def create_app(
+        self, config: AppConfig, initial_state: bytes, serving_state: bytes | None = None
+    ) -> None:
         name = config.name
         result = self.scripts.create_app(
-            keys=[keys.config(name), keys.snapshot(name), keys.stats(name), keys.stream(name),
-                  keys.deadlines(name), keys.lease(name)],
-            args=[config.uid, config.to_json(), initial_state],
+            keys=[
+                keys.config(name),
+                keys.snapshot(name),
+                keys.stats(name),
+                keys.stream(name),
+                keys.deadlines(name),
+                keys.lease(name),
+            ],
+            args=[config.uid, config.to_json(), initial_state, serving_state or initial_state],
         )
         if _s(result[0]) == "exists":
             raise Conflict(f"app {name!r} already exists")
@@ -137,19 +145,23 @@ class Store:
         )
         if fields[0] is None:
             return None
-        return SnapshotInfo(int(fields[0]), _s(fields[1]), int(fields[2]), int(fields[3] or 0),
-                            int(fields[4] or 0))
+        return SnapshotInfo(
+            int(fields[0]), _s(fields[1]), int(fields[2]), int(fields[3] or 0), int(fields[4] or 0)
+        )
 
-    def load_snapshot(self, name: str) -> tuple[SnapshotInfo, dict]:
+    def load_snapshot(self, name: str, serving: bool = False) -> tuple[SnapshotInfo, dict]:
+        """The snapshot's header and state (``serving``: the smaller state API processes use)."""
         pipe = self.redis.pipeline(transaction=True)  # header and state of the same version
-        pipe.hmget(keys.snapshot(name), "version", "offset", "eventsLearned", "eventsRejected",
-                   "updatedAt")
-        pipe.hget(keys.snapshot(name), "state")
+        pipe.hmget(
+            keys.snapshot(name), "version", "offset", "eventsLearned", "eventsRejected", "updatedAt"
+        )
+        pipe.hget(keys.snapshot(name), "serving" if serving else "state")
         fields, state = pipe.execute()
         if fields[0] is None or state is None:
             raise NotFound(f"app {name!r} has no model snapshot")
-        info = SnapshotInfo(int(fields[0]), _s(fields[1]), int(fields[2]), int(fields[3] or 0),
-                            int(fields[4] or 0))
+        info = SnapshotInfo(
+            int(fields[0]), _s(fields[1]), int(fields[2]), int(fields[3] or 0), int(fields[4] or 0)
+        )
         return info, codec.decode(state)
 
     # -- decisions and rewards ---------------------------------------------------------------
@@ -158,8 +170,14 @@ class Store:
         name = config.name
         args: list = [config.uid, int(self.settings.decision_grace * 1000), config.wait_ms]
         for d in decisions:
-            args += [d.event_id, "1" if d.deferred else "0", codec.pack(d.context), d.action,
-                     repr(float(d.probability)), d.model_version]
+            args += [
+                d.event_id,
+                "1" if d.deferred else "0",
+                codec.pack(d.context),
+                d.action,
+                repr(float(d.probability)),
+                d.model_version,
+            ]
         result = self.scripts.decide(
             keys=[keys.config(name), keys.deadlines(name), keys.stats(name)]
             + [keys.decision(name, d.event_id) for d in decisions],
@@ -175,8 +193,13 @@ class Store:
     def reward(self, config: AppConfig, event_id: str, reward: float) -> RewardOutcome:
         name = config.name
         result = self.scripts.reward(
-            keys=[keys.config(name), keys.decision(name, event_id), keys.deadlines(name),
-                  keys.stream(name), keys.stats(name)],
+            keys=[
+                keys.config(name),
+                keys.decision(name, event_id),
+                keys.deadlines(name),
+                keys.stream(name),
+                keys.stats(name),
+            ],
             args=[config.uid, event_id, repr(float(reward)), config.reward_aggregation.value],
         )
         status = _s(result[0])
@@ -205,11 +228,15 @@ class Store:
         if status == "expired":
             return NotFound(f"eventId {event_id!r}: its reward wait time is over")
         if status == "deferred":
-            return Conflict(f"eventId {event_id!r} was deferred and is not activated yet: "
-                            f"POST /apps/{name}/activate first")
+            return Conflict(
+                f"eventId {event_id!r} was deferred and is not activated yet: "
+                f"POST /apps/{name}/activate first"
+            )
         if status == "duplicate":
-            return Conflict(f"eventId {event_id!r} already has its reward "
-                            f"(rewardAggregation 'earliest' keeps the first)")
+            return Conflict(
+                f"eventId {event_id!r} already has its reward "
+                f"(rewardAggregation 'earliest' keeps the first)"
+            )
         if status == "active":
             return Conflict(f"eventId {event_id!r} is already active")
         return StoreError(f"unexpected answer {status!r} for eventId {event_id!r}")
@@ -225,23 +252,26 @@ class Store:
         pending, stats, lease_ttl, now = pipe.execute()
         info = self.snapshot_info(name)
         offset = info.offset if info else "0-0"
-        # events appended after the snapshot's offset: not in the served model yet
-        behind = self.redis.xrange(keys.stream(name), min=f"({offset}", count=10_000)
+        counters = {_s(k): int(float(v)) for k, v in stats.items()}
+        learned = (info.events_learned + info.events_rejected) if info else 0
+        # every append to the stream counts one 'rewarded' or 'defaulted' (scripts REWARD, EXPIRE)
+        lag = max(0, counters.get("rewarded", 0) + counters.get("defaulted", 0) - learned)
+        # the oldest event appended after the snapshot's offset: how stale the served model is
+        oldest = self.redis.xrange(keys.stream(name), min=f"({offset}", count=1)
         now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
         lag_seconds = 0.0
-        if behind:
-            oldest_ms = int(_s(behind[0][0]).split("-")[0])
-            lag_seconds = max(0.0, (now_ms - oldest_ms) / 1000)
+        if oldest:
+            lag_seconds = max(0.0, (now_ms - int(_s(oldest[0][0]).split("-")[0])) / 1000)
         return {
             "model_version": info.version if info else 0,
             "events_learned": info.events_learned if info else 0,
             "events_rejected": info.events_rejected if info else 0,
             "snapshot_age": max(0.0, (now_ms - info.updated_at_ms) / 1000) if info else None,
             "pending_decisions": int(pending),
-            "trainer_lag": len(behind),
+            "trainer_lag": lag,
             "trainer_lag_seconds": lag_seconds,
             "trainer_alive": lease_ttl is not None and int(lease_ttl) > 0,
-            "stats": {_s(k): int(float(v)) for k, v in stats.items()},
+            "stats": counters,
         }
 
     def trainers_alive(self, within: float) -> int:

@@ -123,7 +123,9 @@ class Trainer:
                 self.scripts.release_lease(keys=[keys.lease(name)], args=[self.id])
             self.redis.zrem(keys.TRAINERS, self.id)
         except UNAVAILABLE as exc:
-            log.warning("shutdown without Redis (%s): the next trainer resumes from the snapshots", exc)
+            log.warning(
+                "shutdown without Redis (%s): the next trainer resumes from the snapshots", exc
+            )
         self.owned.clear()
         log.info("trainer %s stopped", self.id)
 
@@ -171,16 +173,32 @@ class Trainer:
             consumer_name = _s(consumer["name"])
             if consumer_name != self.id:  # dead: the lease was free
                 self.redis.xgroup_delconsumer(stream, keys.TRAINER_GROUP, consumer_name)
-        self.owned[name] = OwnedApp(config, kind, learner, info.version, info.offset,
-                                    info.events_learned, info.events_rejected)
-        log.info("trainer %s took app %s at version %d (offset %s, %d events learned)",
-                 self.id, name, info.version, info.offset, info.events_learned)
+        self.owned[name] = OwnedApp(
+            config,
+            kind,
+            learner,
+            info.version,
+            info.offset,
+            info.events_learned,
+            info.events_rejected,
+        )
+        log.info(
+            "trainer %s took app %s at version %d (offset %s, %d events learned)",
+            self.id,
+            name,
+            info.version,
+            info.offset,
+            info.events_learned,
+        )
 
     @staticmethod
     def _apply_config(owned: OwnedApp, config: AppConfig) -> None:
         old, new = set(owned.config.action_ids), config.action_ids
-        owned.kind.change_actions(owned.learner, [a for a in new if a not in old],
-                                  [a for a in owned.config.action_ids if a not in set(new)])
+        owned.kind.change_actions(
+            owned.learner,
+            [a for a in new if a not in old],
+            [a for a in owned.config.action_ids if a not in set(new)],
+        )
         owned.config = config
 
     # -- work ----------------------------------------------------------------------------------
@@ -188,8 +206,9 @@ class Trainer:
         """Turn decisions past their deadline into learning events (default or summed reward)."""
         owned = self.owned[name]
         now_ms = int(time.time() * 1000)  # candidates only: the script re-checks with Redis' clock
-        due = self.redis.zrangebyscore(keys.deadlines(name), "-inf", now_ms,
-                                       start=0, num=self.settings.trainer_batch)
+        due = self.redis.zrangebyscore(
+            keys.deadlines(name), "-inf", now_ms, start=0, num=self.settings.trainer_batch
+        )
         if not due:
             return 0
         ids = [_s(d) for d in due]
@@ -241,10 +260,20 @@ class Trainer:
         if not (due or force):
             return False
         state = codec.encode(owned.kind.dump(owned.learner))
+        serving = codec.encode(owned.kind.dump_for_serving(owned.learner))
         result = self.scripts.publish(
             keys=[keys.config(name), keys.lease(name), keys.snapshot(name)],
-            args=[owned.config.uid, self.id, owned.version, owned.version + 1, owned.offset,
-                  owned.events_learned, owned.events_rejected, state],
+            args=[
+                owned.config.uid,
+                self.id,
+                owned.version,
+                owned.version + 1,
+                owned.offset,
+                owned.events_learned,
+                owned.events_rejected,
+                state,
+                serving,
+            ],
         )
         status = _s(result[0])
         if status != "ok":

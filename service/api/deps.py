@@ -42,8 +42,11 @@ def _same(key: str, expected_hash: str) -> bool:
 
 def _presented(credentials: HTTPAuthorizationCredentials | None) -> str:
     if credentials is None or not credentials.credentials:
-        raise HTTPException(401, "missing key: send 'Authorization: Bearer <key>'",
-                            headers={"WWW-Authenticate": "Bearer"})
+        raise HTTPException(
+            401,
+            "missing key: send 'Authorization: Bearer <key>'",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
     return credentials.credentials
 
 
@@ -66,8 +69,9 @@ def _authorized_app(app: str, config: AppConfig | None, key: str, settings: Sett
     if config is None:
         raise HTTPException(404, f"app {app!r} not found")
     if not (_same(key, config.api_key_hash) or _is_admin(key, settings)):
-        raise HTTPException(401, f"wrong API key for app {app!r}",
-                            headers={"WWW-Authenticate": "Bearer"})
+        raise HTTPException(
+            401, f"wrong API key for app {app!r}", headers={"WWW-Authenticate": "Bearer"}
+        )
     return config
 
 

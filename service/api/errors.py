@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from service.codec import CodecError
+from service.redis_client import UNAVAILABLE
 from service.store import StoreError
 
 log = logging.getLogger("grove.api")
@@ -41,15 +42,15 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(redis.RedisError)
     async def redis_error(request: Request, exc: redis.RedisError) -> JSONResponse:
         log.warning("Redis error on %s %s: %s", request.method, request.url.path, exc)
-        return JSONResponse(
-            {"detail": f"storage unavailable: Redis did not answer ({type(exc).__name__}: {exc}); "
-                       "retry shortly"},
-            status_code=503,
-            headers={"Retry-After": "1"},
-        )
+        if isinstance(exc, UNAVAILABLE):
+            detail = f"Redis is unavailable ({exc}); the service recovers when it is back: retry"
+        else:
+            detail = f"Redis refused the operation ({type(exc).__name__}: {exc}); retry later"
+        return JSONResponse({"detail": detail}, status_code=503, headers={"Retry-After": "1"})
 
     @app.exception_handler(CodecError)
     async def codec_error(request: Request, exc: CodecError) -> JSONResponse:
         log.error("unreadable model snapshot on %s: %s", request.url.path, exc)
-        return JSONResponse({"detail": f"the app's model snapshot cannot be read: {exc}"},
-                            status_code=503)
+        return JSONResponse(
+            {"detail": f"the app's model snapshot cannot be read: {exc}"}, status_code=503
+        )

@@ -38,7 +38,7 @@ class ModelCache:
             served = self._models.get(config.name)
             if served is not None and served.uid == config.uid and served.version >= version:
                 return served
-            info, state = store.load_snapshot(config.name)
+            info, state = store.load_snapshot(config.name, serving=True)
             kind = model_kind(config.policy_kind)
             served = ServedModel(config.uid, info.version, kind, kind.load(state))
             self._models[config.name] = served

@@ -49,7 +49,9 @@ def _action_specs(actions: list[str | ActionSpec] | None) -> list[ActionSpec] | 
 
 class PolicySpec(Schema):
     kind: str = Field(default="bandit-forest", description="model kind, e.g. 'bandit-forest'")
-    params: dict[str, Any] = Field(default_factory=dict, description="the learner's hyperparameters")
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="the learner's hyperparameters"
+    )
 
 
 class AppCreate(Schema):
@@ -64,12 +66,14 @@ class AppCreate(Schema):
     _actions = field_validator("actions")(_action_specs)
 
     @model_validator(mode="after")
-    def _check_rewards(self) -> "AppCreate":
+    def _check_rewards(self) -> AppCreate:
         low, high = self.reward_range
         if not (math.isfinite(low) and math.isfinite(high) and low < high):
             raise ValueError(f"rewardRange must be [low, high] with low < high, got {[low, high]}")
         if not low <= self.default_reward <= high:
-            raise ValueError(f"defaultReward {self.default_reward} is outside rewardRange {[low, high]}")
+            raise ValueError(
+                f"defaultReward {self.default_reward} is outside rewardRange {[low, high]}"
+            )
         return self
 
 

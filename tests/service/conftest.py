@@ -25,8 +25,14 @@ FOREST = {"kind": "bandit-forest", "params": {"n_trees": 5, "warmup": 20, "seed"
 
 
 def make_settings(redis_url: str, **overrides) -> Settings:
-    values = dict(redis_url=redis_url, admin_key=ADMIN_KEY, trainer_lease=1.0,
-                  snapshot_interval=0.05, trainer_poll=0.01, redis_timeout=0.5)
+    values = dict(
+        redis_url=redis_url,
+        admin_key=ADMIN_KEY,
+        trainer_lease=1.0,
+        snapshot_interval=0.05,
+        trainer_poll=0.01,
+        redis_timeout=0.5,
+    )
     values.update(overrides)
     return Settings(**values)
 
@@ -34,10 +40,18 @@ def make_settings(redis_url: str, **overrides) -> Settings:
 def make_config(name: str = "shop", **overrides) -> AppConfig:
     """An app config for store-level tests (no learner involved)."""
     values = dict(
-        name=name, uid=uuid.uuid4().hex, policy_kind="bandit-forest", policy_params={},
-        actions=(Action("a"), Action("b")), reward_wait_time=60.0, default_reward=0.0,
-        reward_range=(0.0, 1.0), reward_aggregation=Aggregation.earliest,
-        api_key_hash=hash_key("k"), created_at=time.time(), updated_at=time.time(),
+        name=name,
+        uid=uuid.uuid4().hex,
+        policy_kind="bandit-forest",
+        policy_params={},
+        actions=(Action("a"), Action("b")),
+        reward_wait_time=60.0,
+        default_reward=0.0,
+        reward_range=(0.0, 1.0),
+        reward_aggregation=Aggregation.earliest,
+        api_key_hash=hash_key("k"),
+        created_at=time.time(),
+        updated_at=time.time(),
     )
     values.update(overrides)
     return AppConfig(**values)
@@ -45,8 +59,13 @@ def make_config(name: str = "shop", **overrides) -> AppConfig:
 
 def app_body(name: str = "shop", **overrides) -> dict:
     """A POST /apps body with a small Bandit Forest."""
-    body = {"name": name, "policy": FOREST, "actions": ["a", "b", "c"], "rewardWaitTime": 60,
-            "defaultReward": 0.0}
+    body = {
+        "name": name,
+        "policy": FOREST,
+        "actions": ["a", "b", "c"],
+        "rewardWaitTime": 60,
+        "defaultReward": 0.0,
+    }
     body.update(overrides)
     return body
 

@@ -8,8 +8,11 @@ from .conftest import ADMIN, app_body, create
 
 
 def test_create_returns_the_app_and_its_key_once(client, store):
-    answer = client.post("/apps", json=app_body("shop", rewardRange=[0, 10], defaultReward=1,
-                                                rewardAggregation="sum"), headers=ADMIN)
+    answer = client.post(
+        "/apps",
+        json=app_body("shop", rewardRange=[0, 10], defaultReward=1, rewardAggregation="sum"),
+        headers=ADMIN,
+    )
     assert answer.status_code == 201, answer.text
     app = answer.json()
     assert app["name"] == "shop" and [a["id"] for a in app["actions"]] == ["a", "b", "c"]
@@ -25,8 +28,15 @@ def test_create_returns_the_app_and_its_key_once(client, store):
 def test_admin_routes_need_the_admin_key(client):
     headers = create(client, "shop")
     assert client.post("/apps", json=app_body("x")).status_code == 401
-    assert client.post("/apps", json=app_body("x"), headers={"Authorization": "Bearer nope"}).status_code == 401
-    assert client.post("/apps", json=app_body("x"), headers=headers).status_code == 401  # an app key
+    assert (
+        client.post(
+            "/apps", json=app_body("x"), headers={"Authorization": "Bearer nope"}
+        ).status_code
+        == 401
+    )
+    assert (
+        client.post("/apps", json=app_body("x"), headers=headers).status_code == 401
+    )  # an app key
     answer = client.get("/apps")
     assert answer.status_code == 401 and "Authorization: Bearer" in answer.json()["detail"]
     assert client.delete("/apps/shop", headers=headers).status_code == 401
@@ -53,8 +63,9 @@ def test_invalid_apps_are_refused_with_a_clear_message(client):
     assert "pattern" in detail(app_body("bad name{}"))
     assert "unknown policy kind 'svm'" in detail(app_body(policy={"kind": "svm"}))
     assert "n_trees" in detail(app_body(policy={"kind": "bandit-forest", "params": {"n_trees": 0}}))
-    assert "invalid policy params" in detail(app_body(policy={"kind": "bandit-forest",
-                                                             "params": {"trees": 5}}))
+    assert "invalid policy params" in detail(
+        app_body(policy={"kind": "bandit-forest", "params": {"trees": 5}})
+    )
     assert "duplicate action ids" in detail(app_body(actions=["a", "a"]))
     assert "outside rewardRange" in detail(app_body(rewardRange=[0, 1], defaultReward=2))
     assert "low < high" in detail(app_body(rewardRange=[1, 1]))
@@ -73,9 +84,15 @@ def test_list_patch_and_delete(client, store):
     create(client, "news")
     assert [a["name"] for a in client.get("/apps", headers=ADMIN).json()] == ["news", "shop"]
 
-    answer = client.patch("/apps/shop", json={"actions": ["a", {"id": "d", "features": {"size": 3}}],
-                                              "rewardWaitTime": 5, "defaultReward": 0.5},
-                          headers=ADMIN)
+    answer = client.patch(
+        "/apps/shop",
+        json={
+            "actions": ["a", {"id": "d", "features": {"size": 3}}],
+            "rewardWaitTime": 5,
+            "defaultReward": 0.5,
+        },
+        headers=ADMIN,
+    )
     assert answer.status_code == 200, answer.text
     app = answer.json()
     assert app["actions"] == [{"id": "a", "features": None}, {"id": "d", "features": {"size": 3}}]

@@ -24,14 +24,24 @@ def test_admin_key_is_generated_once_and_kept_private(tmp_path):
 
 
 def run_cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "service.cli", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "service.cli", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_worker_is_not_faked_and_trainer_needs_redis():
     env = service_env(None)
     worker = run_cli("worker", env=env)
-    assert worker.returncode == 2 and "not implemented yet" in worker.stderr and "issue 7" in worker.stderr
+    assert (
+        worker.returncode == 2
+        and "not implemented yet" in worker.stderr
+        and "issue 7" in worker.stderr
+    )
     trainer = run_cli("trainer", env=env)
     assert trainer.returncode == 2 and "REDIS_URL" in trainer.stderr
 
@@ -45,7 +55,9 @@ def test_grove_serve_runs_everything_in_one_command_and_keeps_its_data(tmp_path)
     url = f"http://127.0.0.1:{port}"
 
     def serve():
-        proc = spawn(["-m", "service.cli", "serve", "--port", str(port), "--data-dir", str(data)], env, log)
+        proc = spawn(
+            ["-m", "service.cli", "serve", "--port", str(port), "--data-dir", str(data)], env, log
+        )
         wait_until(lambda: _ready(url), proc, log, timeout=60, what="grove serve to be ready")
         return proc
 
@@ -56,11 +68,21 @@ def test_grove_serve_runs_everything_in_one_command_and_keeps_its_data(tmp_path)
     created = httpx.post(url + "/apps", json=app_body("shop"), headers=admin, timeout=10)
     assert created.status_code == 201, created.text
     shop = {"Authorization": f"Bearer {created.json()['apiKey']}"}
-    event = httpx.post(url + "/apps/shop/decide", json={"context": {"x": 1}}, headers=shop).json()["eventId"]
-    assert httpx.post(url + "/apps/shop/reward", json={"eventId": event, "reward": 1},
-                      headers=shop).status_code == 200
-    wait_until(lambda: httpx.get(url + "/apps/shop", headers=shop).json()["eventsLearned"] == 1,
-               proc, log, what="the embedded trainer to learn")
+    event = httpx.post(url + "/apps/shop/decide", json={"context": {"x": 1}}, headers=shop).json()[
+        "eventId"
+    ]
+    assert (
+        httpx.post(
+            url + "/apps/shop/reward", json={"eventId": event, "reward": 1}, headers=shop
+        ).status_code
+        == 200
+    )
+    wait_until(
+        lambda: httpx.get(url + "/apps/shop", headers=shop).json()["eventsLearned"] == 1,
+        proc,
+        log,
+        what="the embedded trainer to learn",
+    )
 
     proc.send_signal(signal.SIGINT)  # Ctrl-C
     assert proc.wait(30) == 0

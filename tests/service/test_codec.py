@@ -7,7 +7,8 @@ from service import codec
 
 def test_nested_state_round_trips_exactly():
     state = {
-        "format": "grove.bandit-forest", "version": 1,
+        "format": "grove.bandit-forest",
+        "version": 1,
         "counts": np.arange(12, dtype=np.int64).reshape(3, 4),
         "trees": [{"mask": np.array([True, False]), "p": np.float64(0.25)}, None],
         "names": np.array(["a", "bc"]),
@@ -33,8 +34,14 @@ def test_non_contiguous_and_big_endian_arrays():
 def test_object_arrays_are_refused_both_ways():
     with pytest.raises(codec.CodecError):
         codec.encode({"a": np.array([object()], dtype=object)})
-    hostile = msgpack.packb({"codec": codec.CODEC, "version": 1, "data": msgpack.ExtType(
-        1, msgpack.packb(["|O", [1], b"\0" * 8]))}, use_bin_type=True)
+    hostile = msgpack.packb(
+        {
+            "codec": codec.CODEC,
+            "version": 1,
+            "data": msgpack.ExtType(1, msgpack.packb(["|O", [1], b"\0" * 8])),
+        },
+        use_bin_type=True,
+    )
     with pytest.raises(codec.CodecError, match="refusing dtype"):
         codec.decode(hostile)
 

@@ -15,8 +15,11 @@ def shop(client):
 
 
 def test_decide_returns_an_action_its_propensity_and_the_ranking(client, shop, store):
-    answer = client.post("/apps/shop/decide", json={"context": {"age": 31, "site": "news", "mobile": True}},
-                         headers=shop)
+    answer = client.post(
+        "/apps/shop/decide",
+        json={"context": {"age": 31, "site": "news", "mobile": True}},
+        headers=shop,
+    )
     assert answer.status_code == 200, answer.text
     d = answer.json()
     assert d["action"] in {"a", "b", "c"} and 0 < d["probability"] <= 1
@@ -33,31 +36,53 @@ def test_client_event_ids_are_unique(client, shop):
     assert client.post("/apps/shop/decide", json=body, headers=shop).json()["eventId"] == "ev-1"
     again = client.post("/apps/shop/decide", json=body, headers=shop)
     assert again.status_code == 409 and "ev-1" in again.json()["detail"]
-    assert client.post("/apps/shop/decide", json={"eventId": "bad id!", "context": {}},
-                       headers=shop).status_code == 422
+    assert (
+        client.post(
+            "/apps/shop/decide", json={"eventId": "bad id!", "context": {}}, headers=shop
+        ).status_code
+        == 422
+    )
 
 
 def test_request_actions_and_exclusions(client, shop):
     for _ in range(20):
-        d = client.post("/apps/shop/decide", json={"context": {"x": 1}, "actions": ["b", "c", {"id": "z"}],
-                                                   "excludedActions": ["c"]}, headers=shop).json()
+        d = client.post(
+            "/apps/shop/decide",
+            json={
+                "context": {"x": 1},
+                "actions": ["b", "c", {"id": "z"}],
+                "excludedActions": ["c"],
+            },
+            headers=shop,
+        ).json()
         assert d["action"] in {"b", "z"} and {r["id"] for r in d["ranking"]} <= {"b", "z"}
-    answer = client.post("/apps/shop/decide", json={"context": {}, "excludedActions": ["a", "b", "c"]},
-                         headers=shop)
+    answer = client.post(
+        "/apps/shop/decide", json={"context": {}, "excludedActions": ["a", "b", "c"]}, headers=shop
+    )
     assert answer.status_code == 422 and "excluded" in answer.json()["detail"]
 
 
 def test_bad_contexts_are_422_not_500(client, shop):
-    for raw in ('{"context": {"x": NaN}}', '{"context": {"x": Infinity}}', '{"context": {"x": [1]}}',
-                '{"context": 3}', "not json"):
-        answer = client.post("/apps/shop/decide", content=raw, headers={**shop, "Content-Type": "application/json"})
+    for raw in (
+        '{"context": {"x": NaN}}',
+        '{"context": {"x": Infinity}}',
+        '{"context": {"x": [1]}}',
+        '{"context": 3}',
+        "not json",
+    ):
+        answer = client.post(
+            "/apps/shop/decide", content=raw, headers={**shop, "Content-Type": "application/json"}
+        )
         assert answer.status_code == 422, (raw, answer.text)
         assert answer.json()["detail"]
 
 
 def test_batch_decides_and_records_all_or_nothing(client, shop, store):
-    answer = client.post("/apps/shop/decide/batch", json={"requests": [{"context": {"x": i}} for i in range(50)]},
-                         headers=shop)
+    answer = client.post(
+        "/apps/shop/decide/batch",
+        json={"requests": [{"context": {"x": i}} for i in range(50)]},
+        headers=shop,
+    )
     assert answer.status_code == 200, answer.text
     responses = answer.json()["responses"]
     assert len(responses) == 50 and len({r["eventId"] for r in responses}) == 50
@@ -66,14 +91,24 @@ def test_batch_decides_and_records_all_or_nothing(client, shop, store):
     too_many = {"requests": [{"context": {}}] * 1001}
     assert client.post("/apps/shop/decide/batch", json=too_many, headers=shop).status_code == 422
     repeated = {"requests": [{"eventId": "e", "context": {}}, {"eventId": "e", "context": {}}]}
-    assert "repeats" in client.post("/apps/shop/decide/batch", json=repeated, headers=shop).json()["detail"]
-    clash = {"requests": [{"eventId": "new", "context": {}}, {"eventId": responses[0]["eventId"], "context": {}}]}
+    assert (
+        "repeats"
+        in client.post("/apps/shop/decide/batch", json=repeated, headers=shop).json()["detail"]
+    )
+    clash = {
+        "requests": [
+            {"eventId": "new", "context": {}},
+            {"eventId": responses[0]["eventId"], "context": {}},
+        ]
+    }
     assert client.post("/apps/shop/decide/batch", json=clash, headers=shop).status_code == 409
     assert not store.redis.exists(keys.decision("shop", "new"))
 
 
 def test_reward_joins_once(client, shop):
-    event = client.post("/apps/shop/decide", json={"context": {"x": 1}}, headers=shop).json()["eventId"]
+    event = client.post("/apps/shop/decide", json={"context": {"x": 1}}, headers=shop).json()[
+        "eventId"
+    ]
     answer = client.post("/apps/shop/reward", json={"eventId": event, "reward": 1}, headers=shop)
     assert answer.status_code == 200 and answer.json()["state"] == "joined"
     again = client.post("/apps/shop/reward", json={"eventId": event, "reward": 0}, headers=shop)
@@ -85,23 +120,48 @@ def test_reward_joins_once(client, shop):
 
 
 def test_deferred_decisions_wait_for_activation(client, shop):
-    d = client.post("/apps/shop/decide", json={"context": {}, "deferActivation": True}, headers=shop).json()
-    early = client.post("/apps/shop/reward", json={"eventId": d["eventId"], "reward": 1}, headers=shop)
+    d = client.post(
+        "/apps/shop/decide", json={"context": {}, "deferActivation": True}, headers=shop
+    ).json()
+    early = client.post(
+        "/apps/shop/reward", json={"eventId": d["eventId"], "reward": 1}, headers=shop
+    )
     assert early.status_code == 409 and "activate" in early.json()["detail"]
-    assert client.post("/apps/shop/activate", json={"eventId": d["eventId"]}, headers=shop).json()["activated"]
-    assert client.post("/apps/shop/activate", json={"eventId": d["eventId"]}, headers=shop).status_code == 409
-    assert client.post("/apps/shop/reward", json={"eventId": d["eventId"], "reward": 1},
-                       headers=shop).status_code == 200
-    assert client.post("/apps/shop/activate", json={"eventId": "nope"}, headers=shop).status_code == 404
+    assert client.post("/apps/shop/activate", json={"eventId": d["eventId"]}, headers=shop).json()[
+        "activated"
+    ]
+    assert (
+        client.post("/apps/shop/activate", json={"eventId": d["eventId"]}, headers=shop).status_code
+        == 409
+    )
+    assert (
+        client.post(
+            "/apps/shop/reward", json={"eventId": d["eventId"], "reward": 1}, headers=shop
+        ).status_code
+        == 200
+    )
+    assert (
+        client.post("/apps/shop/activate", json={"eventId": "nope"}, headers=shop).status_code
+        == 404
+    )
 
 
 def test_decide_serves_the_newest_snapshot(client, shop, trainer):
-    events = client.post("/apps/shop/decide/batch", json={"requests": [{"context": {"x": i % 2}} for i in range(30)]},
-                         headers=shop).json()["responses"]
+    events = client.post(
+        "/apps/shop/decide/batch",
+        json={"requests": [{"context": {"x": i % 2}} for i in range(30)]},
+        headers=shop,
+    ).json()["responses"]
     for e in events:
-        client.post("/apps/shop/reward", json={"eventId": e["eventId"], "reward": 1.0}, headers=shop)
+        client.post(
+            "/apps/shop/reward", json={"eventId": e["eventId"], "reward": 1.0}, headers=shop
+        )
     drain(trainer)
     status = client.get("/apps/shop", headers=shop).json()
     assert status["eventsLearned"] == 30 and status["modelVersion"] >= 1
-    assert client.post("/apps/shop/decide", json={"context": {"x": 1}},
-                       headers=shop).json()["modelVersion"] == status["modelVersion"]
+    assert (
+        client.post("/apps/shop/decide", json={"context": {"x": 1}}, headers=shop).json()[
+            "modelVersion"
+        ]
+        == status["modelVersion"]
+    )

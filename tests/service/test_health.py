@@ -34,12 +34,17 @@ def test_redis_down_answers_503_fast_and_recovers_by_itself(tmp_path):
         with TestClient(create_app(settings)) as client:
             created = client.post("/apps", json=app_body("shop", rewardWaitTime=60), headers=ADMIN)
             shop = {"Authorization": f"Bearer {created.json()['apiKey']}"}
-            event = client.post("/apps/shop/decide", json={"context": {"x": 1}}, headers=shop).json()["eventId"]
+            event = client.post(
+                "/apps/shop/decide", json={"context": {"x": 1}}, headers=shop
+            ).json()["eventId"]
 
             server.stop()
-            for method, path, body in [("post", "/apps/shop/decide", {"context": {"x": 1}}),
-                                       ("post", "/apps/shop/reward", {"eventId": event, "reward": 1}),
-                                       ("get", "/apps/shop", None), ("get", "/readyz", None)]:
+            for method, path, body in [
+                ("post", "/apps/shop/decide", {"context": {"x": 1}}),
+                ("post", "/apps/shop/reward", {"eventId": event, "reward": 1}),
+                ("get", "/apps/shop", None),
+                ("get", "/readyz", None),
+            ]:
                 start = time.monotonic()
                 answer = client.request(method, path, json=body, headers=shop)
                 assert time.monotonic() - start < 1.5, path
@@ -50,15 +55,27 @@ def test_redis_down_answers_503_fast_and_recovers_by_itself(tmp_path):
             server.start()  # same port and data dir: the app comes back from the AOF
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
-                answer = client.post("/apps/shop/reward", json={"eventId": event, "reward": 1}, headers=shop)
+                answer = client.post(
+                    "/apps/shop/reward", json={"eventId": event, "reward": 1}, headers=shop
+                )
                 if answer.status_code != 503:
                     break
                 time.sleep(0.1)
             assert answer.status_code == 200, answer.text
-            assert client.post("/apps/shop/decide", json={"context": {"x": 0}}, headers=shop).status_code == 200
-            while time.monotonic() < deadline and client.get("/apps/shop", headers=shop).json()["eventsLearned"] < 1:
+            assert (
+                client.post(
+                    "/apps/shop/decide", json={"context": {"x": 0}}, headers=shop
+                ).status_code
+                == 200
+            )
+            while (
+                time.monotonic() < deadline
+                and client.get("/apps/shop", headers=shop).json()["eventsLearned"] < 1
+            ):
                 time.sleep(0.1)
-            assert client.get("/apps/shop", headers=shop).json()["eventsLearned"] == 1  # trainer recovered too
+            assert (
+                client.get("/apps/shop", headers=shop).json()["eventsLearned"] == 1
+            )  # trainer recovered too
             assert client.get("/readyz").status_code == 200
     finally:
         stop.set()

@@ -13,7 +13,11 @@ def test_settings_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("GROVE_TRAINER_LEASE", "2.5")
     s = Settings()
     assert (s.redis_url, s.admin_key, s.data_dir, s.trainer_lease) == (
-        "redis://example:6379/2", "secret", Path("/tmp/somewhere"), 2.5)
+        "redis://example:6379/2",
+        "secret",
+        Path("/tmp/somewhere"),
+        2.5,
+    )
     get_settings.cache_clear()
     assert get_settings() is get_settings()
     get_settings.cache_clear()

@@ -17,17 +17,26 @@ def decision(event_id: str, deferred: bool = False) -> NewDecision:
 
 def expire(store, config, default: float = 0.0):
     """Run the expiry script on every due decision (what the trainer does)."""
-    due = [d.decode() for d in store.redis.zrangebyscore(keys.deadlines(config.name), "-inf", "+inf")]
+    due = [
+        d.decode() for d in store.redis.zrangebyscore(keys.deadlines(config.name), "-inf", "+inf")
+    ]
     return store.scripts.expire(
-        keys=[keys.config(config.name), keys.deadlines(config.name), keys.stream(config.name),
-              keys.stats(config.name)] + [keys.decision(config.name, i) for i in due],
+        keys=[
+            keys.config(config.name),
+            keys.deadlines(config.name),
+            keys.stream(config.name),
+            keys.stats(config.name),
+        ]
+        + [keys.decision(config.name, i) for i in due],
         args=[config.uid, repr(default)] + due,
     )
 
 
 def stream_entries(store, name):
-    return [{k.decode(): v for k, v in fields.items()}
-            for _, fields in store.redis.xrange(keys.stream(name))]
+    return [
+        {k.decode(): v for k, v in fields.items()}
+        for _, fields in store.redis.xrange(keys.stream(name))
+    ]
 
 
 def test_all_keys_of_an_app_share_its_hash_tag():

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from service import keys
+from service import codec, keys
 from service.redis_client import connect
 from service.trainer import Trainer
 
@@ -20,7 +20,9 @@ def decide(client, headers, n, app="shop", **extra):
 
 def reward(client, headers, events, value=1.0, app="shop"):
     for event in events:
-        answer = client.post(f"/apps/{app}/reward", json={"eventId": event, "reward": value}, headers=headers)
+        answer = client.post(
+            f"/apps/{app}/reward", json={"eventId": event, "reward": value}, headers=headers
+        )
         assert answer.status_code == 200, answer.text
 
 
@@ -87,7 +89,9 @@ def test_sum_aggregation_learns_the_sum_at_the_deadline(client, trainer, store):
     shop = create(client, rewardWaitTime=0.3, rewardAggregation="sum", rewardRange=[0, 10])
     [event] = decide(client, shop, 1)
     reward(client, shop, [event], 2.0)
-    answer = client.post("/apps/shop/reward", json={"eventId": event, "reward": 3.0}, headers=shop).json()
+    answer = client.post(
+        "/apps/shop/reward", json={"eventId": event, "reward": 3.0}, headers=shop
+    ).json()
     assert (answer["state"], answer["rewardSum"], answer["rewardCount"]) == ("accumulating", 5.0, 2)
     drain(trainer)
     assert status(client, shop)["eventsLearned"] == 0
@@ -115,8 +119,17 @@ def test_new_actions_reach_the_learner_and_deleted_apps_are_dropped(client, trai
 
 def test_a_malformed_event_is_counted_not_fatal(client, trainer, store):
     shop = create(client)
-    store.redis.xadd(keys.stream("shop"), {"eventId": "junk", "context": b"\xc1", "action": "a",
-                                           "probability": "0.5", "reward": "1", "source": "reward"})
+    store.redis.xadd(
+        keys.stream("shop"),
+        {
+            "eventId": "junk",
+            "context": b"\xc1",
+            "action": "a",
+            "probability": "0.5",
+            "reward": "1",
+            "source": "reward",
+        },
+    )
     reward(client, shop, decide(client, shop, 3))
     drain(trainer)
     s = status(client, shop)
@@ -152,3 +165,23 @@ def test_trainer_run_loop_stops_cleanly_and_publishes(client, settings):
     thread.join(10)
     s = status(client, shop)
     assert s["eventsLearned"] == 12 and not s["trainerAlive"]  # lease released on stop
+
+
+def test_api_processes_serve_a_smaller_snapshot_that_decides_like_the_trainer(
+    client, trainer, store
+):
+    shop = create(client, rewardWaitTime=60)
+    events = decide(client, shop, 60)
+    reward(client, shop, events[::2], 1.0)
+    reward(client, shop, events[1::2], 0.0)
+    drain(trainer)
+    info, full = store.load_snapshot("shop")
+    _, serving = store.load_snapshot("shop", serving=True)
+    assert len(codec.encode(serving)) < len(codec.encode(full))
+    kind = trainer.owned["shop"].kind
+    learner, server = kind.load(full), kind.load(serving)
+    for x in range(6):
+        context = {"x": x % 2, "site": "s"}
+        assert kind.decide(learner, context, ["a", "b", "c"], []) == kind.decide(
+            server, context, ["a", "b", "c"], []
+        )

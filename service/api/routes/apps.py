@@ -66,7 +66,9 @@ def create_app(body: AppCreate, store: StoreDep, _: AdminDep) -> dict:
         created_at=now,
         updated_at=now,
     )
-    store.create_app(config, codec.encode(kind.dump(learner)))
+    store.create_app(
+        config, codec.encode(kind.dump(learner)), codec.encode(kind.dump_for_serving(learner))
+    )
     return {**to_public(config, store.app_status(config.name)), "api_key": api_key}
 
 
@@ -94,8 +96,11 @@ def update_app(app: str, body: AppUpdate, store: StoreDep, _: AdminDep) -> dict:
         config = store.require_app(app)
         low, high = config.reward_range
         if not low <= body.default_reward <= high:
-            raise HTTPException(422, f"defaultReward {body.default_reward} is outside the app's "
-                                     f"rewardRange {[low, high]}")
+            raise HTTPException(
+                422,
+                f"defaultReward {body.default_reward} is outside the app's "
+                f"rewardRange {[low, high]}",
+            )
         changes["default_reward"] = body.default_reward
     config = store.update_app(app, **changes) if changes else store.require_app(app)
     return to_public(config, store.app_status(app))

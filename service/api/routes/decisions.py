@@ -23,11 +23,15 @@ from service.records import AppConfig, NewDecision
 router = APIRouter(prefix="/apps/{app}", tags=["decisions"])
 
 
-def _decide_one(config: AppConfig, model: ServedModel, body: DecideRequest) -> tuple[NewDecision, dict]:
+def _decide_one(
+    config: AppConfig, model: ServedModel, body: DecideRequest
+) -> tuple[NewDecision, dict]:
     actions = [a.id for a in body.actions] if body.actions is not None else config.action_ids
     if not actions:
-        raise HTTPException(422, f"no actions to choose from: app {config.name!r} has none and "
-                                 "the request gives none")
+        raise HTTPException(
+            422,
+            f"no actions to choose from: app {config.name!r} has none and the request gives none",
+        )
     excluded = set(body.excluded_actions)
     if not [a for a in actions if a not in excluded]:
         raise HTTPException(422, "every action is excluded (excludedActions)")
@@ -37,8 +41,14 @@ def _decide_one(config: AppConfig, model: ServedModel, body: DecideRequest) -> t
     except (ValueError, TypeError) as exc:
         raise HTTPException(422, f"cannot decide for this context: {exc}") from None
     event_id = body.event_id or uuid.uuid4().hex
-    record = NewDecision(event_id, body.context, choice.action, choice.probability, model.version,
-                         deferred=body.defer_activation)
+    record = NewDecision(
+        event_id,
+        body.context,
+        choice.action,
+        choice.probability,
+        model.version,
+        deferred=body.defer_activation,
+    )
     answer = {
         "event_id": event_id,
         "action": choice.action,
@@ -50,7 +60,9 @@ def _decide_one(config: AppConfig, model: ServedModel, body: DecideRequest) -> t
 
 
 @router.post("/decide", response_model=DecideResponse)
-def decide(body: DecideRequest, app_version: AppVersionDep, store: StoreDep, models: ModelsDep) -> dict:
+def decide(
+    body: DecideRequest, app_version: AppVersionDep, store: StoreDep, models: ModelsDep
+) -> dict:
     """Choose an action for a context; the decision waits ``rewardWaitTime`` for its reward."""
     config, version = app_version
     model = models.get(store, config, version)
@@ -61,7 +73,10 @@ def decide(body: DecideRequest, app_version: AppVersionDep, store: StoreDep, mod
 
 @router.post("/decide/batch", response_model=BatchDecideResponse)
 def decide_batch(
-    body: BatchDecideRequest, app_version: AppVersionDep, store: StoreDep, models: ModelsDep,
+    body: BatchDecideRequest,
+    app_version: AppVersionDep,
+    store: StoreDep,
+    models: ModelsDep,
     settings: SettingsDep,
 ) -> dict:
     """Up to 1000 decisions in one call, recorded all or none."""
@@ -83,10 +98,16 @@ def reward(body: RewardRequest, app_version: AppVersionDep, store: StoreDep) -> 
     config, _ = app_version
     low, high = config.reward_range
     if not low <= body.reward <= high:
-        raise HTTPException(422, f"reward {body.reward} is outside the app's rewardRange {[low, high]}")
+        raise HTTPException(
+            422, f"reward {body.reward} is outside the app's rewardRange {[low, high]}"
+        )
     outcome = store.reward(config, body.event_id, body.reward)
-    return {"event_id": body.event_id, "state": outcome.state, "reward_sum": outcome.reward_sum,
-            "reward_count": outcome.reward_count}
+    return {
+        "event_id": body.event_id,
+        "state": outcome.state,
+        "reward_sum": outcome.reward_sum,
+        "reward_count": outcome.reward_count,
+    }
 
 
 @router.post("/activate", response_model=ActivateResponse)

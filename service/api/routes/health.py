@@ -19,6 +19,9 @@ def readyz(store: StoreDep, settings: SettingsDep) -> dict:
     store.redis.ping()  # Redis errors answer 503 through the app's handler
     trainers = store.trainers_alive(within=settings.trainer_lease)
     if not trainers:
-        raise HTTPException(503, f"no trainer has reported in the last {settings.trainer_lease:g}s: "
-                                 "start one with `grove trainer` (grove serve runs one)")
+        raise HTTPException(
+            503,
+            f"no trainer has reported in the last {settings.trainer_lease:g}s: "
+            "start one with `grove trainer` (grove serve runs one)",
+        )
     return {"status": "ready", "redis": "ok", "trainers": trainers}
