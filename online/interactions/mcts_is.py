@@ -29,7 +29,7 @@ _PARAMS = (
 )
 
 
-class MCTSInteractions(base.Classifier, base.SupervisedTransformer):
+class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transformer):
     """MCTS-IS: online selection of interactions among categorical predictors.
 
     N_T FDTs (Def. 1-2) are grown by Monte-Carlo tree search, one per field: the i-th FDT's root
