@@ -231,12 +231,14 @@ class ForestPlayer(Player):
         return out
 
 
-# Bandit Tree (fig. 1): one tree without randomization
-TREE_PARAMS = {"n_trees": 1, "split_fraction": 1.0}
+# Bandit Tree (fig. 1): one tree without randomization; epsilon and depth fixed at the middle of
+# the forest's ranges (0.4-0.8, 10-18) unless --tree-params says otherwise
+TREE_DEFAULTS = {"epsilon": 0.6, "max_depth": 14}
+TREE_FIXED = {"n_trees": 1, "split_fraction": 1.0}
 
 PLAYERS = {
-    "forest": lambda data, seed, forest_params: ForestPlayer(data, seed, **{"n_trees": 100, **forest_params}),
-    "tree": lambda data, seed, forest_params: ForestPlayer(data, seed, **{**forest_params, **TREE_PARAMS}),
+    "forest": lambda data, seed, params: ForestPlayer(data, seed, **{"n_trees": 100, **params}),
+    "tree": lambda data, seed, params: ForestPlayer(data, seed, **{**TREE_DEFAULTS, **params, **TREE_FIXED}),
     "uniform": lambda data, seed, _: UniformPlayer(data, seed),
     "linucb": lambda data, seed, _: FastLinUCBPlayer(data, seed),
     "linucb_river": lambda data, seed, _: LinUCBPlayer(data, seed),

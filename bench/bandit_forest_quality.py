@@ -44,7 +44,7 @@ LABELS = {
 }
 
 
-def run(data_name, policy, steps, seed, every, out: Path, forest_params: dict, chunk_size=4096) -> dict:
+def run(data_name, policy, steps, seed, every, out: Path, forest_params: dict, tag="", chunk_size=4096) -> dict:
     data = load(data_name)
     stream = BanditStream(data, noise=0.05, seed=seed, chunk_size=chunk_size)
     t0 = time.perf_counter()
@@ -64,7 +64,7 @@ def run(data_name, policy, steps, seed, every, out: Path, forest_params: dict, c
             bar.set_postfix(avg=f"{total / done:.4f}", refresh=False)
     result = {
         "data": data_name,
-        "policy": policy,
+        "policy": policy + tag,
         "steps": steps,
         "seed": seed,
         "noise": 0.05,
@@ -76,11 +76,11 @@ def run(data_name, policy, steps, seed, every, out: Path, forest_params: dict, c
         "events_per_s": steps / played,
         "every": every,
         "cum_reward": cum,
-        "params": forest_params if policy in ("forest", "tree") else {},
+        "params": getattr(getattr(player, "policy", None), "_get_params", dict)() if policy in ("forest", "tree") else {},
         "vw_args": getattr(player, "args", None),
     }
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{data_name}_s{seed}_{policy}_{steps}.json").write_text(json.dumps(result))
+    (out / f"{data_name}_s{seed}_{policy}{tag}_{steps}.json").write_text(json.dumps(result))
     return result
 
 
@@ -91,7 +91,13 @@ def collect(out: Path, data_name: str, seed: int) -> dict[str, dict]:
         r = json.loads(path.read_text())
         if r["policy"] not in runs or r["steps"] > runs[r["policy"]]["steps"]:
             runs[r["policy"]] = r
-    return dict(sorted(runs.items(), key=lambda kv: ORDER.index(kv[0]) if kv[0] in ORDER else 99))
+    rank = {name: i for i, name in enumerate(ORDER)}
+    return dict(sorted(runs.items(), key=lambda kv: (rank.get(kv[0].split("+")[0], 99), kv[0])))
+
+
+def label(name: str) -> str:
+    base, _, tag = name.partition("+")
+    return LABELS.get(base, base) + (f" [{tag}]" if tag else "")
 
 
 def table(runs: dict[str, dict]) -> list[str]:
@@ -109,7 +115,7 @@ def table(runs: dict[str, dict]) -> list[str]:
         else:
             regret = "n/a"
         lines.append(
-            f"| {LABELS.get(name, name)} | {r['steps']:,} | {r['mean_reward']:.4f} | {last:.4f} "
+            f"| {label(name)} | {r['steps']:,} | {r['mean_reward']:.4f} | {last:.4f} "
             f"| {regret} | {r['events_per_s']:,.0f} |"
         )
     return lines
@@ -132,7 +138,7 @@ def plot(runs: dict[str, dict], data_name: str, path: Path) -> None:
         cum = np.asarray(r["cum_reward"])
         n = min(len(cum), len(ref_cum))
         x = (np.arange(n) + 1) * r["every"]
-        ax.plot(x, ref_cum[:n] - cum[:n], label=f"{LABELS.get(name, name)} ({r['mean_reward']:.3f})")
+        ax.plot(x, ref_cum[:n] - cum[:n], label=f"{label(name)} ({r['mean_reward']:.3f})")
     ax.set_xlabel("steps")
     ax.set_ylabel("cumulative regret vs reference RF")
     ax.set_title(f"{data_name}: noisy stream (flip 0.05), seed {ref['seed']}; ref avg {ref['mean_reward']:.3f}")
@@ -172,6 +178,8 @@ def main(argv=None):
     p.add_argument("--plots", type=Path, default=Path("bench/plots"), help="where the PNGs go")
     p.add_argument("--every", type=int, default=1000, help="record the cumulative reward every N steps")
     p.add_argument("--forest-params", type=json.loads, default={}, help='JSON, e.g. \'{"delta": 0.1}\'')
+    p.add_argument("--tree-params", type=json.loads, default={}, help="JSON for the Bandit Tree (default epsilon 0.6, depth 14)")
+    p.add_argument("--tag", default="", help="variant name: runs are stored as <policy>+<tag>")
     p.add_argument("--report-only", action="store_true", help="only rebuild the table and plots")
     args = p.parse_args(argv)
     data_names = args.data.split(",")
@@ -179,7 +187,9 @@ def main(argv=None):
         for data_name in data_names:
             steps = args.steps or (200_000 if data_name == "adult" else 1_000_000)
             for policy in args.policies.split(","):
-                r = run(data_name, policy, steps, args.seed, args.every, args.out, args.forest_params)
+                params = args.tree_params if policy == "tree" else args.forest_params
+                tag = f"+{args.tag}" if args.tag else ""
+                r = run(data_name, policy, steps, args.seed, args.every, args.out, params, tag)
                 print(
                     f"{data_name:8s} {policy:12s} steps={steps:,} avg reward={r['mean_reward']:.4f} "
                     f"({r['events_per_s']:,.0f} ev/s)",
