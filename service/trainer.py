@@ -151,7 +151,13 @@ class Trainer:
             if not held:
                 self.owned.pop(name, None)
             elif owned is None:
-                self.take(name, config)
+                try:
+                    self.take(name, config)
+                except UNAVAILABLE:
+                    raise
+                except Exception:  # e.g. an unreadable snapshot: keep serving the other apps
+                    log.exception("app %s: cannot resume from its snapshot; skipping it", name)
+                    self.scripts.release_lease(keys=[keys.lease(name)], args=[self.id])
             elif owned.config != config:
                 self._apply_config(owned, config)
         self._next_lease_check = time.monotonic() + self.settings.trainer_lease / 3
@@ -240,10 +246,11 @@ class Trainer:
                     float(fields["probability"]),
                 )
                 owned.events_learned += 1
-            except (ValueError, TypeError, KeyError) as exc:
-                # a malformed event must not stop the app's learning; it is counted, not retried
+            except Exception:
+                # one bad event (or a learner bug on it) must not stop the app's learning, nor
+                # crash-loop the trainer: it is counted in eventsRejected and logged, not retried
                 owned.events_rejected += 1
-                log.warning("app %s: event %s not learned: %s", name, entry_id, exc)
+                log.exception("app %s: event %s not learned", name, entry_id)
             owned.offset = entry_id
             owned.to_ack.append(entry_id)
             owned.unpublished += 1

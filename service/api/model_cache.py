@@ -6,6 +6,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from service.codec import CodecError
 from service.models import ModelKind, model_kind
 from service.records import AppConfig
 from service.store import Store
@@ -40,7 +41,11 @@ class ModelCache:
                 return served
             info, state = store.load_snapshot(config.name, serving=True)
             kind = model_kind(config.policy_kind)
-            served = ServedModel(config.uid, info.version, kind, kind.load(state))
+            try:
+                learner = kind.load(state)
+            except (ValueError, TypeError, KeyError) as exc:
+                raise CodecError(f"{kind.name} cannot restore from this snapshot: {exc}") from exc
+            served = ServedModel(config.uid, info.version, kind, learner)
             self._models[config.name] = served
             return served
 

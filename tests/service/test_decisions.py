@@ -165,3 +165,14 @@ def test_decide_serves_the_newest_snapshot(client, shop, trainer):
         ]
         == status["modelVersion"]
     )
+
+
+def test_an_unreadable_snapshot_is_503_with_a_reason_not_500(client, shop, store, trainer):
+    store.redis.hset(
+        keys.snapshot("shop"),
+        mapping={"version": 7, "serving": b"\x80\x04junk", "state": b"\x80\x04junk"},
+    )
+    answer = client.post("/apps/shop/decide", json={"context": {}}, headers=shop)
+    assert answer.status_code == 503 and "snapshot" in answer.json()["detail"]
+    trainer.refresh_leases()  # the trainer skips the app instead of crashing
+    assert "shop" not in trainer.owned
