@@ -249,8 +249,10 @@ def _check(key, value):
         if not math.isfinite(value):
             raise ValueError(f"context feature {key!r} is {value}: values must be finite numbers")
         return value
+    nested = " (nested objects and lists are not supported)" if isinstance(
+        value, (dict, list, tuple, set)) else ""
     raise TypeError(
-        f"context feature {key!r} has a {type(value).__name__} value: "
+        f"context feature {key!r} has a {type(value).__name__} value{nested}: "
         "expected a number, a string, a bool or None"
     )
 

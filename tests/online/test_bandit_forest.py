@@ -1,0 +1,307 @@
+"""Bandit Forest (Féraud et al., 2016): the paper's toy problem, its bounds, and the policy's API."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import numpy as np
+import pytest
+from river import bandit
+
+from online import BanditForest
+from online.bandit import kernels
+from online.bandit.bounds import action_radius, variable_radius
+from online.bandit.storage import ForestStorage
+
+
+# -- the paper's Table 1 toy problem ---------------------------------------------------------------
+
+def table1_event(rng: random.Random) -> tuple[dict, dict]:
+    """One context and the rewards of k1, k2 under a joint law with Table 1's conditionals.
+
+    Table 1 as printed cannot come from rewards in [0, 1]: k1's means (0 given v0, 1 given v1 of
+    x_i1) force reward(k1) = x_i1, and then matching k2's four conditional means needs a mean of
+    3/2 for (x_i1, x_i2) = (0, 1). Scaling every reward by 2/3 keeps every argmax of the table and
+    makes the law valid: P(x_i2 = 1) = 1/4, P(x_i1 = 1 | x_i2) = 1/4 or 3/4, reward(k1) = x_i1,
+    and k2's means 1/2, 3/2, 0, 1/3 for (x_i1, x_i2) = (0,0), (0,1), (1,0), (1,1).
+    """
+    x2 = int(rng.random() < 1 / 4)
+    x1 = int(rng.random() < (3 / 4 if x2 else 1 / 4))
+    k2_mean = {(0, 0): 1 / 2, (0, 1): 3 / 2, (1, 0): 0.0, (1, 1): 1 / 3}[(x1, x2)]
+    scale = 2 / 3
+    return {"x_i1": x1, "x_i2": x2}, {"k1": scale * x1, "k2": float(rng.random() < scale * k2_mean)}
+
+
+def test_table1_law_has_the_papers_conditional_means():
+    rng = random.Random(0)
+    sums: dict = {}
+    for _ in range(200_000):
+        x, y = table1_event(rng)
+        for var in ("x_i1", "x_i2"):
+            for k in ("k1", "k2"):
+                s = sums.setdefault((var, x[var], k), [0.0, 0])
+                s[0] += y[k] / (2 / 3)
+                s[1] += 1
+    mean = {key: s / n for key, (s, n) in sums.items()}
+    table = {("x_i1", 0, "k1"): 0, ("x_i1", 1, "k1"): 1, ("x_i1", 0, "k2"): 3 / 5,
+             ("x_i1", 1, "k2"): 1 / 6, ("x_i2", 0, "k1"): 1 / 4, ("x_i2", 1, "k1"): 3 / 4,
+             ("x_i2", 0, "k2"): 9 / 24, ("x_i2", 1, "k2"): 5 / 8}
+    for key, expected in table.items():
+        assert mean[key] == pytest.approx(expected, abs=0.015), key
+    # sec. 3.1: mu^{i1} = 3/4 > mu^{i2} = 15/32, so x_i1 is the variable to pick
+    p1, p2 = 3 / 8, 1 / 4
+    mu_i1 = (1 - p1) * max(0, 3 / 5) + p1 * max(1, 1 / 6)
+    mu_i2 = (1 - p2) * max(1 / 4, 9 / 24) + p2 * max(3 / 4, 5 / 8)
+    assert (mu_i1, mu_i2) == (pytest.approx(3 / 4), pytest.approx(15 / 32))
+
+
+def test_decision_stump_picks_x_i1_with_k2_for_v0_and_k1_for_v1():
+    rng = random.Random(1)
+    stump = BanditForest(n_trees=1, max_depth=1, split_fraction=1.0, epsilon=0.0, warmup=20,
+                         seed=3)
+    for _ in range(40_000):
+        x, y = table1_event(rng)
+        d = stump.decide(x, actions=["k1", "k2"])
+        stump.learn_one(x, d.action, y[d.action], d.probability)
+        if "exploring" not in stump.tree(0) and all(
+                len(a) == 1 for a in stump.tree(0)["actions"]):
+            break
+    assert stump.tree(0) == {"variable": "x_i1", "actions": [["k2"], ["k1"]]}
+    assert stump.decide({"x_i1": 0, "x_i2": 1}) .action == "k2"
+    assert stump.decide({"x_i1": 1, "x_i2": 0}) == stump.decide({"x_i1": 1, "x_i2": 1})
+    assert stump.decide({"x_i1": 1, "x_i2": 0}).action == "k1"
+    assert stump.decide({"x_i1": 1, "x_i2": 0}).probability == 1.0
+
+
+# -- eqs. (3) and (4) on hand-computed numbers ----------------------------------------------------
+
+def test_bound_functions_are_the_papers_right_hand_sides():
+    # eq. (3): 4 sqrt(ln(4 K M D L t^2 / delta) / (2 t)) with K=2, M=10, D=3, L=5, t=100
+    assert variable_radius(100, 2, 10, 0.05, 3, 5) == pytest.approx(
+        4 * math.sqrt(math.log(2.4e8) / 200))
+    assert variable_radius(100, 2, 10, 0.05, 3, 5) == pytest.approx(1.24245, abs=1e-5)
+    # eq. (4): 2 sqrt(ln(4 K L t^2 / delta) / (2 t)) with K=2, L=5, t=100
+    assert 2 * action_radius(100, 2, 0.05, 5) == pytest.approx(2 * math.sqrt(math.log(8e6) / 200))
+    assert 2 * action_radius(100, 2, 0.05, 5) == pytest.approx(0.56383, abs=1e-5)
+    assert variable_radius(0, 2, 10, 0.05) == math.inf
+
+
+def hand_built_stump(eps: float):
+    """A stump over 2 variables and 2 actions, each action played 100 times (weights 1).
+
+    x_0 = 1 in 50 of each action's plays. Reward sums:
+      var 0: k0 -> 40 with x_0 = 1, 0 with x_0 = 0;   k1 -> 5 with x_0 = 1, 30 with x_0 = 0
+      var 1: k0 -> 20 and 20;                         k1 -> 20 and 15
+    so mu^0 = max(.40, .05) + max(0, .30) = 0.70 and mu^1 = max(.2, .2) + max(.15, .2) = 0.40.
+    Eq. (3) with K=2, M=2, D=L=1, delta=0.05, t=100: radius = 4 sqrt(ln(3.2e6)/200) = 1.09467,
+    so variable 1 goes iff 0.30 + eps >= 1.09467. Eq. (4) in cell (0, x_0=1): means .8 and .1
+    over 50 plays: 2 sqrt(ln(4e5)/100) = 0.71831, so k1 goes iff 0.7 + eps >= 0.71831; in cell
+    (0, x_0=0): means 0 and .6, so k0 goes iff 0.6 + eps >= 0.71831.
+    """
+    store = ForestStorage(n_vars=2, n_actions=2)
+    store.active[:2] = True
+    s = store.new_slot(np.array([0, 1], np.int32))
+    store.slot_T[s, :2] = 100
+    store.slot_W[s, :2] = 100.0
+    store.slot_T1[s, :2, :2] = 50
+    store.slot_W1[s, :2, :2] = 50.0
+    R = store.slot_R
+    R[s, 0, 0] = [0, 40]
+    R[s, 1, 0] = [30, 5]
+    R[s, 0, 1] = [20, 20]
+    R[s, 1, 1] = [15, 20]
+    radii = kernels.radius_table(1024, 2, 0.05, 1)
+    left = kernels.eliminate_in_slot(
+        s, store.slot_vars, store.slot_nvars, store.slot_T, store.slot_W, store.slot_T1,
+        store.slot_W1, store.slot_R, store.slot_A, store.slot_union, store.slot_best,
+        store.active, 2, 2, 1, 1, eps, 0.05, radii)
+    return left, store.slot_vars[s, :left].tolist(), store.slot_A[s, :, :, :2]
+
+
+def test_variable_elimination_follows_eq_3():
+    assert 4 * math.sqrt(math.log(3.2e6) / 200) == pytest.approx(1.09467, abs=1e-5)
+    assert hand_built_stump(eps=0.79)[:2] == (2, [0, 1])
+    assert hand_built_stump(eps=0.80)[:2] == (1, [0])
+
+
+def test_action_elimination_follows_eq_4():
+    assert 2 * math.sqrt(math.log(4e5) / 100) == pytest.approx(0.71831, abs=1e-5)
+    _, _, A = hand_built_stump(eps=0.01)
+    assert A[0, 1].tolist() == [True, True] and A[0, 0].tolist() == [True, True]
+    _, _, A = hand_built_stump(eps=0.02)
+    assert A[0, 1].tolist() == [True, False]  # k1 out of A_{0,1}
+    assert A[0, 0].tolist() == [True, True]
+    _, _, A = hand_built_stump(eps=0.12)
+    assert A[0, 0].tolist() == [False, True]  # k0 out of A_{0,0}
+
+
+# -- a known best depth-2 tree ---------------------------------------------------------------------
+
+BEST = {(0, 0): "a", (0, 1): "b", (1, 0): "c", (1, 1): "d"}
+
+
+def depth2_event(rng: random.Random) -> tuple[dict, str]:
+    x = {f"x{i}": int(rng.random() < 0.5) for i in range(6)}
+    return x, BEST[(x["x0"], x["x1"])]
+
+
+@pytest.mark.slow
+def test_forest_converges_to_the_best_depth_2_tree():
+    rng = random.Random(7)
+    forest = BanditForest(n_trees=15, max_depth=2, epsilon=(0.3, 0.5), warmup=50, seed=11)
+    actions = ["a", "b", "c", "d"]
+    late_rewards = []
+    for t in range(40_000):
+        x, best = depth2_event(rng)
+        d = forest.decide(x, actions=actions)
+        reward = float(rng.random() < (0.8 if d.action == best else 0.2))
+        forest.learn_one(x, d.action, reward, d.probability)
+        if t >= 35_000:
+            late_rewards.append(reward)
+    for (x0, x1), best in BEST.items():
+        for _ in range(5):
+            x, _ = depth2_event(rng)
+            x.update(x0=x0, x1=x1)
+            assert forest.predict_one(x) == best
+    assert forest.decide({"x0": 1, "x1": 0, "x2": 1}).action == "c"
+    assert np.mean(late_rewards) > 0.7  # greedy gets 0.8, uniform 0.35
+
+
+# -- the API ---------------------------------------------------------------------------------------
+
+def trained_forest(n: int = 3000, **params) -> BanditForest:
+    rng = random.Random(5)
+    params = {"n_trees": 8, "max_depth": 3, "epsilon": 0.4, "warmup": 50, "seed": 2, **params}
+    forest = BanditForest(**params)
+    for _ in range(n):
+        x = {"site": rng.choice(["a", "b", "c"]), "age": rng.uniform(18, 80),
+             "mobile": rng.random() < 0.5}
+        d = forest.decide(x, actions=["k1", "k2", "k3"])
+        best = {"a": "k1", "b": "k2", "c": "k3"}[x["site"]]
+        forest.learn_one(x, d.action, float(rng.random() < (0.9 if d.action == best else 0.1)),
+                         d.probability)
+    return forest
+
+
+def leaves(tree) -> list:
+    if isinstance(tree, dict):
+        return [v for value in tree.values() for v in leaves(value)]
+    if isinstance(tree, list):
+        return [v for value in tree for v in leaves(value)]
+    return [tree]
+
+
+def test_state_round_trip_is_exact_and_json_able():
+    forest = trained_forest()
+    state = forest.to_state()
+    for value in leaves(state):
+        assert value is None or isinstance(value, (np.ndarray, str, int, float, bool))
+    json.dumps(state, default=lambda a: a.tolist())  # every non-array leaf is JSON
+    clone = BanditForest.from_state(state)
+    rng = random.Random(9)
+    for _ in range(500):  # same decisions, same learning, same decisions again
+        x = {"site": rng.choice(["a", "b", "c", "z"]), "age": rng.uniform(10, 90)}
+        assert clone.decide(x) == forest.decide(x)
+        reward = rng.random()
+        forest.learn_one(x, "k2", reward, 0.5)
+        clone.learn_one(x, "k2", reward, 0.5)
+    assert clone.to_state()["storage"]["slot_R"].tobytes() == \
+        forest.to_state()["storage"]["slot_R"].tobytes()
+
+
+def test_state_without_statistics_decides_the_same_but_cannot_learn():
+    forest = trained_forest()
+    serving = BanditForest.from_state(forest.to_state(statistics=False))
+    for site in "abc":
+        x = {"site": site, "age": 30.0}
+        assert serving.decide(x) == forest.decide(x)
+    with pytest.raises(RuntimeError, match="cannot|not learn"):
+        serving.learn_one({"site": "a"}, "k1", 1.0, 1.0)
+    with pytest.raises(ValueError, match="version"):
+        BanditForest.from_state({**forest.to_state(), "version": 99})
+
+
+def test_same_seed_same_decisions():
+    a, b = trained_forest(1500), trained_forest(1500)
+    x = {"site": "b", "age": 44.0}
+    assert [a.decide(x) for _ in range(20)] == [b.decide(x) for _ in range(20)]
+
+
+def test_excluded_actions_are_never_chosen():
+    forest = trained_forest()
+    for _ in range(50):
+        d = forest.decide({"site": "a", "age": 30.0}, excluded=["k1"])
+        assert d.action != "k1" and "k1" not in d.probabilities
+        assert sum(d.probabilities.values()) == pytest.approx(1.0)
+        assert d.probabilities[d.action] == d.probability
+    with pytest.raises(ValueError, match="no action"):
+        forest.decide({"site": "a"}, excluded=["k1", "k2", "k3"])
+
+
+def test_actions_added_and_removed_at_run_time():
+    forest = trained_forest(6000)
+    x = {"site": "a", "age": 30.0, "mobile": True}
+    assert forest.predict_one(x) == "k1"
+    forest.add_action("k4")
+    assert sorted(forest.actions) == ["k1", "k2", "k3", "k4"]
+    seen = {forest.decide(x).action for _ in range(200)}
+    assert "k4" in seen  # the new ad is explored, even where paths had finished
+    forest.remove_action("k1")
+    assert sorted(forest.actions) == ["k2", "k3", "k4"]
+    for _ in range(100):
+        d = forest.decide(x)
+        assert d.action != "k1" and "k1" not in d.probabilities
+        forest.learn_one(x, d.action, 0.5, d.probability)
+    assert forest.predict_one(x) in {"k2", "k3", "k4"}
+    with pytest.raises(KeyError):
+        forest.remove_action("k1")
+    # an action the forest never learned about, offered in one call, is explored
+    assert forest.decide(x, actions=["k2", "brand-new"]).probabilities["brand-new"] > 0
+
+
+def test_unseen_categories_missing_and_new_keys_are_handled():
+    forest = trained_forest()
+    for x in [{"site": "never-seen", "age": 30.0}, {}, {"age": 200.0}, {"new": "key", "n": 1.5},
+              {"site": None, "mobile": None}]:
+        d = forest.decide(x)
+        assert d.action in {"k1", "k2", "k3"} and 0 < d.probability <= 1
+        forest.learn_one(x, d.action, 0.0, d.probability)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), np.float64("nan")])
+def test_non_finite_values_are_rejected(value):
+    forest = trained_forest(100)
+    with pytest.raises(ValueError, match="finite"):
+        forest.decide({"site": "a", "age": value})
+    with pytest.raises(ValueError, match="finite"):
+        forest.learn_one({"age": value}, "k1", 1.0, 1.0)
+
+
+def test_bad_inputs_are_rejected_with_clear_errors():
+    forest = trained_forest(100)
+    with pytest.raises(TypeError, match="nested"):
+        forest.decide({"site": {"nested": 1}})
+    with pytest.raises(ValueError, match="probability"):
+        forest.learn_one({"site": "a"}, "k1", 1.0, 0.0)
+    with pytest.raises(ValueError, match="reward"):
+        forest.learn_one({"site": "a"}, "k1", float("nan"), 1.0)
+    with pytest.raises(ValueError, match="site"):
+        forest.learn_one({"site": 3.0}, "k1", 1.0, 1.0)  # numbers where strings were learned
+
+
+def test_river_evaluate_offline_runs_with_the_policy():
+    rng = random.Random(3)
+    arms = ["a", "b", "c"]
+    history = []
+    for _ in range(3000):
+        context = {"section": rng.choice(["x", "y"]), "score": rng.random()}
+        arm = rng.choice(arms)
+        best = "a" if context["section"] == "x" else "c"
+        history.append((arms, context, arm, rng.random() < (0.8 if arm == best else 0.1)))
+    policy = BanditForest(n_trees=5, max_depth=2, epsilon=0.4, warmup=30, seed=1)
+    total, n_used = bandit.evaluate_offline(policy=policy, history=history)
+    assert 500 < n_used < 3000
+    assert total.get() / n_used > 0.3  # uniform play would get about 0.33
+    assert policy.n_learned == n_used
