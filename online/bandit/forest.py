@@ -57,11 +57,17 @@ class BanditForest(bandit.base.ContextualPolicy):
     yet used on the path, and each tree draws its ``epsilon`` and ``D_theta`` from the given
     ranges.
 
-    Acting follows sec. 5's practical version of Algorithm 6: when the paths of every tree for
-    the context have finished learning (one action left), the forest plays the action with the
-    most votes (probability 1). Otherwise it draws uniformly from the union of the remaining
-    actions of the paths still exploring, and the reward of the played action is weighted by the
-    inverse of its probability (inverse propensity scoring).
+    Acting follows sec. 5's practical version of Algorithm 6: the paths still exploring draw
+    uniformly from the union of their remaining actions, the paths whose learning is finished
+    (one action left) vote, and the reward of the played action is weighted by the inverse of
+    its probability (inverse propensity scoring). With ``voting="all-finished"`` the forest votes
+    only when every tree's path is finished (Algorithm 6, line 5) and draws otherwise. With the
+    default ``voting="mixture"``, the draw happens with probability (number of exploring
+    paths) / L and the vote with probability (number of finished paths) / L: the two rules agree
+    when all paths explore or all are finished, and in between the context's region is exploited
+    as soon as most of its paths are done (the paper's "localized explore then exploit"), instead
+    of waiting for the last of L trees to reach its maximal depth. Either way the probability of
+    every action is exact, so the logged propensities are right.
 
     Contexts are dicts of numbers, strings, bools or None, turned into binary variables by a
     :class:`~online.bandit.encoder.ContextEncoder` (numbers: ``n_bins`` equal-frequency bins;
@@ -91,6 +97,8 @@ class BanditForest(bandit.base.ContextualPolicy):
     warmup
         Events played uniformly before the trees are built (see above); also the number of
         values a numeric feature first seen later needs before its bins exist.
+    voting
+        ``"mixture"`` (default) or ``"all-finished"`` (the paper's Algorithm 6): see above.
     seed
         Seed of the random generators: same seed and same calls give the same decisions.
 
@@ -115,7 +123,11 @@ class BanditForest(bandit.base.ContextualPolicy):
     * **Randomization.** ε and D_θ are drawn per tree (uniform on the range; D inclusive); the
       candidate subset of a node has round(split_fraction * |V_c|) variables (at least 1). A
       node with no variable left is a leaf playing ACTION SELECTION alone.
-    * **Voting ties** go to the candidate listed first; a vote for an excluded action is dropped.
+    * **Voting.** The paper votes only once every path is finished, and its sec. 5 says the
+      regret falls gradually because frequent paths "already vote for their best actions"
+      while unlikely ones explore; with 100 trees of depth 10-18 the strict rule rarely votes
+      within a million events, hence the mixture (see above) as the default. Ties go to the
+      candidate listed first; a vote for an excluded action is dropped.
     * **Action inventory.** A new action (or one put back) re-enters every remaining-action set,
       so finished paths explore it against their best action; removing an action takes it out
       everywhere, and a cell left with none starts over with the whole inventory. An action
@@ -165,6 +177,7 @@ class BanditForest(bandit.base.ContextualPolicy):
         split_fraction: float = 0.8,
         n_bins: int = 5,
         warmup: int = 200,
+        voting: str = "mixture",
         seed: int | None = None,
     ):
         super().__init__(burn_in=0)
@@ -187,7 +200,10 @@ class BanditForest(bandit.base.ContextualPolicy):
         self.max_depth = max_depth
         self.split_fraction = split_fraction
         self.n_bins = n_bins
+        if voting not in ("mixture", "all-finished"):
+            raise ValueError(f"voting must be 'mixture' or 'all-finished', got {voting!r}")
         self.warmup = warmup
+        self.voting = voting
         self.seed = seed
 
         self._encoder = ContextEncoder(n_bins=n_bins, warmup=warmup)
@@ -257,25 +273,37 @@ class BanditForest(bandit.base.ContextualPolicy):
             exploring = 1
             explore[:] = True
         new = [k is None for k in known]
-        pool = []
-        if exploring or any(new):
-            pool = [a for a, k in zip(candidates, known)
-                    if k is None or explore[k] or (any(new) and votes[k] > 0)]
+        # the exploring paths' remaining actions (an action never learned about is exploring)
+        pool = [a for a, k, is_new in zip(candidates, known, new) if is_new or explore[k]]
+        counts = [votes[k] if k is not None else 0 for k in known]
+        winner = candidates[int(np.argmax(counts))] if max(counts) > 0 else None
+        finished = int(votes.sum())
+        if any(new):
+            exploring = max(exploring, 1)
+        if self.voting == "all-finished":  # Algorithm 6, line 5: vote only if every path is done
+            share = 1.0 if exploring else 0.0
+        else:  # finished paths vote, exploring paths draw, in proportion to their number
+            share = exploring / (exploring + finished) if exploring + finished else 1.0
+        if not pool:
+            share = 0.0
+        if winner is None:
+            share = 1.0 if pool else 0.0
+        probs = dict.fromkeys(candidates, 0.0)
         if pool:
-            choice = pool[int(self._rng_decide.integers(len(pool)))]
-            chosen, probability, explored = choice, 1.0 / len(pool), True
-            probs = {a: (probability if a in pool else 0.0) for a in candidates}
+            for a in pool:
+                probs[a] += share / len(pool)
+        if winner is not None:
+            probs[winner] += 1.0 - share
+        if not pool and winner is None:  # every remaining action was excluded
+            pool = candidates
+            share = 1.0
+            probs = dict.fromkeys(candidates, 1.0 / len(candidates))
+        explored = share == 1.0 or (share > 0.0 and self._rng_decide.random() < share)
+        if explored:
+            chosen = pool[int(self._rng_decide.integers(len(pool)))]
         else:
-            counts = [votes[k] if k is not None else 0 for k in known]
-            if max(counts) > 0:
-                chosen = candidates[int(np.argmax(counts))]
-                chosen, probability, explored = chosen, 1.0, False
-                probs = {a: float(a == chosen) for a in candidates}
-            else:  # every remaining action was excluded: nothing learned applies
-                probability = 1.0 / len(candidates)
-                chosen = candidates[int(self._rng_decide.integers(len(candidates)))]
-                explored = True
-                probs = {a: probability for a in candidates}
+            chosen = winner
+        probability = probs[chosen]
         order = sorted(range(len(candidates)), key=lambda j: (
             -probs[candidates[j]], -(votes[known[j]] if known[j] is not None else 0), j))
         ranked = {candidates[j]: probs[candidates[j]] for j in order}
@@ -505,7 +533,7 @@ class BanditForest(bandit.base.ContextualPolicy):
         """
         params = {name: getattr(self, name) for name in (
             "n_trees", "delta", "epsilon", "max_depth", "split_fraction", "n_bins", "warmup",
-            "seed")}
+            "voting", "seed")}
         for name in ("epsilon", "max_depth"):
             if isinstance(params[name], (tuple, list)):
                 params[name] = list(params[name])
