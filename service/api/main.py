@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 from service.api import errors
 from service.api.model_cache import ModelCache
-from service.api.routes import apps, decisions, health
+from service.api.routes import apps, decisions, health, metrics
 from service.redis_client import connect
 from service.settings import Settings, get_settings
 from service.store import Store
@@ -26,6 +26,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         client = connect(chosen)  # lazy: no connection until the first request
         app.state.store = Store(client, chosen)
         app.state.models = ModelCache()
+        app.state.metrics = metrics.Metrics(app.state.store)
         yield
         client.close()
 
@@ -41,4 +42,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(apps.router)
     app.include_router(decisions.router)
+    app.include_router(metrics.router)
+
+    @app.middleware("http")
+    async def observe(request, call_next):
+        return await request.app.state.metrics.middleware(request, call_next)
+
     return app

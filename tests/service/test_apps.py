@@ -117,3 +117,18 @@ def test_without_a_configured_admin_key_admin_routes_say_so(redis_url):
     with TestClient(create_app(make_settings(redis_url, admin_key=None))) as client:
         answer = client.post("/apps", json=app_body(), headers={"Authorization": "Bearer x"})
         assert answer.status_code == 503 and "GROVE_ADMIN_KEY" in answer.json()["detail"]
+
+
+def test_openapi_describes_every_route(client):
+    paths = client.get("/openapi.json").json()["paths"]
+    assert {
+        "/apps",
+        "/apps/{app}",
+        "/apps/{app}/decide",
+        "/apps/{app}/decide/batch",
+        "/apps/{app}/reward",
+        "/apps/{app}/activate",
+        "/healthz",
+        "/readyz",
+    } <= set(paths)
+    assert client.get("/docs").status_code == 200

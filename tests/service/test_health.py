@@ -81,3 +81,14 @@ def test_redis_down_answers_503_fast_and_recovers_by_itself(tmp_path):
         stop.set()
         thread.join(10)
         server.stop()
+
+
+def test_metrics_report_requests_and_app_state(client):
+    from .conftest import create
+
+    shop = create(client, "shop")
+    client.post("/apps/shop/decide", json={"context": {"x": 1}}, headers=shop)
+    text = client.get("/metrics").text
+    assert 'grove_http_requests_total{route="/apps/{app}/decide",status="200"} 1.0' in text
+    assert 'grove_app_pending_decisions{app="shop"} 1.0' in text
+    assert 'grove_app_events_learned{app="shop"} 0.0' in text
