@@ -23,9 +23,13 @@ Choices where the paper is silent or ambiguous
   prediction layer (the ranking loss ignores it). Adam with beta = (0.9, 0.999), eps = 1e-8.
 - Learning rate and temperature decay linearly per step over all epochs x batches.
 - An epoch visits the N instances in a fresh random order, in batches of ``batch_size``.
+- Training runs in float32 with BLAS limited to one thread (the matrices are small; thread
+  start-up costs more than it saves); ``forward``/``backward`` work in any float dtype.
 """
 
 from __future__ import annotations
+
+from contextlib import nullcontext
 
 import numpy as np
 
@@ -95,7 +99,15 @@ class Binarizer:
 def augment(Z: np.ndarray) -> np.ndarray:
     """z^0 = (z, 1 - z, 1, 0) (sec. 3.3.1)."""
     n = len(Z)
-    return np.hstack([Z, 1.0 - Z, np.ones((n, 1)), np.zeros((n, 1))])
+    return np.hstack([Z, 1.0 - Z, np.ones((n, 1), Z.dtype), np.zeros((n, 1), Z.dtype)])
+
+
+def _one_blas_thread():
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        return nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _softmax(a: np.ndarray) -> np.ndarray:
@@ -110,10 +122,10 @@ def _log_sigmoid(x):
 
 def ranking_loss(y_tilde: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
     """Negative of the sec. 3.3.4 objective over all ordered pairs i != j, and d loss / d y~."""
-    n = len(y)
-    T = np.where(y[:, None] > y[None, :], 1.0, -1.0)  # I(yi>yj) - I(yi<=yj)
+    n, dt = len(y), y_tilde.dtype
+    T = np.where(y[:, None] > y[None, :], 1.0, -1.0).astype(dt)  # I(yi>yj) - I(yi<=yj)
     D = y_tilde[:, None] - y_tilde[None, :]
-    off = 1.0 - np.eye(n)
+    off = 1.0 - np.eye(n, dtype=dt)
     norm = n * (n - 1)
     loss = -float((_log_sigmoid(T * D) * off).sum()) / norm
     G = -T * (1.0 / (1.0 + np.exp(T * D))) * off / norm  # d loss / d D_ij
@@ -159,7 +171,7 @@ class GSNLN:
         self.random_state = random_state
 
     # -- parameters ----------------------------------------------------------------------
-    def _init(self, h0: int, rng) -> None:
+    def _init(self, h0: int, rng, dtype=np.float64) -> None:
         if self.R % 2 or self.R < 2:
             raise ValueError("R must be a positive even number (R/2 conjunctions + R/2 "
                              "disjunctions)")
@@ -169,12 +181,12 @@ class GSNLN:
             last = l == self.L - 1
             m = self.R if last else 2 * self.H
             self.layers_.append({
-                "Wa": 0.1 * rng.standard_normal((m, h)),
-                "Wb": 0.1 * rng.standard_normal((m, h)),
+                "Wa": (0.1 * rng.standard_normal((m, h))).astype(dtype),
+                "Wb": (0.1 * rng.standard_normal((m, h))).astype(dtype),
                 "n_conj": m // 2,
             })
             h = m if last else m + h
-        self.w_ = 0.1 * rng.standard_normal(self.R)
+        self.w_ = (0.1 * rng.standard_normal(self.R)).astype(dtype)
 
     def _params(self):
         out = []
@@ -222,15 +234,23 @@ class GSNLN:
             # softmax Jacobian of eq. 13, times 1/tau
             dWa = Qa * (dQa - (Qa * dQa).sum(axis=1, keepdims=True)) / tau
             dWb = Qb * (dQb - (Qb * dQb).sum(axis=1, keepdims=True)) / tau
+            grads = [dWa, dWb] + grads
+            if l == 0:
+                break  # no gradient needed for the input literals
             dz = dA @ Qa + dB @ Qb
             if dskip.shape[1]:
                 dz = dz + dskip
-            grads = [dWa, dWb] + grads
         return grads + [grads_w]
 
     def sample_noise(self, rng):
-        return [(rng.gumbel(size=ly["Wa"].shape), rng.gumbel(size=ly["Wb"].shape))
-                for ly in self.layers_]
+        """Gumbel(0, 1) samples g = -ln(-ln U) for every selection logit (eq. 13)."""
+        dt = self.w_.dtype
+
+        def gumbel(shape):
+            u = rng.random(shape, dtype=dt)
+            return -np.log(-np.log(np.clip(u, 1e-7, 1 - 1e-7)))
+
+        return [(gumbel(ly["Wa"].shape), gumbel(ly["Wb"].shape)) for ly in self.layers_]
 
     def loss_and_grads(self, Z0, y, tau, noise):
         y_tilde, cache = self.forward(Z0, tau, noise)
@@ -242,9 +262,16 @@ class GSNLN:
         """``Z``: binary literals (N, P'); ``y``: teacher scores (N,)."""
         rs = self.random_state
         rng = rs if isinstance(rs, np.random.Generator) else np.random.default_rng(rs)
-        Z0 = augment(np.asarray(Z, dtype=np.float64))
-        y = np.asarray(y, dtype=np.float64)
-        self._init(Z0.shape[1], rng)
+        with _one_blas_thread():
+            self._train(augment(np.asarray(Z, dtype=np.float32)), np.asarray(y, np.float32), rng,
+                        progress)
+        for ly in self.layers_:  # the learned network is kept in float64
+            ly["Wa"], ly["Wb"] = ly["Wa"].astype(np.float64), ly["Wb"].astype(np.float64)
+        self.w_ = self.w_.astype(np.float64)
+        return self
+
+    def _train(self, Z0, y, rng, progress):
+        self._init(Z0.shape[1], rng, np.float32)
         params = self._params()
         m1 = [np.zeros_like(p) for p in params]
         m2 = [np.zeros_like(p) for p in params]
@@ -276,7 +303,6 @@ class GSNLN:
             self.loss_curve_.append(epoch_loss / n)
             if progress is not None:
                 progress((epoch + 1) / self.epochs, f"GS-NLN epoch {epoch + 1}/{self.epochs}")
-        return self
 
     def rule_activations(self, Z) -> np.ndarray:
         """z^L of the hard network: (N, R) booleans, one column per rule."""
@@ -340,6 +366,33 @@ def terms(expr) -> list:
         for t in (terms(sub) if sub[0] == expr[0] else [sub]):
             if t not in out:
                 out.append(t)
+    return out
+
+
+def merge_thresholds(expr, literals: list[tuple[int, float | None]]):
+    """Drops literals implied by another on the same statistic inside one AND/OR
+    (``x > 14 OR x > 10`` is ``x > 10``); ``literals`` are the Binarizer's (column, threshold)."""
+    if expr[0] not in ("and", "or"):
+        return expr
+    kept, best = [], {}
+    for t in terms(expr):
+        t = merge_thresholds(t, literals)
+        if t[0] == "lit" and literals[t[1]][1] is not None:
+            col, thr = literals[t[1]]
+            key = (col, t[2])
+            # AND keeps the tightest bound, OR the loosest: x > a is implied by x > b for b > a
+            if key in best:
+                other = literals[best[key][1]][1]
+                looser = (thr < other) != t[2]  # for "x > thr": smaller thr is looser
+                if looser == (expr[0] == "or"):
+                    kept[kept.index(best[key])] = t
+                    best[key] = t
+                continue
+            best[key] = t
+        kept.append(t)
+    out = kept[0]
+    for t in kept[1:]:
+        out = (expr[0], out, t)
     return out
 
 

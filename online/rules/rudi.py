@@ -33,7 +33,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from online.rules.events import EventTable, Schema, _column, infer_schema
-from online.rules.gs_nln import GSNLN, Binarizer, count_literals, render
+from online.rules.gs_nln import GSNLN, Binarizer, count_literals, merge_thresholds, render
 from online.rules.mcts_sg import MCTSSG, multiple_corr
 from online.rules.metrics import fidelity
 from online.rules.operators import Grammar, build_operators
@@ -188,7 +188,8 @@ class RuDi:
     def _describe_rules(self, Z) -> None:
         words = self.binarizer_.describe(self.feature_names_)
         acts = self.network_.rule_activations(Z)
-        exprs = self.network_.expressions(len(self.binarizer_.literals_))
+        lits = self.binarizer_.literals_
+        exprs = [merge_thresholds(e, lits) for e in self.network_.expressions(len(lits))]
         rules = []
         for r, expr in enumerate(exprs):
             rules.append({

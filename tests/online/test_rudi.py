@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from online.rules.gs_nln import GSNLN, Binarizer, augment
+from online.rules.gs_nln import GSNLN, Binarizer, augment, render
 from online.rules.metrics import fidelity
 from online.rules.rudi import RuDi
 
@@ -55,17 +55,42 @@ def test_mcts_sg_finds_the_teacher_statistics(fitted):
 
 def test_gs_nln_recovers_an_equivalent_rule(fitted):
     model, events, _, _, _, teacher = fitted
-    acts = model.rule_activations(events)
-    # some rule is the teacher's rule or its negation, on every entity
-    exact = [r for r in range(acts.shape[1])
-             if np.array_equal(acts[:, r] == 1, teacher) or np.array_equal(acts[:, r] == 0, teacher)]
-    assert exact
-    assert model.auc_ > 0.99
+    # the weighted rules are the teacher's rule: one threshold on the student's score splits
+    # the entities exactly as the teacher does
+    pred = model.predict(events)
+    assert pred[teacher].min() > pred[~teacher].max()
+    assert model.auc_ == 1.0
     assert all(r["n_literals"] <= 4 for r in model.rules_)
-    top = model.rules_[0]
-    assert "Sum(Select channel=app)" in top["rule"] and "type" in top["rule"]
-    assert 0.0 < top["support"] < 1.0
+    used = " ".join(r["rule"] for r in model.rules_ if r["weight"] != 0)
+    assert "Sum(Select channel=app)" in used and "Sum(Select amount | " in used
+    assert all(0.0 < r["support"] < 1.0 for r in model.rules_)
     assert "weight" in model.rules_text()
+
+
+def test_gs_nln_finds_the_single_rule():
+    """On the teacher's two statistics, one rule (or its negation) is the teacher's rule."""
+    _, scores, sum_a, count_app, teacher = synthetic()
+    X = np.column_stack([sum_a, count_app])
+    binz = Binarizer().fit(X)
+    Z = binz.transform(X)
+    words = binz.describe(["Sum(amount where type=a)", "Count(channel=app)"])
+    wanted = {
+        "Sum(amount where type=a) > 10 AND Count(channel=app) <= 2",
+        "Count(channel=app) <= 2 AND Sum(amount where type=a) > 10",
+        "Sum(amount where type=a) <= 10 OR Count(channel=app) > 2",
+        "Count(channel=app) > 2 OR Sum(amount where type=a) <= 10",
+    }
+    found = 0
+    for seed in range(3):  # the ranking loss may also split the rule over two weighted rules
+        net = GSNLN(R=2, H=4, L=2, epochs=100, random_state=seed).fit(Z, scores)
+        acts = net.rule_activations(Z) == 1
+        exprs = net.expressions(len(binz.literals_))
+        for r in range(2):
+            if np.array_equal(acts[:, r], teacher) or np.array_equal(~acts[:, r], teacher):
+                assert render(exprs[r], words) in wanted
+                found += 1
+                break
+    assert found >= 2
 
 
 def test_predict_new_events_and_score(fitted):
