@@ -265,6 +265,28 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
     def predict_one(self, x: dict, **kwargs) -> bool:
         return self.predict_proba_one(x)[True] > 0.5
 
+    def explain_one(self, x: dict) -> dict:
+        """``predict_proba_one``'s probability with, per extracted DT, the leaf reached (its
+        conjunction, or None when the DT does not split or an unknown category stopped it),
+        the leaf's mean mu_hat and the DT's weight."""
+        if len(self._fdt.roots) == 0:
+            return {"probability": 0.5, "trees": []}
+        nodes, at_leaf = self._route(self._vocab.encode_row(x)[None, :])
+        weights = self._tree_weights()
+        mu = self._fdt.mu_hat(nodes[0])
+        trees = [
+            {
+                "root": self._vocab.fields[int(field)],
+                "leaf": self._name(int(n)) if leaf and n != root else None,
+                "mean": float(m),
+                "weight": float(w),
+            }
+            for n, leaf, root, field, m, w in zip(
+                nodes[0], at_leaf[0], self._fdt.roots, self._fdt.root_fields, mu, weights
+            )
+        ]
+        return {"probability": float(np.clip(mu @ weights, 0.0, 1.0)), "trees": trees}
+
     def transform_one(self, x: dict) -> dict:
         """One-hot leaf interactions of the extracted DTs (trees that do not split give none)."""
         if len(self._fdt.roots) == 0:

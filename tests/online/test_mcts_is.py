@@ -46,6 +46,13 @@ def test_xor_interaction_recovered_exactly():
     assert all(t["mean"] == (1.0 if t["terms"]["a"] != t["terms"]["b"] else 0.0) for t in top)
     for x, y in xor_stream(50, seed=2):
         assert model.predict_one(x) == bool(y)
+    x = {"a": "1", "b": "0", "c": "0", "d": "0"}
+    explained = model.explain_one(x)
+    assert explained["probability"] == model.predict_proba_one(x)[True]
+    by_root = {t["root"]: t for t in explained["trees"]}
+    assert by_root["a"]["leaf"] == "a=1 & b=0" and by_root["a"]["mean"] > 0.95
+    assert sum(t["weight"] for t in explained["trees"]) == pytest.approx(1.0)
+    assert by_root["c"]["weight"] < 0.01
 
 
 # -- pruning by the estimated screening criterion, and the way back (lines 22-26) ----------------
