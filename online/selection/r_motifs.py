@@ -101,6 +101,10 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
         (MOTiFS).
     max_recursions : int or None
         Cap on the number of trees; None follows the paper (until accuracy stops improving).
+    on_tie : {"continue", "stop"}
+        When a tree's best subset only ties the optimal accuracy: "continue" (Section 3.1's
+        base condition ``Acc(F_best^j) < Acc(F_best^i)``) takes it if it is smaller and
+        recurses; "stop" (Algorithm 1's "greater than") ends the search.
     scaling : {"minmax", "standard", None}
         How X is rescaled (on the rows given to ``fit``) before k-NN distances are measured.
     max_validation_samples : int or None
@@ -129,8 +133,8 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
         Feature selection ratio, eq. (4): ``accuracy_ / len(selected_features_)``.
     history_ : list of dict
         One entry per recursion (tree): ``recursion``, ``n_input_features``, ``subset`` (the
-        tree's best subset, column indices), ``accuracy`` (its reward) and ``improved``
-        (whether it became the optimal subset and fed the next recursion).
+        tree's best subset, column indices), ``accuracy`` (its reward) and ``accepted``
+        (whether it became the optimal subset and fed the next recursion), named ``accepted``.
     n_evaluations_, n_cache_hits_ : int
         Reward computations and repeated subsets answered from the cache.
 
@@ -147,8 +151,12 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
       -inf, so the first tree's best subset (the MOTiFS answer) is always taken, even when
       all features score higher, and later trees must beat it. (Starting at Acc(F) instead
       returned all 30 WDBC features in a trial fold, unlike the paper's 12.6.)
-    - Recursion continues only on strict improvement (Algorithm 1, "greater than"); a tie
-      stops it (Section 3.1's ``<`` would continue on a tie).
+    - Ties: Section 3.1 stops on ``Acc(F_best^j) < Acc(F_best^i)`` (a tie continues),
+      Algorithm 1 continues on "greater than" (a tie stops). The default follows Section 3.1
+      (``on_tie="continue"``), accepting a tying subset only if it is strictly smaller, which
+      guarantees termination; ties are frequent (LOO accuracy moves in steps of 1/n) and on
+      three WDBC folds the strict rule stopped at 15, 16 and 18 features where tying
+      subsets of 8, 13 and 8 were found. ``on_tie="stop"`` is Algorithm 1 literally.
     - ``maxReward`` of UCTSEARCH starts at -inf, so the first simulation's subset is the best
       until beaten (strictly: the first subset reaching the maximum is kept).
     - EXPAND picks the untried action uniformly at random; BESTCHILD breaks ties in eq. (2)
@@ -175,7 +183,7 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
     (120, 2)
     >>> selector.accuracy_ > selector.all_features_accuracy_
     True
-    >>> [(h["recursion"], h["n_input_features"], h["improved"]) for h in selector.history_]
+    >>> [(h["recursion"], h["n_input_features"], h["accepted"]) for h in selector.history_]
     [(0, 8, True), (1, 3, True), (2, 2, False)]
 
     References
@@ -185,13 +193,14 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
     """
 
     def __init__(self, n_simulations=1000, c=0.1, n_neighbors=5, recursive=True,
-                 max_recursions=None, scaling="minmax", max_validation_samples=None,
+                 max_recursions=None, on_tie="continue", scaling="minmax", max_validation_samples=None,
                  progress=None, random_state=None):
         self.n_simulations = n_simulations
         self.c = c
         self.n_neighbors = n_neighbors
         self.recursive = recursive
         self.max_recursions = max_recursions
+        self.on_tie = on_tie
         self.scaling = scaling
         self.max_validation_samples = max_validation_samples
         self.progress = progress
@@ -221,13 +230,17 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
             # busy cores made rewards 5x slower here (bench/README_r_motifs.md)
             with threadpool_limits(limits=1, user_api="blas"):
                 max_reward, best = self._uct_search(features, reward, rng, recursion, d)
-            improved = max_reward > optimal_reward
+            # base condition (Section 3.1): stop when Acc(F_best^j) < Acc(F_best^i); on a tie
+            # go on only with a strictly smaller subset (else the next tree is the same one)
+            accepted = max_reward > optimal_reward or (
+                self.on_tie == "continue" and max_reward == optimal_reward
+                and len(best) < len(optimal))
             history.append({"recursion": recursion, "n_input_features": len(features),
-                            "subset": best, "accuracy": max_reward, "improved": bool(improved)})
+                            "subset": best, "accuracy": max_reward, "accepted": bool(accepted)})
             if not self.recursive:  # MOTiFS: the one tree's best subset
                 optimal_reward, optimal = max_reward, best
                 break
-            if not improved:  # base condition: the successor tree did not improve
+            if not accepted:
                 break
             optimal_reward, optimal = max_reward, best
             recursion += 1
@@ -320,6 +333,8 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
             raise ValueError(f"n_simulations must be a positive int, got {self.n_simulations!r}")
         if not self.c > 0:  # eq. (2) requires C > 0
             raise ValueError(f"c must be > 0, got {self.c!r}")
+        if self.on_tie not in ("continue", "stop"):
+            raise ValueError(f"on_tie must be 'continue' or 'stop', got {self.on_tie!r}")
         if self.scaling not in _SCALINGS:
             raise ValueError(f"scaling must be one of {list(_SCALINGS)}, got {self.scaling!r}")
         if self.max_recursions is not None and self.max_recursions < 1:
@@ -329,7 +344,7 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
 
     # -- state export -----------------------------------------------------------------------
     _STATE_PARAMS = ("n_simulations", "c", "n_neighbors", "recursive", "max_recursions",
-                     "scaling", "max_validation_samples")
+                     "on_tie", "scaling", "max_validation_samples")
 
     def to_state(self) -> dict:
         """Fitted selection as numpy arrays and JSON scalars (no pickle)."""
@@ -351,7 +366,7 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
             "history": {
                 "n_input_features": np.array([h["n_input_features"] for h in self.history_]),
                 "accuracy": np.array([h["accuracy"] for h in self.history_], dtype=np.float64),
-                "improved": np.array([h["improved"] for h in self.history_], dtype=bool),
+                "accepted": np.array([h["accepted"] for h in self.history_], dtype=bool),
                 "subset_lengths": np.array(lengths, dtype=np.int64),
                 "subsets": np.concatenate([np.asarray(h["subset"], dtype=np.int64)
                                            for h in self.history_]),
@@ -383,7 +398,7 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
         self.history_ = [
             {"recursion": i, "n_input_features": int(h["n_input_features"][i]),
              "subset": np.asarray(h["subsets"][bounds[i]:bounds[i + 1]], dtype=np.int64),
-             "accuracy": float(h["accuracy"][i]), "improved": bool(h["improved"][i])}
+             "accuracy": float(h["accuracy"][i]), "accepted": bool(h["accepted"][i])}
             for i in range(len(h["accuracy"]))
         ]
         return self

@@ -43,14 +43,27 @@ def test_recursion_shrinks_the_input_and_stops_when_accuracy_stops_improving():
     sel = RMOTiFS(n_simulations=150, random_state=0).fit(X, y)
     h = sel.history_
     assert h[0]["n_input_features"] == 40
-    assert all(e["improved"] for e in h[:-1]) and not h[-1]["improved"]
+    assert all(e["accepted"] for e in h[:-1]) and not h[-1]["accepted"]
     for prev, nxt in zip(h, h[1:]):
         assert nxt["n_input_features"] == len(prev["subset"])  # next tree's input = best subset
         assert set(nxt["subset"]) <= set(prev["subset"])
-    accs = [e["accuracy"] for e in h]
-    assert all(b > a for a, b in zip(accs[:-2], accs[1:-1]))
-    assert accs[-1] <= accs[-2]
-    assert sel.accuracy_ == accs[-2]
+    # Section 3.1: go on unless accuracy drops; a tie is taken only with fewer features
+    for prev, nxt in zip(h[:-2], h[1:-1]):
+        assert nxt["accuracy"] > prev["accuracy"] or (
+            nxt["accuracy"] == prev["accuracy"] and len(nxt["subset"]) < len(prev["subset"]))
+    last, before = h[-1], h[-2]
+    assert last["accuracy"] < before["accuracy"] or len(last["subset"]) == len(before["subset"])
+    assert sel.accuracy_ == before["accuracy"]
+    np.testing.assert_array_equal(sel.selected_features_, before["subset"])
+
+
+def test_on_tie_stop_is_algorithm_1_strictly_greater():
+    X, y = three_of_forty()
+    for seed in range(3):
+        h = RMOTiFS(n_simulations=150, on_tie="stop", random_state=seed).fit(X, y).history_
+        accs = [e["accuracy"] for e in h]
+        assert all(b > a for a, b in zip(accs[:-2], accs[1:-1]))
+        assert accs[-1] <= accs[-2]
 
 
 def test_without_recursion_is_one_tree_motifs():
@@ -238,8 +251,8 @@ def test_state_round_trip():
     np.testing.assert_array_equal(back.transform(frame), sel.transform(frame))
     assert back.accuracy_ == sel.accuracy_ and back.fsr_ == sel.fsr_
     assert list(back.get_feature_names_out()) == list(sel.get_feature_names_out())
-    assert [(e["accuracy"], e["subset"].tolist(), e["improved"]) for e in back.history_] == \
-           [(e["accuracy"], e["subset"].tolist(), e["improved"]) for e in sel.history_]
+    assert [(e["accuracy"], e["subset"].tolist(), e["accepted"]) for e in back.history_] == \
+           [(e["accuracy"], e["subset"].tolist(), e["accepted"]) for e in sel.history_]
     with pytest.raises(ValueError):
         RMOTiFS.from_state({**state, "version": 99})
 
@@ -252,7 +265,7 @@ def test_max_validation_samples_bounds_the_reward_rows():
 
 
 @pytest.mark.parametrize("params", [{"n_simulations": 0}, {"c": 0.0}, {"scaling": "robust"},
-                                    {"max_recursions": 0}, {"progress": "yes"}])
+                                    {"max_recursions": 0}, {"progress": "yes"}, {"on_tie": "maybe"}])
 def test_bad_parameters_raise(params):
     X, y = three_of_forty(n=40)
     with pytest.raises(ValueError):
