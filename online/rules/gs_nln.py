@@ -356,6 +356,11 @@ def simplify(op, a, b):
             return a
         if a[0] == "lit" and b[0] == "lit" and a[1] == b[1]:
             return one  # x OR NOT x
+    dual = "or" if op == "and" else "and"
+    if b[0] == dual and a in terms(b):
+        return a  # absorption: a AND (a OR c) = a, a OR (a AND c) = a
+    if a[0] == dual and b in terms(a):
+        return b
     return (op, a, b)
 
 

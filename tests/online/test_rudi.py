@@ -182,3 +182,20 @@ def test_bad_inputs_raise():
         RuDi(K=1, D=2, R=2, n_simulations=5, epochs=1).fit(events, "user", scores[:10])
     with pytest.raises(ValueError):
         RuDi(K=1, D=2, R=3, n_simulations=5, epochs=1).fit(events, "user", scores)
+
+
+def test_sequences_of_length_one():
+    """The live-app mode: each logged decision is an entity with one event (its context)."""
+    rng = np.random.default_rng(5)
+    n = 400
+    contexts = {
+        "decision": np.arange(n),
+        "age": rng.integers(18, 70, n).astype(float),
+        "device": rng.choice(["ios", "android", "web"], n),
+    }
+    prob = 0.8 * ((contexts["age"] > 40) & (contexts["device"] == "ios")) + 0.1
+    model = RuDi(K=2, D=2, R=2, H=2, n_simulations=60, epochs=60, random_state=0)
+    model.fit(contexts, "decision", prob)
+    assert model.fidelity_ > 0.85  # thresholds are deciles (eq. 10): age > 40 becomes > 42
+    assert {s["name"].split("(")[1].split(")")[0] for s in model.statistics_} >= {
+        "Select age", "Select device"}
