@@ -198,9 +198,8 @@ def learn_event(x, k, y, w, roots, node_kind, node_var, node_child, node_ref, tr
             for j in range(n_vars[s]):  # VE lines 2-5 and AE line 2, for the played action
                 i = vars_[s, j]
                 v = x[i]
-                if v:
-                    T1[s, k, i] += 1
-                    W1[s, k, i] += w
+                T1[s, k, i] += v  # branch-free: x_i is 0 or 1
+                W1[s, k, i] += w * v
                 R[s, k, i, v] += wy
             # "if k = LastAction(A)": with random draws, a round is n_active plays of the path
             if slot_n[s] % n_active == 0:
