@@ -219,15 +219,20 @@ class ForestPlayer(Player):
             self.policy.add_action(a)
         self.index = {a: i for i, a in enumerate(self.actions)}
         self.names = data.feature_names
+        # diagnostics, per chunk: [steps, explored steps, reward when explored, reward when voted]
+        self.log: list[list[float]] = []
 
     def play(self, X, y):
         out = np.empty(len(y))
+        explored = np.zeros(len(y), dtype=bool)
         decide, learn, names, index = self.policy.decide, self.policy.learn_one, self.names, self.index
         for i, (row, label) in enumerate(zip(X.tolist(), y.tolist())):
             x = dict(zip(names, row))
             d = decide(x)
             out[i] = r = 1.0 if index[d.action] == label else 0.0
+            explored[i] = d.explored
             learn(x, d.action, r, d.probability)
+        self.log.append([len(y), int(explored.sum()), float(out[explored].sum()), float(out[~explored].sum())])
         return out
 
 

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bandit_forest_policies import PLAYERS  # noqa: E402
+from bandit_forest_speed import state_nbytes  # noqa: E402
 from streams import BanditStream, load  # noqa: E402
 
 ORDER = ["reference", "forest", "tree", "linucb", "vw_eps", "vw_squarecb", "uniform"]
@@ -44,6 +45,19 @@ LABELS = {
 }
 
 
+def code_version() -> str:
+    """Commit of the repository, and "+dirty" when online/bandit has uncommitted changes."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "online/bandit"], cwd=root, capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
 def run(data_name, policy, steps, seed, every, out: Path, forest_params: dict, tag="", chunk_size=4096) -> dict:
     data = load(data_name)
     stream = BanditStream(data, noise=0.05, seed=seed, chunk_size=chunk_size)
@@ -51,6 +65,9 @@ def run(data_name, policy, steps, seed, every, out: Path, forest_params: dict, t
     player = PLAYERS[policy](data, seed, forest_params)
     setup = time.perf_counter() - t0
     cum, total, done, played = [], 0.0, 0, 0.0
+    # Bandit Forest: bytes of its arrays (memory_usage()) about 20 times along the run
+    memory = [] if hasattr(getattr(player, "policy", None), "memory_usage") else None
+    mem_every = max(steps // 20, 1)
     with tqdm(total=steps, desc=f"{data_name}/{policy}", unit="ev", mininterval=5, smoothing=0.1) as bar:
         for X, y in stream.chunks(steps):
             t = time.perf_counter()
@@ -60,8 +77,13 @@ def run(data_name, policy, steps, seed, every, out: Path, forest_params: dict, t
             ends = np.arange(every - done % every, len(y) + 1, every)  # steps that end a window
             cum.extend(c[ends - 1].tolist())
             total, done = float(c[-1]), done + len(y)
+            if memory is not None and done >= (len(memory) + 1) * mem_every:
+                memory.append([done, int(player.policy.memory_usage())])
             bar.update(len(y))
-            bar.set_postfix(avg=f"{total / done:.4f}", refresh=False)
+            post = {"avg": f"{total / done:.4f}"}
+            if getattr(player, "log", None):
+                post["explored"] = f"{player.log[-1][1] / player.log[-1][0]:.3f}"
+            bar.set_postfix(post, refresh=False)
     result = {
         "data": data_name,
         "policy": policy + tag,
@@ -78,7 +100,18 @@ def run(data_name, policy, steps, seed, every, out: Path, forest_params: dict, t
         "cum_reward": cum,
         "params": getattr(getattr(player, "policy", None), "_get_params", dict)() if policy in ("forest", "tree") else {},
         "vw_args": getattr(player, "args", None),
+        "code": code_version(),
     }
+    if hasattr(player, "log"):  # Bandit Forest: how often it explored, and the reward of each mode
+        log = np.asarray(player.log)
+        result["explore_log"] = log.tolist()
+        n, n_exp, r_exp, r_vote = log.sum(axis=0)
+        result["explored_fraction"] = n_exp / n
+        result["reward_explored"] = r_exp / max(n_exp, 1)
+        result["reward_voted"] = r_vote / max(n - n_exp, 1)
+        result["n_nodes"] = int(getattr(player.policy, "n_nodes", -1))
+        result["memory_usage"] = memory
+        result["to_state_bytes"] = state_nbytes(player.policy.to_state())
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{data_name}_s{seed}_{policy}{tag}_{steps}.json").write_text(json.dumps(result))
     return result
