@@ -399,14 +399,46 @@ def _pair_errors(codes, y_codes, n_classes) -> np.ndarray:
     """Majority-vote error of every pair ``{h_i, h_j}`` (Algorithm 1, line 5); symmetric."""
     T = codes.shape[0]
     out = np.zeros((T, T))
-    scores = codes.astype(np.float32) if codes.ndim == 3 else None
+    if codes.ndim == 3:
+        return _pair_errors_scores(codes, y_codes)
     for i in range(T - 1):
-        if scores is not None:
-            pred = (scores[i][None] + scores[i + 1 :]).argmax(axis=2)
-        else:
-            # two votes: agreement wins, a 1-1 tie goes to the lower class index
-            pred = np.minimum(codes[i][None, :], codes[i + 1 :])
+        # two votes: agreement wins, a 1-1 tie goes to the lower class index
+        pred = np.minimum(codes[i][None, :], codes[i + 1 :])
         out[i, i + 1 :] = np.mean(pred != y_codes[None, :], axis=1)
+    return out + out.T
+
+
+def _pair_errors_scores(scores, y_codes) -> np.ndarray:
+    """Pair errors for score predictions, through each tree's distinct score rows.
+
+    A tree gives one of few score vectors (one per leaf), so the pair's vote on a sample depends
+    only on (row of h_i, row of h_j): count samples per (row_i, row_j, y) and vote once per combination.
+    """
+    T, m, K = scores.shape
+    uniq, inv = [], []
+    for t in range(T):
+        u, v = np.unique(scores[t], axis=0, return_inverse=True)
+        uniq.append(u)
+        inv.append(v.reshape(-1))
+    L = max(len(u) for u in uniq)
+    out = np.zeros((T, T))
+    if L * L * K > 4 * m * K or L * L * K * T > 5e7:  # many distinct rows: vote sample by sample
+        for i in range(T - 1):
+            pred = (scores[i][None] + scores[i + 1 :]).argmax(axis=2)
+            out[i, i + 1 :] = np.mean(pred != y_codes[None, :], axis=1)
+        return out + out.T
+    U = np.zeros((T, L, K))
+    for t in range(T):
+        U[t, : len(uniq[t])] = uniq[t]
+    inv = np.stack(inv)  # (T, m)
+    for i in range(T - 1):
+        Li, rest = len(uniq[i]), np.arange(i + 1, T)
+        n = len(rest)
+        code = ((np.arange(n)[:, None] * Li + inv[i][None, :]) * L + inv[rest]) * K + y_codes[None, :]
+        counts = np.bincount(code.ravel(), minlength=n * Li * L * K).reshape(n, Li, L, K)
+        winner = (U[i, :Li][None, :, None, :] + U[rest][:, None, :, :]).argmax(axis=3)  # Eq. (1)
+        correct = np.take_along_axis(counts, winner[..., None], axis=3).sum(axis=(1, 2, 3))
+        out[i, rest] = (m - correct) / m
     return out + out.T
 
 
