@@ -85,10 +85,10 @@ class Trainer:
         while not stop.is_set():
             try:
                 work = self.step()
-            except UNAVAILABLE as exc:
+            except (*UNAVAILABLE, redis.RedisError) as exc:  # down, loading, failing over...
                 if down_since is None:
                     down_since = time.monotonic()
-                    log.warning("Redis unavailable (%s); retrying", exc)
+                    log.warning("Redis unavailable (%s: %s); retrying", type(exc).__name__, exc)
                 self.owned.clear()  # reload from the snapshots once Redis is back
                 self._next_lease_check = 0.0
                 stop.wait(0.5)
