@@ -29,14 +29,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import tracemalloc
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-from tqdm import tqdm
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # small matrices: threads only contend
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from tqdm import tqdm  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

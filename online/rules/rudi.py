@@ -21,7 +21,8 @@ Choices where the paper is silent or ambiguous
   residualised target when chosen (eqs. 8-9); ``multiple_correlation_`` is eq. 5 for all K
   statistics together (the Table 3 figure).
 - Rules are listed by decreasing |weight|; a rule's support is the fraction of the fitted
-  entities it holds for. Fidelity and AUC (``fidelity_``, ``auc_``) are measured on the
+  entities it holds for. Last-layer neurons that read as the same rule are listed once with
+  their weights summed (the score is unchanged), so ``rules_`` may hold fewer than R rules. Fidelity and AUC (``fidelity_``, ``auc_``) are measured on the
   fitted entities; use ``score`` on held-out data.
 - The progress callback gets (fraction in [0, 1], message); MCTS-SG counts for the first 60%.
 """
@@ -190,16 +191,19 @@ class RuDi:
         acts = self.network_.rule_activations(Z)
         lits = self.binarizer_.literals_
         exprs = [merge_thresholds(e, lits) for e in self.network_.expressions(len(lits))]
-        rules = []
+        rules: dict[str, dict] = {}
         for r, expr in enumerate(exprs):
-            rules.append({
-                "rule": render(expr, words),
+            text = render(expr, words)
+            if text in rules:  # the same rule from two neurons: one rule, weights summed
+                rules[text]["weight"] += float(self.network_.w_[r])
+                continue
+            rules[text] = {
+                "rule": text,
                 "weight": float(self.network_.w_[r]),
                 "support": float(acts[:, r].mean()),
                 "n_literals": count_literals(expr),
-            })
-        order = np.argsort([-abs(r["weight"]) for r in rules], kind="stable")
-        self.rules_ = [rules[i] for i in order]
+            }
+        self.rules_ = sorted(rules.values(), key=lambda r: -abs(r["weight"]))
 
     # -- use -------------------------------------------------------------------------------
     def transform(self, events) -> np.ndarray:
