@@ -102,15 +102,18 @@ def _algorithm_1(trees, P, y, k, lam):
     return S, history
 
 
-@pytest.mark.parametrize("scores", [False, True])
+@pytest.mark.parametrize("scores", [None, "dense", "leaves"])
 def test_matches_a_literal_algorithm_1(scores):
     rng = np.random.default_rng(3)
     Tn, m, K = 12, 60, 3
     trees = [_random_tree(rng, int(rng.integers(1, 7))) for _ in range(Tn)]
     y = rng.integers(0, K, m)
-    if scores:
+    if scores == "dense":  # a different score vector on every sample
         P = rng.dirichlet(np.ones(K), size=(Tn, m))
         P[: Tn // 2, np.arange(m), y] += 0.3
+    elif scores == "leaves":  # a few score vectors per tree, one per leaf, as trees give
+        leaves = rng.dirichlet(np.ones(K), size=(Tn, 4))
+        P = leaves[np.arange(Tn)[:, None], rng.integers(0, 4, (Tn, m))]
     else:
         P = np.where(rng.random((Tn, m)) < 0.6, y, rng.integers(0, K, (Tn, m)))
     for C, esm_avg in [(0.75, "subset"), (0.05, "term"), (0.0, "subset"), (5.0, "term")]:
