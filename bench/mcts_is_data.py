@@ -10,7 +10,8 @@ NAMES = ("adult", "kr_vs_kp", "splice", "tic_tac_toe")
 
 
 def load(name: str, bins: int = 10) -> tuple[pd.DataFrame, np.ndarray]:
-    """Features as strings (numeric columns of adult cut into ``bins`` quantile bins), y in {0,1}.
+    """Features as strings, y in {0, 1}. Adult's numeric columns keep their values as categories
+    (ages, hours, capital gains ...) except ``fnlwgt``, cut into ``bins`` quantile bins.
 
     adult: income >50K; kr_vs_kp: class == won; splice: a junction (EI or IE) vs N, p1..p60;
     tic_tac_toe: class == positive.
@@ -19,9 +20,7 @@ def load(name: str, bins: int = 10) -> tuple[pd.DataFrame, np.ndarray]:
     if name == "adult":
         y = (df.pop("income") == ">50K").to_numpy(int)
         df = df.drop(columns=["split"])
-        for col in df.columns:
-            if pd.api.types.is_numeric_dtype(df[col]):
-                df[col] = pd.qcut(df[col], bins, duplicates="drop").astype(str)
+        df["fnlwgt"] = pd.qcut(df["fnlwgt"], bins, duplicates="drop").astype(str)
     elif name == "kr_vs_kp":
         y = (df.pop("class") == "won").to_numpy(int)
     elif name == "splice":

@@ -38,7 +38,7 @@ LAMBDA = (5e-3, 5e-4, 5e-5)
 # default reduced grid: the screen keeps a node roughly when P(S) > (lambda / c_F)^2, so these
 # three span strong (1%), weak (0.01%) and "positive mass only" (mu P > lambda) screening
 SMALL_GRID = ((0.05, 5e-3), (0.05, 5e-4), (0.005, 5e-3))
-LR_C = (0.1, 1.0, 10.0)
+LR_C = (0.03, 0.1, 0.3, 1.0)
 
 
 def onehot(train, *others):
@@ -51,7 +51,7 @@ def best_lr(blocks, y, parts):
     tr, va, te = parts
     best = None
     for C in LR_C:
-        lr = LogisticRegression(C=C, max_iter=2000)
+        lr = LogisticRegression(C=C, max_iter=2000, solver="liblinear")
         lr.fit(blocks[0], y[tr])
         auc_va = roc_auc_score(y[va], lr.predict_proba(blocks[1])[:, 1])
         if best is None or auc_va > best[0]:

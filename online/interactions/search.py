@@ -76,6 +76,17 @@ def _grouped_cumulative(keys, values):
     return out_cnt, out_sum
 
 
+def _unique_inverse(values: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct ``values`` (ints in [0, size), in no particular order) and the index of each
+    value among them: ``np.unique(values, return_inverse=True)`` without sorting."""
+    scratch = np.empty(size, dtype=np.int64)
+    pos = np.arange(values.size)
+    scratch[values] = pos  # the last writer wins: one representative per value
+    uniq = values[scratch[values] == pos]
+    scratch[uniq] = np.arange(uniq.size)
+    return uniq, scratch[values]
+
+
 def _add(values: np.ndarray, index: np.ndarray, amount) -> None:
     np.add.at(values, index, amount)
 
@@ -107,7 +118,7 @@ def iterate(fdt: FDT, codes: np.ndarray, y: np.ndarray, n_categories: np.ndarray
         if R == 1:  # one sample: its walkers are in different trees, all nodes distinct
             uniq, inv = d, np.arange(d.size)
         else:
-            uniq, inv = np.unique(d, return_inverse=True)
+            uniq, inv = _unique_inverse(d, D.n)
         flat, group = _ranges(D.fstart[uniq], D.fcount[uniq])
         excl = is_excluded(F.nabove[flat])
         if excl.any():
@@ -181,7 +192,7 @@ def iterate(fdt: FDT, codes: np.ndarray, y: np.ndarray, n_categories: np.ndarray
     sel_w, sel_l = ent_w[deeper], ent_l[deeper]
     Lval = num[sel_w, sel_l] / den[sel_w, sel_l]
     fsel = feat_mat[sel_w, sel_l]
-    uniq_f, inv_f = np.unique(fsel, return_inverse=True)
+    uniq_f, inv_f = _unique_inverse(fsel, F.n)
     m = np.bincount(inv_f, minlength=uniq_f.size).astype(np.float64)
     total = np.bincount(inv_f, weights=Lval, minlength=uniq_f.size)
     F.sigma[uniq_f] = (F.V[uniq_f] * F.sigma[uniq_f] + total) / (F.V[uniq_f] + m)
@@ -198,7 +209,7 @@ def iterate(fdt: FDT, codes: np.ndarray, y: np.ndarray, n_categories: np.ndarray
         ps = support[pw, pl] * fdt.p_hat(ex_child)
         D.s[ex_child] = screening_statistic(fdt.mu_hat(ex_child), ps, params["c_f"])
         touched_f.append(pf)
-    tf = np.unique(np.concatenate(touched_f))
+    tf, _ = _unique_inverse(np.concatenate(touched_f), F.n)
     kids, kgroup = _ranges(F.cstart[tf], F.ccount[tf])
     F.nabove[tf] = np.bincount(kgroup, weights=D.s[kids] > params["lambda_"], minlength=tf.size)
 
