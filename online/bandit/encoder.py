@@ -125,6 +125,12 @@ class ContextEncoder:
 
     def learn_one(self, x: dict) -> None:
         """Extend the coding with what ``x`` shows: new categories, new features, numeric values."""
+        self.learn_encode(x)
+
+    def learn_encode(self, x: dict) -> np.ndarray:
+        """``learn_one(x)`` then ``encode(x)``, in one pass (the learning hot path)."""
+        active = []
+        features = self._features
         for key, value in x.items():
             kind_of_value = type(value)
             if kind_of_value is float:
@@ -134,21 +140,35 @@ class ContextEncoder:
                 value = _check(key, value)
             if value is None:
                 continue
-            feature = self._features.get(key)
+            feature = features.get(key)
             if feature is None:
                 feature = self._new_feature(key, value)
             kind = feature["kind"]
             if kind == CATEGORICAL:
                 if not isinstance(value, str):
                     raise _kind_error(key, kind, value)
-                if value not in feature["values"]:
-                    feature["values"][value] = self._add_variable(f"{key}={value}")
-            elif isinstance(value, str):
+                index = feature["values"].get(value)
+                if index is None:
+                    index = feature["values"][value] = self._add_variable(f"{key}={value}")
+                active.append(index)
+                continue
+            if isinstance(value, str):
                 raise _kind_error(key, kind, value)
-            elif kind == PENDING:
+            if kind == PENDING:
                 feature["seen"].append(float(value))
-                if len(feature["seen"]) >= self.warmup:
-                    self._freeze(key)
+                if len(feature["seen"]) < self.warmup:
+                    continue
+                self._freeze(key)
+                feature = features[key]
+                kind = feature["kind"]
+            if kind == BINARY:
+                if value > 0.5:
+                    active.append(feature["variable"])
+            else:
+                active.append(feature["first"] + bisect.bisect_right(feature["cuts"], value))
+        out = np.zeros(len(self._names), dtype=np.int8)
+        out[active] = 1
+        return out
 
     def freeze(self) -> None:
         """Learn the bins of every numeric feature still pending, from the values seen so far."""

@@ -14,7 +14,7 @@ from river import bandit
 
 from online.bandit.encoder import ContextEncoder
 from online.bandit.kernels import (
-    LEAF, SLOT, SPLIT, greedy_votes, learn_event, paths_status, radius_table)
+    LEAF, SLOT, SPLIT, decide_probabilities, greedy_votes, learn_event, radius_table)
 from online.bandit.storage import ForestStorage
 
 __all__ = ["BanditForest", "Decision"]
@@ -218,6 +218,8 @@ class BanditForest(bandit.base.ContextualPolicy):
         self._ready = np.zeros(n_trees, np.int32)
         self._last_probabilities: dict = {}
         self._radii_table: np.ndarray | None = None
+        self._inventory: tuple[list, np.ndarray] | None = None  # cached active actions
+        self._arrays_version = -1  # storage version the cached kernel arguments belong to
         self._radii_for = 0
         seeds = np.random.SeedSequence(seed).spawn(2)
         self._rng_learn = np.random.Generator(np.random.PCG64(seeds[0]))
@@ -244,6 +246,7 @@ class BanditForest(bandit.base.ContextualPolicy):
             return
         store.active[k] = True
         store.reopen_action(k)
+        self._inventory = None
 
     def remove_action(self, action: Hashable) -> None:
         """Take ``action`` out of the inventory (its statistics are kept if it comes back)."""
@@ -252,6 +255,7 @@ class BanditForest(bandit.base.ContextualPolicy):
             raise KeyError(f"action {action!r} is not in the inventory")
         self._store.active[k] = False
         self._store.refill_emptied()
+        self._inventory = None
 
     # -- acting --------------------------------------------------------------------------------
 
@@ -262,53 +266,23 @@ class BanditForest(bandit.base.ContextualPolicy):
         """
         xb = self._encoder.encode(x)
         candidates, known = self._candidates(actions, excluded)
-        store = self._store
-        explore = np.zeros(store.act_cap, bool)
-        votes = np.zeros(store.act_cap, np.int64)
-        if len(self._roots):
-            exploring = paths_status(xb, self._roots, store.node_kind, store.node_var,
-                                     store.node_child, store.node_ref, store.slot_union,
-                                     store.leaf_A, store.active, explore, votes)
-        else:  # warm-up: every root stump would draw among all actions
-            exploring = 1
-            explore[:] = True
-        new = [k is None for k in known]
-        # the exploring paths' remaining actions (an action never learned about is exploring)
-        pool = [a for a, k, is_new in zip(candidates, known, new) if is_new or explore[k]]
-        counts = [votes[k] if k is not None else 0 for k in known]
-        winner = candidates[int(np.argmax(counts))] if max(counts) > 0 else None
-        finished = int(votes.sum())
-        if any(new):
-            exploring = max(exploring, 1)
-        if self.voting == "all-finished":  # Algorithm 6, line 5: vote only if every path is done
-            share = 1.0 if exploring else 0.0
-        else:  # finished paths vote, exploring paths draw, in proportion to their number
-            share = exploring / (exploring + finished) if exploring + finished else 1.0
-        if not pool:
-            share = 0.0
-        if winner is None:
-            share = 1.0 if pool else 0.0
-        probs = dict.fromkeys(candidates, 0.0)
-        if pool:
-            for a in pool:
-                probs[a] += share / len(pool)
-        if winner is not None:
-            probs[winner] += 1.0 - share
-        if not pool and winner is None:  # every remaining action was excluded
-            pool = candidates
-            share = 1.0
-            probs = dict.fromkeys(candidates, 1.0 / len(candidates))
-        explored = share == 1.0 or (share > 0.0 and self._rng_decide.random() < share)
+        n = len(candidates)
+        probs = np.empty(n)
+        pool = np.empty(n, np.bool_)
+        order = np.empty(n, np.int64)
+        share, winner = decide_probabilities(xb, *self._decide_arrays(), known,
+                                             self.voting == "all-finished", probs, pool, order)
+        rng = self._rng_decide
+        explored = share == 1.0 or (share > 0.0 and rng.random() < share)
         if explored:
-            chosen = pool[int(self._rng_decide.integers(len(pool)))]
+            positions = np.flatnonzero(pool)
+            j = int(positions[int(rng.random() * len(positions))])
         else:
-            chosen = winner
-        probability = probs[chosen]
-        order = sorted(range(len(candidates)), key=lambda j: (
-            -probs[candidates[j]], -(votes[known[j]] if known[j] is not None else 0), j))
-        ranked = {candidates[j]: probs[candidates[j]] for j in order}
+            j = winner
+        probs_list = probs.tolist()
+        ranked = {candidates[i]: probs_list[i] for i in order.tolist()}
         self._last_probabilities = ranked
-        return Decision(chosen, probability, ranked, explored)
+        return Decision(candidates[j], probs_list[j], ranked, explored)
 
     def predict_one(self, x: dict, actions: Iterable | None = None, excluded: Iterable = ()):
         """The action the forest would exploit: each tree's path votes for its best estimate."""
@@ -318,29 +292,36 @@ class BanditForest(bandit.base.ContextualPolicy):
         if not len(self._roots):
             return self._warmup_best(candidates)
         allowed = np.zeros(store.act_cap, bool)
-        allowed[[k for k in known if k is not None]] = True
+        allowed[known[known >= 0]] = True
         votes = np.zeros(store.act_cap, np.int64)
         greedy_votes(xb, self._roots, store.node_kind, store.node_var, store.node_child,
                      store.node_ref, store.slot_T, store.slot_W, store.slot_T1, store.slot_W1,
                      store.slot_R, store.slot_A, store.slot_best, store.slot_vars, store.leaf_T,
                      store.leaf_W, store.leaf_R, store.leaf_A, store.active, allowed, votes)
-        counts = [votes[k] if k is not None else 0 for k in known]
+        counts = np.where(known >= 0, votes[known], 0)
         return candidates[int(np.argmax(counts))]
 
-    def _candidates(self, actions, excluded) -> tuple[list, list]:
-        excluded = set(excluded)
-        if actions is None:
-            candidates = [a for a in self.actions if a not in excluded]
+    def _candidates(self, actions, excluded) -> tuple[list, np.ndarray]:
+        """Candidate actions, and their indices (-1: not in the inventory, i.e. never learned)."""
+        if actions is None and not excluded:
+            candidates, known = self._active_inventory()
         else:
-            candidates = list(dict.fromkeys(a for a in actions if a not in excluded))
+            excluded = set(excluded)
+            pool = self.actions if actions is None else dict.fromkeys(actions)
+            candidates = [a for a in pool if a not in excluded]
+            active, index = self._store.active, self._index
+            known = np.array([k if k is not None and active[k] else -1
+                              for k in map(index.get, candidates)], np.int64)
         if not candidates:
             raise ValueError("no action to choose from: the list is empty or all are excluded")
-        active = self._store.active
-        known = []
-        for a in candidates:
-            k = self._index.get(a)
-            known.append(k if k is not None and active[k] else None)
         return candidates, known
+
+    def _active_inventory(self) -> tuple[list, np.ndarray]:
+        if self._inventory is None:
+            active = self._store.active
+            ks = [k for k in range(len(self._actions)) if active[k]]
+            self._inventory = ([self._actions[k] for k in ks], np.array(ks, np.int64))
+        return self._inventory
 
     def _warmup_best(self, candidates: list):
         totals: dict = {}
@@ -367,7 +348,7 @@ class BanditForest(bandit.base.ContextualPolicy):
         if not self._store.has_statistics:
             raise RuntimeError("this forest was restored without its statistics: it can decide "
                                "but not learn")
-        self._encoder.learn_one(x)
+        xb = self._encoder.learn_encode(x)
         if action not in self._index:
             self.add_action(action)
         self._n_learned += 1
@@ -376,22 +357,41 @@ class BanditForest(bandit.base.ContextualPolicy):
             if len(self._buffer) >= self.warmup:
                 self._grow_trees()
             return
-        self._learn(self._encoder.encode(x), self._index[action], reward, 1.0 / probability)
+        self._learn(xb, self._index[action], reward, 1.0 / probability)
 
     def _learn(self, xb: np.ndarray, k: int, reward: float, weight: float) -> None:
-        store = self._store
-        n_active = int(store.active.sum())
+        n_active = len(self._active_inventory()[0])
         if n_active == 0:
             return
-        n_ready = learn_event(
-            xb, k, reward, weight, self._roots, store.node_kind, store.node_var, store.node_child,
-            store.node_ref, self._tree_eps, self._tree_depth, store.slot_vars, store.slot_nvars,
-            store.slot_T, store.slot_W, store.slot_T1, store.slot_W1, store.slot_R, store.slot_A,
-            store.slot_union, store.slot_n, store.slot_best, store.leaf_T, store.leaf_W,
-            store.leaf_R, store.leaf_A, store.active, n_active, self._encoder.n_variables,
-            self.delta, self._radii(n_active), self._ready)
+        n_ready = learn_event(xb, k, reward, weight, *self._learn_arrays(), n_active,
+                              self._encoder.n_variables, self.delta, self._radii(n_active),
+                              self._ready)
         for node in self._ready[:n_ready].tolist():
             self._resolve(node)
+
+    def _refresh_arrays(self) -> None:
+        """Kernel arguments, cached until the storage reallocates (numba call overhead)."""
+        store = self._store
+        self._learn_args = (
+            self._roots, store.node_kind, store.node_var, store.node_child, store.node_ref,
+            self._tree_eps, self._tree_depth, store.slot_vars, store.slot_nvars, store.slot_T,
+            store.slot_W, store.slot_T1, store.slot_W1, store.slot_R, store.slot_A,
+            store.slot_union, store.slot_n, store.slot_best, store.leaf_T, store.leaf_W,
+            store.leaf_R, store.leaf_A, store.active)
+        self._decide_args = (
+            self._roots, store.node_kind, store.node_var, store.node_child, store.node_ref,
+            store.slot_union, store.leaf_A, store.active)
+        self._arrays_version = store.version
+
+    def _learn_arrays(self) -> tuple:
+        if self._arrays_version != self._store.version:
+            self._refresh_arrays()
+        return self._learn_args
+
+    def _decide_arrays(self) -> tuple:
+        if self._arrays_version != self._store.version:
+            self._refresh_arrays()
+        return self._decide_args
 
     def _radii(self, n_active: int) -> np.ndarray:
         """Table of action_radius(t) for t < 65536 at the current number of actions."""
@@ -409,6 +409,7 @@ class BanditForest(bandit.base.ContextualPolicy):
         self._tree_eps = self._rng_learn.uniform(eps_low, eps_high, L)
         self._tree_depth = self._rng_learn.integers(depth_low, depth_high + 1, L).astype(np.int32)
         self._roots = np.array([self._new_path(theta, 1, -1, []) for theta in range(L)], np.int32)
+        self._store.version += 1  # the kernels' arguments changed
         buffer, self._buffer = self._buffer, []
         for x, action, reward, probability in buffer:
             self._learn(self._encoder.encode(x), self._index[action], reward, 1.0 / probability)

@@ -298,3 +298,74 @@ def greedy_votes(x, roots, node_kind, node_var, node_child, node_ref, T, W, T1, 
                         best, best_mean = k, mean
         if best >= 0:
             votes[best] += 1
+
+
+@njit(cache=True)
+def decide_probabilities(x, roots, node_kind, node_var, node_child, node_ref, union, leaf_A,
+                         active, candidates, all_finished, probs, pool, order):
+    """The forest's probability for each candidate action (sec. 5's version of Algorithm 6).
+
+    ``candidates[j]`` is an action index, or -1 for an action never learned about (it counts as
+    exploring). Fills ``probs`` and ``pool`` (candidates the exploring paths draw from) and
+    ``order`` (ranking: probability, then votes, then position), and returns
+    ``(share, winner)``: the probability of drawing from the pool instead of playing the vote
+    winner (a position, -1 if no finished path votes for a candidate).
+    """
+    K = active.shape[0]
+    explore = np.zeros(K, np.bool_)
+    votes = np.zeros(K, np.int64)
+    exploring = paths_status(x, roots, node_kind, node_var, node_child, node_ref, union, leaf_A,
+                             active, explore, votes)
+    if roots.shape[0] == 0:  # warm-up: every root stump would draw among all actions
+        exploring = 1
+        explore[:] = True
+    n = candidates.shape[0]
+    cand_votes = np.zeros(n, np.int64)
+    n_pool = 0
+    any_new = False
+    winner = -1
+    for j in range(n):
+        k = candidates[j]
+        if k < 0:
+            pool[j] = True
+            any_new = True
+        else:
+            pool[j] = explore[k]
+            cand_votes[j] = votes[k]
+            if votes[k] > 0 and (winner < 0 or votes[k] > cand_votes[winner]):
+                winner = j
+        if pool[j]:
+            n_pool += 1
+    finished = 0
+    for k in range(K):
+        finished += votes[k]
+    if any_new and exploring == 0:
+        exploring = 1
+    if all_finished:  # Algorithm 6, line 5: vote only when every path is finished
+        share = 1.0 if exploring > 0 else 0.0
+    else:  # finished paths vote, exploring paths draw, in proportion to their number
+        share = exploring / (exploring + finished) if exploring + finished > 0 else 1.0
+    if n_pool == 0:
+        share = 0.0
+    if winner < 0:
+        share = 1.0
+    if n_pool == 0 and winner < 0:  # every remaining action was excluded: draw among all
+        for j in range(n):
+            pool[j] = True
+        n_pool = n
+    for j in range(n):
+        probs[j] = share / n_pool if pool[j] else 0.0
+    if winner >= 0:
+        probs[winner] += 1.0 - share
+    # ranking: insertion sort on (-probability, -votes, position); n is small
+    for j in range(n):
+        order[j] = j
+    for a in range(1, n):
+        j = order[a]
+        b = a - 1
+        while b >= 0 and (probs[order[b]] < probs[j] or (
+                probs[order[b]] == probs[j] and cand_votes[order[b]] < cand_votes[j])):
+            order[b + 1] = order[b]
+            b -= 1
+        order[b + 1] = j
+    return share, winner

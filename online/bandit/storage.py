@@ -34,6 +34,7 @@ class ForestStorage:
         self.n_leaves = 0
         self.free_slots: list[int] = []
         self.has_statistics = True
+        self.version = 0  # bumped whenever an array is reallocated
         for name, (dtype, shape) in NODE_ARRAYS.items():
             setattr(self, name, np.full((16, *shape), -1, dtype=dtype))
         self.active = np.zeros(self.act_cap, bool)
@@ -68,6 +69,7 @@ class ForestStorage:
     def _regrow(self, names, rows: int, M: int, K: int) -> None:
         """Reallocate the named arrays to ``rows`` rows and capacities M, K, keeping the data."""
         old = {name: getattr(self, name) for name in names}
+        self.version += 1
         if names is self.SLOT_ARRAYS:
             self._alloc_slots(rows, M, K)
         else:
@@ -82,6 +84,7 @@ class ForestStorage:
         if need <= cap:
             return
         cap = max(need, 2 * cap)
+        self.version += 1
         for name, (dtype, shape) in NODE_ARRAYS.items():
             old = getattr(self, name)
             new = np.full((cap, *shape), -1, dtype=dtype)
@@ -100,6 +103,7 @@ class ForestStorage:
             active = np.zeros(K, bool)
             active[: len(self.active)] = self.active
             self.active = active
+            self.version += 1
         self.var_cap, self.act_cap = M, K
 
     def new_node(self, tree: int, depth: int, parent: int) -> int:
