@@ -14,8 +14,9 @@ from river import bandit
 
 from online.bandit.encoder import ContextEncoder
 from online.bandit.kernels import (
-    LEAF, SLOT, SPLIT, decide_probabilities, greedy_votes, learn_event, radius_table)
+    LEAF, SLOT, SPLIT, decide_probabilities, greedy_actions, learn_event, radius_table)
 from online.bandit.storage import ForestStorage
+from online.bandit.subforest import select_trees_state
 
 __all__ = ["BanditForest", "Decision"]
 
@@ -293,11 +294,12 @@ class BanditForest(bandit.base.ContextualPolicy):
             return self._warmup_best(candidates)
         allowed = np.zeros(store.act_cap, bool)
         allowed[known[known >= 0]] = True
-        votes = np.zeros(store.act_cap, np.int64)
-        greedy_votes(xb, self._roots, store.node_kind, store.node_var, store.node_child,
-                     store.node_ref, store.slot_T, store.slot_W, store.slot_T1, store.slot_W1,
-                     store.slot_R, store.slot_A, store.slot_best, store.slot_vars, store.leaf_T,
-                     store.leaf_W, store.leaf_R, store.leaf_A, store.active, allowed, votes)
+        per_tree = np.full(len(self._roots), -1, np.int64)
+        greedy_actions(xb, self._roots, store.node_kind, store.node_var, store.node_child,
+                       store.node_ref, store.slot_T, store.slot_W, store.slot_T1, store.slot_W1,
+                       store.slot_R, store.slot_A, store.slot_best, store.slot_vars, store.leaf_T,
+                       store.leaf_W, store.leaf_R, store.leaf_A, store.active, allowed, per_tree)
+        votes = np.bincount(per_tree[per_tree >= 0], minlength=store.act_cap)
         counts = np.where(known >= 0, votes[known], 0)
         return candidates[int(np.argmax(counts))]
 
@@ -523,6 +525,59 @@ class BanditForest(bandit.base.ContextualPolicy):
         remaining = [[a for k, a in enumerate(self._actions)
                       if store.leaf_A[leaf, v, k] and store.active[k]] for v in range(2)]
         return {"variable": names[var] if var >= 0 else None, "actions": remaining}
+
+    def tree_votes(self, x: dict) -> list:
+        """The action each tree's path would exploit for ``x`` (None where it has none yet)."""
+        xb = self._encoder.encode(x)
+        if not len(self._roots):
+            return [None] * self.n_trees
+        store = self._store
+        allowed = store.active.copy()
+        out = np.full(self.n_trees, -1, np.int64)
+        greedy_actions(xb, self._roots, store.node_kind, store.node_var, store.node_child,
+                       store.node_ref, store.slot_T, store.slot_W, store.slot_T1, store.slot_W1,
+                       store.slot_R, store.slot_A, store.slot_best, store.slot_vars, store.leaf_T,
+                       store.leaf_W, store.leaf_R, store.leaf_A, store.active, allowed, out)
+        return [self._actions[k] if k >= 0 else None for k in out.tolist()]
+
+    def tree_structure(self, theta: int) -> tuple[list[int], list[list[int]]]:
+        """Tree ``theta``'s tests: ``(variables, children)`` over its internal nodes, in preorder.
+
+        An internal node is a split, or a stump at maximal depth that tests its selected variable
+        (its two values choose among different actions); exploring stumps are leaves.
+        ``variables[j]`` indexes :attr:`variable_names`; ``children[j]`` lists node j's
+        internal children, left (value 0) before right (value 1).
+        """
+        store = self._store
+        variables: list[int] = []
+        children: list[list[int]] = []
+
+        def visit(node: int) -> int | None:
+            kind = store.node_kind[node]
+            if kind == SLOT or (kind == LEAF and store.node_var[node] < 0):
+                return None
+            j = len(variables)
+            variables.append(int(store.node_var[node]))
+            children.append([])
+            if kind == SPLIT:
+                for child in store.node_child[node].tolist():
+                    c = visit(child)
+                    if c is not None:
+                        children[j].append(c)
+            return j
+
+        if len(self._roots):
+            visit(int(self._roots[theta]))
+        return variables, children
+
+    @property
+    def variable_names(self) -> list[str]:
+        """Readable names of the binary variables (``site=a``, ``age<40``, ...)."""
+        return self._encoder.variable_names
+
+    def select_trees(self, trees: Sequence[int]) -> "BanditForest":
+        """A forest made of the given trees only (e.g. after ensemble pruning), same statistics."""
+        return type(self).from_state(select_trees_state(self.to_state(), list(trees)))
 
     # -- state -----------------------------------------------------------------------------------
 

@@ -260,9 +260,9 @@ def paths_status(x, roots, node_kind, node_var, node_child, node_ref, union, lea
 
 
 @njit(cache=True)
-def greedy_votes(x, roots, node_kind, node_var, node_child, node_ref, T, W, T1, W1, R, A,
-                 best_var, vars_, leaf_T, leaf_W, leaf_R, leaf_A, active, allowed, votes):
-    """Each path votes for its best remaining allowed action by its current estimates.
+def greedy_actions(x, roots, node_kind, node_var, node_child, node_ref, T, W, T1, W1, R, A,
+                   best_var, vars_, leaf_T, leaf_W, leaf_R, leaf_A, active, allowed, out):
+    """``out[theta]``: the best remaining allowed action of tree theta's path by its estimates.
 
     An exploring stump uses its current best variable i' (the argmax of mu^i at its last round).
     """
@@ -296,8 +296,7 @@ def greedy_votes(x, roots, node_kind, node_var, node_child, node_ref, T, W, T1, 
                     mean = leaf_R[l, v, k] / wk if wk > 0 else 0.0
                     if mean > best_mean:
                         best, best_mean = k, mean
-        if best >= 0:
-            votes[best] += 1
+        out[theta] = best
 
 
 @njit(cache=True)

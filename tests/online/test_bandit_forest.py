@@ -305,3 +305,43 @@ def test_river_evaluate_offline_runs_with_the_policy():
     assert 500 < n_used < 3000
     assert total.get() / n_used > 0.3  # uniform play would get about 0.33
     assert policy.n_learned == n_used
+
+
+# -- trees as a pruning job sees them --------------------------------------------------------------
+
+def test_tree_structure_lists_splits_and_deciding_leaves():
+    forest = trained_forest(6000)
+    names = forest.variable_names
+    for theta in range(forest.n_trees):
+        variables, children = forest.tree_structure(theta)
+
+        def count(tree):  # internal nodes of the readable description
+            if "children" in tree:
+                return 1 + sum(count(c) for c in tree["children"])
+            return int(tree.get("variable") is not None)
+
+        assert len(variables) == count(forest.tree(theta)) == len(children)
+        if variables:
+            assert names[variables[0]] == forest.tree(theta).get("variable")
+        assert sorted(c for cs in children for c in cs) == list(range(1, len(variables)))
+
+
+def test_select_trees_keeps_the_chosen_trees_exactly():
+    forest = trained_forest(6000)
+    sub = forest.select_trees([5, 0, 3])
+    assert sub.n_trees == 3
+    assert [sub.tree(i) for i in range(3)] == [forest.tree(5), forest.tree(0), forest.tree(3)]
+    rng = random.Random(2)
+    for _ in range(50):
+        x = {"site": rng.choice("abc"), "age": rng.uniform(18, 80), "mobile": rng.random() < .5}
+        votes = forest.tree_votes(x)
+        assert sub.tree_votes(x) == [votes[5], votes[0], votes[3]]
+    whole = forest.select_trees(range(forest.n_trees))
+    for site in "abc":
+        x = {"site": site, "age": 40.0}
+        assert whole.predict_one(x) == forest.predict_one(x)
+    d = sub.decide({"site": "a", "age": 30.0})  # the pruned forest still decides and learns
+    sub.learn_one({"site": "a", "age": 30.0}, d.action, 1.0, d.probability)
+    assert BanditForest.from_state(sub.to_state()).tree(1) == sub.tree(1)
+    with pytest.raises(ValueError, match="distinct"):
+        forest.select_trees([0, 0])
