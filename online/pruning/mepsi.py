@@ -165,8 +165,9 @@ class MEPSI:
         - ``predictions``: each tree's predictions on the labeled set, labels of shape ``(T, m)``
           or class scores of shape ``(T, m, n_classes)`` (then ``y`` holds class indices).
         - ``y``: the ``m`` true labels.
-        - ``distances``: optional precomputed ``(T, T)`` matrix ``TED(trees[i], trees[j])``
-          (e.g. to try several ``C`` on one forest); computed with :func:`ted_matrix` otherwise.
+        - ``distances``: optional ``(T, T)`` matrix ``TED(trees[i], trees[j])`` (e.g. to try
+          several ``C`` on one forest); NaN entries are computed when needed, so an earlier
+          fit's ``distances_`` can be passed on. Computed as ``ted_strategy`` says otherwise.
         """
         trees = list(trees)
         T = len(trees)
@@ -360,7 +361,7 @@ class _Distances:
             if strategy == "full" or cells <= _FULL_CELLS:
                 distances = ted_matrix(trees, **costs)
                 self.evaluations = T * (T - 1) // (2 if self.symmetric else 1)
-        if distances is not None:
+        if distances is not None and not np.isnan(distances).any():
             self.lower = np.array(distances, dtype=np.float64)
             self.known = np.ones((T, T), dtype=bool)
             return
@@ -373,6 +374,9 @@ class _Distances:
         self.lower = (n[:, None] - M) * costs["remove"] + (n[None, :] - M) * costs["insert"] + np.maximum(0.0, M - common) * u
         self.known = np.eye(T, dtype=bool)
         np.fill_diagonal(self.lower, 0.0)
+        if distances is not None:  # a partial matrix from an earlier fit (NaN = not computed)
+            self.known |= ~np.isnan(distances)
+            self.lower = np.where(self.known, np.nan_to_num(distances), self.lower)
 
     def ensure(self, I, J) -> None:
         """Compute the exact TED of every pair (I[p], J[p]) not known yet."""

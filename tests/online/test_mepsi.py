@@ -139,6 +139,12 @@ def test_lazy_strategy_skips_pairs_that_cannot_win():
     lazy = MEPSI(k=5, C=0.01, n_esm_samples=3, ted_strategy="lazy", random_state=0).fit(trees, P, y)
     assert lazy.selected_.tolist() == full.selected_.tolist()
     assert lazy.ted_evaluations_ < full.ted_evaluations_ == Tn * (Tn - 1) // 2
+    # a partial matrix from one fit seeds the next (another C): only missing TEDs are computed
+    again = MEPSI(k=5, C=0.2, n_esm_samples=3, ted_strategy="lazy", random_state=0)
+    again.fit(trees, P, y, distances=lazy.distances_)
+    ref = MEPSI(k=5, C=0.2, n_esm_samples=3, random_state=0).fit(trees, P, y, distances=full.distances_)
+    assert again.selected_.tolist() == ref.selected_.tolist()
+    assert again.ted_evaluations_ < lazy.ted_evaluations_ + Tn * (Tn - 1) // 2
 
 
 def test_esm_avg_and_lambda():
