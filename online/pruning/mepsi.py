@@ -50,7 +50,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
-from online.pruning.ted import _blocks, ted_cross, ted_matrix
+from online.pruning.ted import _blocks, postorder_sed_matrix, ted_cross, ted_matrix
 from online.pruning.trees import Tree
 from online.pruning.voting import encode, votes
 
@@ -346,7 +346,8 @@ _FULL_CELLS = 3e8
 class _Distances:
     """TED(trees[i], trees[j]) on demand: exact where ``known``, a lower bound elsewhere.
 
-    The bound: a mapping pairs at most ``M = min(NC(g), NC(h))`` nodes and at most ``common``
+    The bound is the larger of the postorder string edit distance (:func:`postorder_sed_matrix`)
+    and a label-count bound: a mapping pairs at most ``M = min(NC(g), NC(h))`` nodes and at most ``common``
     of them (the multiset intersection of tested features) cost nothing, so
     ``TED(g, h) >= (NC(g) - M) remove + (NC(h) - M) insert + max(0, M - common) min(update, insert + remove)``.
     """
@@ -372,6 +373,8 @@ class _Distances:
         M = np.minimum(n[:, None], n[None, :])
         u = min(costs["update"], costs["insert"] + costs["remove"])
         self.lower = (n[:, None] - M) * costs["remove"] + (n[None, :] - M) * costs["insert"] + np.maximum(0.0, M - common) * u
+        # the postorder string edit distance is a (usually much) tighter lower bound
+        self.lower = np.maximum(self.lower, postorder_sed_matrix(trees, **costs))
         self.known = np.eye(T, dtype=bool)
         np.fill_diagonal(self.lower, 0.0)
         if distances is not None:  # a partial matrix from an earlier fit (NaN = not computed)

@@ -9,7 +9,7 @@ import pytest
 from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
 from sklearn.tree import DecisionTreeClassifier
 
-from online.pruning.ted import ted, ted_cross, ted_matrix
+from online.pruning.ted import postorder_sed_matrix, ted, ted_cross, ted_matrix
 from online.pruning.trees import Tree, from_sklearn_forest, from_sklearn_tree
 
 
@@ -170,3 +170,17 @@ def test_tree_validation_and_state_round_trip():
     assert ted(t, A_BC) == 0
     with pytest.raises(ValueError):
         Tree.from_state({"format": "other", "version": 1})
+
+
+@pytest.mark.parametrize("costs", [(1.0, 1.0, 1.0), (1.0, 2.0, 1.5)])
+def test_postorder_sed_is_a_lower_bound(costs):
+    ins, rem, upd = costs
+    rng = np.random.default_rng(11)
+    trees = [_random_tree(rng, int(rng.integers(0, 9))) for _ in range(25)]
+    D = ted_matrix(trees, insert=ins, remove=rem, update=upd)
+    lb = postorder_sed_matrix(trees, insert=ins, remove=rem, update=upd)
+    assert np.all(lb <= D + 1e-9)
+    assert np.all(np.diag(lb) == 0)
+    # on paths (every node has one child) postorder is the whole structure: SED equals TED
+    paths = [T(list(rng.integers(0, 3, k)), [[v + 1] for v in range(k - 1)] + [[]]) for k in (1, 3, 5, 6)]
+    assert np.array_equal(postorder_sed_matrix(paths), ted_matrix(paths))
