@@ -1,0 +1,82 @@
+"""The online recoding of sec. 5: equal-frequency bins, disjunctive categories, binary numbers."""
+
+import numpy as np
+import pytest
+
+from online import ContextEncoder
+
+
+def test_numeric_feature_gets_five_equal_frequency_bins():
+    enc = ContextEncoder(warmup=1000)
+    rng = np.random.default_rng(0)
+    values = rng.exponential(size=1000)
+    for v in values:
+        enc.learn_one({"x": float(v)})
+    assert len(enc.variable_names) == 5
+    counts = np.sum([enc.encode({"x": float(v)}) for v in values], axis=0)
+    assert counts.sum() == 1000  # exactly one bin set per value
+    assert np.all(np.abs(counts - 200) <= 1)  # equal frequencies on the values it learned from
+
+
+def test_zero_one_numbers_are_one_binary_variable_and_bools_too():
+    enc = ContextEncoder(warmup=3)
+    for x in [{"clicked": 0, "vip": True}, {"clicked": 1, "vip": False}, {"clicked": 1}]:
+        enc.learn_one(x)
+    assert enc.variable_names == ["vip", "clicked"]
+    assert enc.encode({"clicked": 1, "vip": False}).tolist() == [0, 1]
+    assert enc.encode({"clicked": 0.0, "vip": True}).tolist() == [1, 0]
+
+
+def test_categories_are_disjunctive_and_unseen_ones_set_nothing():
+    enc = ContextEncoder()
+    for site in ["a", "b", "a", "c"]:
+        enc.learn_one({"site": site})
+    assert enc.variable_names == ["site=a", "site=b", "site=c"]
+    assert enc.encode({"site": "b"}).tolist() == [0, 1, 0]
+    assert enc.encode({"site": "zzz"}).tolist() == [0, 0, 0]
+    assert enc.encode({}).tolist() == [0, 0, 0]
+    assert enc.n_variables == 3  # encode never extends the coding
+
+
+def test_pending_numeric_features_have_no_variable_until_frozen():
+    enc = ContextEncoder(warmup=10)
+    for v in range(5):
+        enc.learn_one({"n": float(v)})
+    assert enc.n_variables == 0 and enc.encode({"n": 3.0}).tolist() == []
+    enc.freeze()
+    assert enc.n_variables > 1 and enc.encode({"n": 3.0}).sum() == 1
+
+
+def test_learn_encode_equals_learn_then_encode():
+    a, b = ContextEncoder(warmup=5), ContextEncoder(warmup=5)
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        x = {"n": float(rng.normal()), "c": str(rng.integers(4)), "b": bool(rng.random() < .5)}
+        b.learn_one(x)
+        assert a.learn_encode(x).tolist() == b.encode(x).tolist()
+
+
+def test_kind_changes_and_bad_values_are_errors():
+    enc = ContextEncoder(warmup=2)
+    enc.learn_one({"site": "a", "n": 1.5})
+    with pytest.raises(ValueError, match="'site' was learned as categorical"):
+        enc.learn_one({"site": 2.0})
+    with pytest.raises(ValueError, match="'n' was learned as pending"):
+        enc.encode({"n": "text"})
+    with pytest.raises(ValueError, match="finite"):
+        enc.encode({"n": float("nan")})
+    with pytest.raises(TypeError, match="list"):
+        enc.learn_one({"n": [1, 2]})
+
+
+def test_state_round_trip():
+    enc = ContextEncoder(warmup=4)
+    for x in [{"n": 1.0, "c": "x"}, {"n": 2.0}, {"n": 3.0, "c": "y"}, {"n": 4.0}, {"m": 0.5}]:
+        enc.learn_one(x)
+    clone = ContextEncoder.from_state(enc.to_state())
+    assert clone.variable_names == enc.variable_names
+    for x in [{"n": 2.5, "c": "y"}, {"m": 0.1}, {"n": 100.0}]:
+        assert clone.encode(x).tolist() == enc.encode(x).tolist()
+        clone.learn_one(x)
+        enc.learn_one(x)
+    assert clone.to_state()["features"]["m"]["seen"].tolist() == [0.5, 0.1]
