@@ -14,16 +14,24 @@ from service.records import AppConfig
 from service.settings import Settings, get_settings
 from service.store import Store
 
-SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+# Dependencies without I/O are ``async``: FastAPI runs a sync dependency in a worker thread, and
+# a thread hop per dependency costs more than the whole decide on a busy machine.
+async def settings() -> Settings:
+    """The settings, read once (:func:`service.settings.get_settings` is an ``lru_cache``)."""
+    return get_settings()
+
+
+SettingsDep = Annotated[Settings, Depends(settings)]
 
 _bearer = HTTPBearer(auto_error=False, description="admin key, or the app's API key")
 
 
-def get_store(request: Request) -> Store:
+async def get_store(request: Request) -> Store:
     return request.app.state.store
 
 
-def get_models(request: Request) -> ModelCache:
+async def get_models(request: Request) -> ModelCache:
     return request.app.state.models
 
 
@@ -54,7 +62,7 @@ def _is_admin(key: str, settings: Settings) -> bool:
     return bool(settings.admin_key) and _same(key, hash_key(settings.admin_key))
 
 
-def require_admin(credentials: BearerDep, settings: SettingsDep) -> None:
+async def require_admin(credentials: BearerDep, settings: SettingsDep) -> None:
     key = _presented(credentials)
     if not settings.admin_key:
         raise HTTPException(503, "no admin key is configured on this server: set GROVE_ADMIN_KEY")

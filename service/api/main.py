@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from service.api import errors
+from service.api import deps, errors
 from service.api.model_cache import ModelCache
 from service.api.routes import apps, decisions, health, metrics
 from service.redis_client import connect
@@ -37,15 +37,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     if settings is not None:
-        app.dependency_overrides[get_settings] = lambda: settings
+
+        async def fixed_settings() -> Settings:
+            return settings
+
+        app.dependency_overrides[deps.settings] = fixed_settings
     errors.install(app)
     app.include_router(health.router)
     app.include_router(apps.router)
     app.include_router(decisions.router)
     app.include_router(metrics.router)
-
-    @app.middleware("http")
-    async def observe(request, call_next):
-        return await request.app.state.metrics.middleware(request, call_next)
+    app.add_middleware(metrics.MetricsMiddleware)
 
     return app

@@ -66,14 +66,33 @@ class Metrics:
         )
         self.registry.register(AppCollector(store))
 
-    async def middleware(self, request: Request, call_next):
-        start = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")  # the template: /apps/{app}/decide
-        self.latency.labels(path).observe(time.perf_counter() - start)
-        self.requests.labels(path, str(response.status_code)).inc()
-        return response
+
+class MetricsMiddleware:
+    """Pure ASGI middleware (no extra task per request): counts and times every request."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        start, status = time.perf_counter(), 500
+
+        async def send_and_note(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_note)
+        finally:
+            metrics = getattr(scope["app"].state, "metrics", None)
+            if metrics is not None:
+                # the route template (/apps/{app}/decide), set in this scope by the router
+                path = getattr(scope.get("route"), "path", "unmatched")
+                metrics.latency.labels(path).observe(time.perf_counter() - start)
+                metrics.requests.labels(path, str(status)).inc()
 
 
 @router.get("/metrics", include_in_schema=False)
