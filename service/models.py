@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Choice:
@@ -35,6 +37,8 @@ class ModelKind:
     change_actions: Callable[[Any, list[str], list[str]], None]  # learner, added, removed
     #: state for serving only (decide, not learn), if the learner has a smaller one
     dump_serving: Callable[[Any], dict] | None = None
+    #: how an API process turns a serving state into its own learner (default: ``load``)
+    load_serving: Callable[[type, dict], Any] | None = None
 
     @property
     def cls(self) -> type:
@@ -47,6 +51,10 @@ class ModelKind:
 
     def load(self, state: dict) -> Any:
         return self.cls.from_state(state)
+
+    def load_for_serving(self, state: dict) -> Any:
+        """The learner an API process decides with."""
+        return self.load_serving(self.cls, state) if self.load_serving else self.load(state)
 
     @staticmethod
     def dump(learner: Any) -> dict:
@@ -80,6 +88,32 @@ def _forest_learn(policy: Any, context: dict, action: str, reward: float, probab
     policy.learn_one(context, action, reward, probability)
 
 
+def _forest_load_serving(cls: type, state: dict) -> Any:
+    """Restore a serving copy with its own exploration randomness.
+
+    The snapshot carries the trainer's decide generator, which the trainer never advances: every
+    API process, after every snapshot, would replay the same random sequence (correlated
+    exploration across replicas and over time). Each copy gets a PCG64 stream seeded from the OS
+    instead; the propensities it logs are unchanged (they come from the forest, not the draw).
+    BanditForest has no public re-seed, so this writes the documented ``rng.decide`` entry of its
+    state (a PCG64 state with the 128-bit integers as strings) before ``from_state``.
+    """
+    rng = state.get("rng")
+    if isinstance(rng, dict) and isinstance(rng.get("decide"), dict) and "inc" in rng["decide"]:
+        fresh = np.random.PCG64(np.random.SeedSequence()).state
+        rng = {
+            **rng,
+            "decide": {
+                "state": str(fresh["state"]["state"]),
+                "inc": str(fresh["state"]["inc"]),
+                "has_uint32": int(fresh["has_uint32"]),
+                "uinteger": int(fresh["uinteger"]),
+            },
+        }
+        state = {**state, "rng": rng}
+    return cls.from_state(state)
+
+
 def _forest_change_actions(policy: Any, added: list[str], removed: list[str]) -> None:
     known = set(policy.actions)
     for action in added:
@@ -100,6 +134,7 @@ MODEL_KINDS: dict[str, ModelKind] = {
         change_actions=_forest_change_actions,
         # without the exploring stumps' counts: an order of magnitude smaller, decides the same
         dump_serving=lambda forest: forest.to_state(statistics=False),
+        load_serving=_forest_load_serving,
     ),
 }
 

@@ -42,7 +42,7 @@ class ModelCache:
             info, state = store.load_snapshot(config.name, serving=True)
             kind = model_kind(config.policy_kind)
             try:
-                learner = kind.load(state)
+                learner = kind.load_for_serving(state)
             except (ValueError, TypeError, KeyError) as exc:
                 raise CodecError(f"{kind.name} cannot restore from this snapshot: {exc}") from exc
             served = ServedModel(config.uid, info.version, kind, learner)

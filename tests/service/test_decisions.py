@@ -176,3 +176,19 @@ def test_an_unreadable_snapshot_is_503_with_a_reason_not_500(client, shop, store
     assert answer.status_code == 503 and "snapshot" in answer.json()["detail"]
     trainer.refresh_leases()  # the trainer skips the app instead of crashing
     assert "shop" not in trainer.owned
+
+
+def test_each_api_process_explores_with_its_own_randomness(client, shop, store):
+    """Two serving copies of one snapshot (two API processes) give the same probabilities but
+    draw their exploration independently (the snapshot's generator is not replayed)."""
+    from service.api.model_cache import ModelCache
+
+    config = store.require_app("shop")
+    first, second = ModelCache().get(store, config, 0), ModelCache().get(store, config, 0)
+
+    def draws(model):
+        return [model.kind.decide(model.learner, {"x": 1}, ["a", "b", "c"], []) for _ in range(40)]
+
+    a, b = draws(first), draws(second)
+    assert [d.ranking for d in a] == [d.ranking for d in b]
+    assert [d.action for d in a] != [d.action for d in b]
