@@ -91,6 +91,9 @@ def memory_curve(forest, data, seed, start, stop, checkpoints):
                 bar.update(cut)
                 if todo and pos == todo[0]:
                     sizes[pos] = state_nbytes(forest.policy.to_state())
+                    usage = getattr(forest.policy, "memory_usage", lambda: 0)()
+                    tqdm.write(f"forest state after {pos:>10,} events: {sizes[pos] / 2**20:8.2f} MiB to_state(), "
+                               f"{usage / 2**20:8.2f} MiB arrays in memory ({forest.policy.n_nodes:,} nodes)")
                     todo.pop(0)
             done = pos
     return sizes
@@ -128,6 +131,11 @@ def plot(sizes: dict[int, int], path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def save(args, result) -> None:
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"speed_{args.data}_s{args.seed}.json").write_text(json.dumps(result, indent=1))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default="synthetic", help="synthetic (100 variables, 7 actions) or shuttle")
@@ -162,6 +170,12 @@ def main(argv=None):
         "avg_reward": avg,
         "vw_args": vw.args,
     }
+    save(args, result)  # the side-by-side figures, before the long memory run
+    if args.tracemalloc_events:
+        current, peak = traced_memory(data, args.seed, args.tracemalloc_events, args.trees, args.forest_params)
+        print(f"tracemalloc after {args.tracemalloc_events:,} events: current {current / 2**20:.2f} MiB, peak {peak / 2**20:.2f} MiB")
+        result["tracemalloc"] = {"events": args.tracemalloc_events, "current": current, "peak": peak}
+        save(args, result)
     if args.memory_events:
         marks = [c for c in (10_000, 30_000, 100_000, 300_000, 1_000_000, 3_000_000, 10_000_000)]
         marks = sorted({c for c in marks if c <= args.memory_events} | {args.memory_events})
@@ -171,12 +185,7 @@ def main(argv=None):
         result["state_bytes"] = {str(k): v for k, v in sorted(sizes.items())}
         plot(sizes, args.plots / f"bandit_forest_memory_{args.data}.png",
              f"Bandit Forest L={args.trees} state size, {args.data} ({data.X.shape[1]} vars, {len(data.actions)} actions)")
-    if args.tracemalloc_events:
-        current, peak = traced_memory(data, args.seed, args.tracemalloc_events, args.trees, args.forest_params)
-        print(f"tracemalloc after {args.tracemalloc_events:,} events: current {current / 2**20:.2f} MiB, peak {peak / 2**20:.2f} MiB")
-        result["tracemalloc"] = {"events": args.tracemalloc_events, "current": current, "peak": peak}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"speed_{args.data}_s{args.seed}.json").write_text(json.dumps(result, indent=1))
+    save(args, result)
 
 
 if __name__ == "__main__":
