@@ -58,7 +58,8 @@ def code_version() -> str:
     return head + ("+dirty" if dirty else "")
 
 
-def run(data_name, policy, steps, seed, every, out: Path, forest_params: dict, tag="", chunk_size=4096) -> dict:
+def run(data_name, policy, steps, seed, every, out: Path, forest_params: dict, tag="", chunk_size=4096,
+        save_every=120.0) -> dict:
     data = load(data_name)
     stream = BanditStream(data, noise=0.05, seed=seed, chunk_size=chunk_size)
     t0 = time.perf_counter()
@@ -68,6 +69,44 @@ def run(data_name, policy, steps, seed, every, out: Path, forest_params: dict, t
     # Bandit Forest: bytes of its arrays (memory_usage()) about 20 times along the run
     memory = [] if hasattr(getattr(player, "policy", None), "memory_usage") else None
     mem_every = max(steps // 20, 1)
+    def save() -> None:
+        """Write the run so far (a run stopped early keeps what it did: "partial")."""
+        nonlocal result
+        result = {
+            "data": data_name,
+            "policy": policy + tag,
+            "steps": done,
+            "target_steps": steps,
+            "partial": done < steps,
+            "seed": seed,
+            "noise": 0.05,
+            "n_features": stream.n_features,
+            "n_actions": stream.n_actions,
+            "mean_reward": total / max(done, 1),
+            "seconds": played,
+            "setup_seconds": setup,
+            "events_per_s": done / max(played, 1e-9),
+            "every": every,
+            "cum_reward": cum,
+            "params": getattr(getattr(player, "policy", None), "_get_params", dict)() if policy in ("forest", "tree") else {},
+            "vw_args": getattr(player, "args", None),
+            "code": code_version(),
+        }
+        if hasattr(player, "log") and player.log:  # Bandit Forest: exploration and reward by mode
+            log = np.asarray(player.log)
+            result["explore_log"] = log.tolist()
+            n, n_exp, r_exp, r_vote = log.sum(axis=0)
+            result["explored_fraction"] = n_exp / n
+            result["reward_explored"] = r_exp / max(n_exp, 1)
+            result["reward_voted"] = r_vote / max(n - n_exp, 1)
+            result["n_nodes"] = int(getattr(player.policy, "n_nodes", -1))
+            result["memory_usage"] = memory
+            result["to_state_bytes"] = state_nbytes(player.policy.to_state())
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{data_name}_s{seed}_{policy}{tag}_{steps}.json").write_text(json.dumps(result))
+
+    result: dict = {}
+    last_save = time.monotonic()
     with tqdm(total=steps, desc=f"{data_name}/{policy}", unit="ev", mininterval=5, smoothing=0.1) as bar:
         for X, y in stream.chunks(steps):
             t = time.perf_counter()
@@ -84,36 +123,10 @@ def run(data_name, policy, steps, seed, every, out: Path, forest_params: dict, t
             if getattr(player, "log", None):
                 post["explored"] = f"{player.log[-1][1] / player.log[-1][0]:.3f}"
             bar.set_postfix(post, refresh=False)
-    result = {
-        "data": data_name,
-        "policy": policy + tag,
-        "steps": steps,
-        "seed": seed,
-        "noise": 0.05,
-        "n_features": stream.n_features,
-        "n_actions": stream.n_actions,
-        "mean_reward": total / steps,
-        "seconds": played,
-        "setup_seconds": setup,
-        "events_per_s": steps / played,
-        "every": every,
-        "cum_reward": cum,
-        "params": getattr(getattr(player, "policy", None), "_get_params", dict)() if policy in ("forest", "tree") else {},
-        "vw_args": getattr(player, "args", None),
-        "code": code_version(),
-    }
-    if hasattr(player, "log"):  # Bandit Forest: how often it explored, and the reward of each mode
-        log = np.asarray(player.log)
-        result["explore_log"] = log.tolist()
-        n, n_exp, r_exp, r_vote = log.sum(axis=0)
-        result["explored_fraction"] = n_exp / n
-        result["reward_explored"] = r_exp / max(n_exp, 1)
-        result["reward_voted"] = r_vote / max(n - n_exp, 1)
-        result["n_nodes"] = int(getattr(player.policy, "n_nodes", -1))
-        result["memory_usage"] = memory
-        result["to_state_bytes"] = state_nbytes(player.policy.to_state())
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{data_name}_s{seed}_{policy}{tag}_{steps}.json").write_text(json.dumps(result))
+            if time.monotonic() - last_save > save_every:
+                save()
+                last_save = time.monotonic()
+    save()
     return result
 
 
@@ -148,7 +161,7 @@ def table(runs: dict[str, dict]) -> list[str]:
         else:
             regret = "n/a"
         lines.append(
-            f"| {label(name)} | {r['steps']:,} | {r['mean_reward']:.4f} | {last:.4f} "
+            f"| {label(name)} | {r['steps']:,}{' (stopped early)' if r.get('partial') else ''} | {r['mean_reward']:.4f} | {last:.4f} "
             f"| {regret} | {r['events_per_s']:,.0f} |"
         )
     return lines
