@@ -152,7 +152,7 @@ def test_sigkill_trainer_and_api_mid_load_loses_nothing_and_learns_nothing_twice
         admin = httpx.Client(base_url=url_b, headers=ADMIN, timeout=10.0)
         created = admin.post(
             "/apps",
-            json=app_body("load", actions=["a", "b", "c"], rewardWaitTime=1.5, defaultReward=0.0),
+            json=app_body("load", actions=["a", "b", "c"], rewardWaitTime=2.0, defaultReward=0.0),
         )
         assert created.status_code == 201, created.text
         load = RewardLoad([url_a, url_b], created.json()["apiKey"]).start()

@@ -96,14 +96,14 @@ def test_reward_after_the_wait_time_is_refused_and_the_default_is_learned(store,
 
 
 def test_sum_aggregation_adds_rewards_until_the_deadline(store, empty_state):
-    config = make_config(reward_wait_time=0.3, reward_aggregation=Aggregation.sum)
+    config = make_config(reward_wait_time=0.6, reward_aggregation=Aggregation.sum)
     store.create_app(config, empty_state)
     store.record_decisions(config, [decision("e1")])
     assert store.reward(config, "e1", 0.25).state == "accumulating"
     outcome = store.reward(config, "e1", 0.5)
     assert (outcome.reward_sum, outcome.reward_count) == (0.75, 2)
     assert stream_entries(store, "shop") == []
-    time.sleep(0.35)
+    time.sleep(0.65)
     expire(store, config, default=0.0)
     [entry] = stream_entries(store, "shop")
     assert entry["source"] == b"sum" and float(entry["reward"]) == 0.75
@@ -111,7 +111,7 @@ def test_sum_aggregation_adds_rewards_until_the_deadline(store, empty_state):
 
 
 def test_deferred_decision_needs_activation_and_is_dropped_without_it(store, empty_state):
-    config = make_config(reward_wait_time=0.2)
+    config = make_config(reward_wait_time=0.6)
     store.create_app(config, empty_state)
     store.record_decisions(config, [decision("d1", deferred=True), decision("d2", deferred=True)])
     with pytest.raises(Conflict, match="not activated"):
@@ -120,7 +120,7 @@ def test_deferred_decision_needs_activation_and_is_dropped_without_it(store, emp
     with pytest.raises(Conflict, match="already active"):
         store.activate(config, "d1")
     assert store.reward(config, "d1", 1.0).state == "joined"
-    time.sleep(0.25)
+    time.sleep(0.65)
     expire(store, config)
     assert [e["eventId"] for e in stream_entries(store, "shop")] == [b"d1"]
     assert store.app_status("shop")["stats"] == {"decisions": 2, "rewarded": 1, "dropped": 1}

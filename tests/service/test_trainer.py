@@ -31,12 +31,12 @@ def status(client, headers, app="shop"):
 
 
 def test_rewards_and_expired_defaults_are_learned_once(client, trainer):
-    shop = create(client, rewardWaitTime=0.3, defaultReward=0.0)
+    shop = create(client, rewardWaitTime=1.0, defaultReward=0.0)
     events = decide(client, shop, 10)
     reward(client, shop, events[:4])
     drain(trainer)
     assert status(client, shop)["eventsLearned"] == 4
-    time.sleep(0.35)
+    time.sleep(1.05)
     drain(trainer)
     drain(trainer)
     s = status(client, shop)
@@ -86,7 +86,7 @@ def test_one_trainer_per_app_and_apps_shared_between_trainers(client, settings):
 
 
 def test_sum_aggregation_learns_the_sum_at_the_deadline(client, trainer, store):
-    shop = create(client, rewardWaitTime=0.3, rewardAggregation="sum", rewardRange=[0, 10])
+    shop = create(client, rewardWaitTime=1.0, rewardAggregation="sum", rewardRange=[0, 10])
     [event] = decide(client, shop, 1)
     reward(client, shop, [event], 2.0)
     answer = client.post(
@@ -95,7 +95,7 @@ def test_sum_aggregation_learns_the_sum_at_the_deadline(client, trainer, store):
     assert (answer["state"], answer["rewardSum"], answer["rewardCount"]) == ("accumulating", 5.0, 2)
     drain(trainer)
     assert status(client, shop)["eventsLearned"] == 0
-    time.sleep(0.35)
+    time.sleep(1.05)
     drain(trainer)
     drain(trainer)
     assert status(client, shop)["eventsLearned"] == 1
