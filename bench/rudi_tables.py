@@ -272,39 +272,46 @@ def print_teacher(res):
 
 
 def run_scaling(args):
-    """Same search budget on N and 10 N entities."""
+    """Same search budget on N and 10 N entities, runs interleaved (N, 10N, N, 10N, ...) so that
+    the load of the shared machine hits both alike; the best of the repeats is reported."""
     load, entity_col, order_col = LOADERS[args.scaling_dataset]
-    big = None
-    rows = []
+    setups = []
     for n in (args.scaling_n, 10 * args.scaling_n):
         events, labels_s, desc = load(n, args.seed)
         schema = infer_schema(events, entity_col, order_col, max_categories=args.max_categories)
         table = EventTable.from_events(events, entity_col, schema, order_col)
         y = labels_s.loc[table.entities].to_numpy().astype(float)
-        grammar = Grammar(build_operators(schema), args.D)
-        tracemalloc.start()
-        tic = time.perf_counter()
-        sg = MCTSSG(args.scaling_K, args.D, args.B, args.sims, random_state=args.seed)
-        with tqdm(total=100, desc=f"MCTS-SG N={table.n_entities}", leave=False) as bar:
-            sg.fit(table, y, grammar, progress=bar_progress(bar))
-        total = time.perf_counter() - tic
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        rows.append({"n_entities": int(table.n_entities), "n_events": int(len(events)),
-                     "search_s": sg.search_seconds_, "evaluate_s": sg.evaluation_seconds_,
-                     "total_s": total, "peak_MB": peak / 2**20,
-                     "table_MB": sum(c.nbytes for c in table.columns.values()) / 2**20,
-                     "statistics": [grammar.dimension_labels(s)[0] for s in sg.statistics_]})
-        big = desc
-    print(f"\n## Scaling on {big}: K={args.scaling_K}, D={args.D}, B={args.B}, "
-          f"simulations={args.sims}")
+        setups.append((table, y, Grammar(build_operators(schema), args.D), len(events)))
+    runs = {0: [], 1: []}
+    for rep in range(args.scaling_repeats):
+        for which, (table, y, grammar, n_events) in enumerate(setups):
+            tracemalloc.start()
+            tic = time.perf_counter()
+            sg = MCTSSG(args.scaling_K, args.D, args.B, args.sims, random_state=args.seed)
+            with tqdm(total=100, desc=f"MCTS-SG N={table.n_entities}", leave=False) as bar:
+                sg.fit(table, y, grammar, progress=bar_progress(bar))
+            total = time.perf_counter() - tic
+            _, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+            runs[which].append({
+                "n_entities": int(table.n_entities), "n_events": int(n_events),
+                "search_s": sg.search_seconds_, "evaluate_s": sg.evaluation_seconds_,
+                "total_s": total, "peak_MB": peak / 2**20,
+                "table_MB": sum(c.nbytes for c in table.columns.values()) / 2**20,
+                "statistics": [grammar.label(s) for s in sg.statistics_]})
+    rows = [min(runs[w], key=lambda r: r["search_s"]) for w in (0, 1)]
+    print(f"\n## Scaling on {desc}: K={args.scaling_K}, D={args.D}, B={args.B}, "
+          f"simulations={args.sims}, best of {args.scaling_repeats} interleaved runs")
     print("  entities   events     search s  evaluate s  total s  peak MB (table MB)")
     for r in rows:
         print(f"  {r['n_entities']:>8} {r['n_events']:>9} {r['search_s']:>10.1f} "
               f"{r['evaluate_s']:>10.2f} {r['total_s']:>8.1f} {r['peak_MB']:>8.0f} "
               f"({r['table_MB']:.0f})")
     print(f"  search-time ratio 10N / N: {rows[1]['search_s'] / rows[0]['search_s']:.2f}")
-    return rows
+    print("  all runs (search s):", {runs[w][0]["n_entities"]: [round(r["search_s"], 1)
+                                                           for r in runs[w]] for w in (0, 1)})
+    print("  statistics found (N, 10N):", rows[0]["statistics"], rows[1]["statistics"])
+    return {"best": rows, "runs": runs}
 
 
 def main(argv=None):
@@ -324,6 +331,7 @@ def main(argv=None):
     ap.add_argument("--scaling-dataset", default="mooc", choices=sorted(LOADERS))
     ap.add_argument("--scaling-n", type=int, default=5000)
     ap.add_argument("--scaling-K", type=int, default=5)
+    ap.add_argument("--scaling-repeats", type=int, default=2)
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args(argv)
     print("args:", vars(args), flush=True)
