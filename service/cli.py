@@ -14,6 +14,7 @@ import logging
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -27,6 +28,8 @@ log = logging.getLogger("grove")
 #: roles `grove serve` runs beside the API, each as `python -m service.cli <role>`; issue 7
 #: (job worker) adds "worker" here once `grove worker` runs jobs.
 BACKGROUND_ROLES: tuple[str, ...] = ("trainer",)
+
+_APP = "service.api.main:create_app"
 
 
 def _setup_logging() -> None:
@@ -57,48 +60,65 @@ def _kill_with_parent() -> None:
 
 
 class Supervisor:
-    """Runs the background roles as child processes and restarts one that dies."""
+    """Runs child processes (``name -> grove subcommand``) and restarts one that dies."""
 
-    def __init__(self, roles: tuple[str, ...], env: dict[str, str]):
-        self.roles, self.env = roles, env
+    def __init__(self, commands: dict[str, list[str]], env: dict[str, str], pass_fds=()):
+        self.commands, self.env, self.pass_fds = commands, env, tuple(pass_fds)
         self.children: dict[str, subprocess.Popen] = {}
         self.stopping = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="grove-supervisor", daemon=True)
 
-    def _spawn(self, role: str) -> None:
-        self.children[role] = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", role],
+    def _spawn(self, name: str) -> None:
+        self.children[name] = subprocess.Popen(
+            [sys.executable, "-m", "service.cli", *self.commands[name]],
             env=self.env,
-            start_new_session=True,
+            pass_fds=self.pass_fds,
+            start_new_session=True,  # Ctrl-C reaches `grove serve`, which stops them in order
             preexec_fn=_kill_with_parent,
         )
 
     def start(self) -> Supervisor:
-        for role in self.roles:
-            self._spawn(role)
+        for name in self.commands:
+            self._spawn(name)
         self._thread.start()
         return self
 
     def _watch(self) -> None:
         while not self.stopping.wait(1.0):
-            for role, child in list(self.children.items()):
+            for name, child in list(self.children.items()):
                 if child.poll() is not None and not self.stopping.is_set():
-                    log.warning("%s exited with code %s; restarting it", role, child.returncode)
+                    log.warning("%s exited with code %s; restarting it", name, child.returncode)
                     time.sleep(1.0)
-                    self._spawn(role)
+                    self._spawn(name)
 
     def stop(self, timeout: float = 15.0) -> None:
         self.stopping.set()
         for child in self.children.values():
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
-        for role, child in self.children.items():
+        for name, child in self.children.items():
             try:
                 child.wait(timeout)
             except subprocess.TimeoutExpired:
-                log.warning("%s did not stop in %.0fs; killing it", role, timeout)
+                log.warning("%s did not stop in %.0fs; killing it", name, timeout)
                 child.kill()
                 child.wait()
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The API's listening socket, shared by its worker processes.
+
+    Created with ``proto=IPPROTO_TCP`` on purpose: asyncio turns TCP_NODELAY on only for such
+    sockets, and uvicorn's own ``--workers`` socket (proto 0) leaves Nagle on, which costs
+    ~40 ms per keep-alive request (delayed ACKs).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
 
 
 def _exit_on_signal(signum, frame) -> None:
@@ -137,15 +157,17 @@ def serve(args: argparse.Namespace) -> int:
         print(f"Grove: http://{args.host}:{args.port}  (API docs at /docs)", flush=True)
         print(f"Redis: {where}", flush=True)
         print(f"Admin key: {admin_note}", flush=True)
-        supervisor = Supervisor(BACKGROUND_ROLES, env).start()
-        uvicorn.run(
-            "service.api.main:create_app",
-            factory=True,
-            host=args.host,
-            port=args.port,
-            workers=args.workers,
-            log_level="info",
-        )
+        commands = {role: [role] for role in BACKGROUND_ROLES}
+        if args.workers <= 1:
+            supervisor = Supervisor(commands, env).start()
+            uvicorn.run(_APP, factory=True, host=args.host, port=args.port, log_level="info")
+        else:  # N API processes accept on one socket; the supervisor restarts any that dies
+            sock = listening_socket(args.host, args.port)
+            for k in range(args.workers):
+                commands[f"api-{k}"] = ["api-process", "--fd", str(sock.fileno())]
+            supervisor = Supervisor(commands, env, pass_fds=[sock.fileno()]).start()
+            while True:
+                signal.pause()  # until Ctrl-C / SIGTERM (SystemExit from _exit_on_signal)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not cut the cleanup
             signal.signal(sig, signal.SIG_IGN)
@@ -179,6 +201,16 @@ def trainer(args: argparse.Namespace) -> int:
     return 0
 
 
+def api_process(args: argparse.Namespace) -> int:
+    """One API worker process of `grove serve --workers N`, on the socket it inherited."""
+    import uvicorn
+
+    sock = socket.socket(fileno=args.fd)  # family, type and proto read from the descriptor
+    server = uvicorn.Server(uvicorn.Config(_APP, factory=True, log_level="info"))
+    server.run(sockets=[sock])
+    return 0
+
+
 def worker(args: argparse.Namespace) -> int:
     print("grove worker: not implemented yet: the batch job worker is issue 7", file=sys.stderr)
     return 2
@@ -205,6 +237,9 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=serve)
     sub.add_parser("trainer", help="the trainer loop alone (REDIS_URL)").set_defaults(func=trainer)
     sub.add_parser("worker", help="the batch job worker alone (issue 7)").set_defaults(func=worker)
+    api = sub.add_parser("api-process", help="internal: one API process of `serve --workers N`")
+    api.add_argument("--fd", type=int, required=True)
+    api.set_defaults(func=api_process)
     return p
 
 

@@ -54,9 +54,11 @@ def test_grove_serve_runs_everything_in_one_command_and_keeps_its_data(tmp_path)
     env = service_env(None)
     url = f"http://127.0.0.1:{port}"
 
-    def serve():
+    def serve(*extra):
         proc = spawn(
-            ["-m", "service.cli", "serve", "--port", str(port), "--data-dir", str(data)], env, log
+            ["-m", "service.cli", "serve", "--port", str(port), "--data-dir", str(data), *extra],
+            env,
+            log,
         )
         wait_until(lambda: _ready(url), proc, log, timeout=60, what="grove serve to be ready")
         return proc
@@ -64,25 +66,15 @@ def test_grove_serve_runs_everything_in_one_command_and_keeps_its_data(tmp_path)
     proc = serve()
     key = (data / "admin-key").read_text().strip()
     assert key in log.read_text()  # printed at start
-    admin = {"Authorization": f"Bearer {key}"}
-    created = httpx.post(url + "/apps", json=app_body("shop"), headers=admin, timeout=10)
+    http = httpx.Client(base_url=url, timeout=10)
+    created = http.post("/apps", json=app_body("shop"), headers={"Authorization": f"Bearer {key}"})
     assert created.status_code == 201, created.text
     shop = {"Authorization": f"Bearer {created.json()['apiKey']}"}
-    event = httpx.post(url + "/apps/shop/decide", json={"context": {"x": 1}}, headers=shop).json()[
-        "eventId"
-    ]
-    assert (
-        httpx.post(
-            url + "/apps/shop/reward", json={"eventId": event, "reward": 1}, headers=shop
-        ).status_code
-        == 200
-    )
-    wait_until(
-        lambda: httpx.get(url + "/apps/shop", headers=shop).json()["eventsLearned"] == 1,
-        proc,
-        log,
-        what="the embedded trainer to learn",
-    )
+    event = http.post("/apps/shop/decide", json={"context": {"x": 1}}, headers=shop).json()
+    reward = {"eventId": event["eventId"], "reward": 1}
+    assert http.post("/apps/shop/reward", json=reward, headers=shop).status_code == 200
+    learned = lambda: http.get("/apps/shop", headers=shop).json()["eventsLearned"] == 1  # noqa: E731
+    wait_until(learned, proc, log, what="the embedded trainer to learn")
 
     proc.send_signal(signal.SIGINT)  # Ctrl-C
     assert proc.wait(30) == 0
@@ -91,14 +83,17 @@ def test_grove_serve_runs_everything_in_one_command_and_keeps_its_data(tmp_path)
         redis.Redis.from_url(redis_url, socket_connect_timeout=1).ping()
     assert list((data / "redis").glob("appendonly*")), "no append-only file"
 
-    proc = serve()
+    proc = serve("--workers", "2")  # two API processes on one socket this time
     try:
         assert (data / "admin-key").read_text().strip() == key
-        again = httpx.get(url + "/apps/shop", headers=shop).json()
+        again = http.get("/apps/shop", headers=shop).json()
         assert again["eventsLearned"] == 1 and again["name"] == "shop"
+        decided = http.post("/apps/shop/decide", json={"context": {"x": 0}}, headers=shop)
+        assert decided.status_code == 200 and decided.json()["modelVersion"] >= 1
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
+        http.close()
 
 
 def _ready(url: str) -> bool:
