@@ -56,6 +56,29 @@ class Settings(BaseSettings):
     snapshot_events: int = Field(
         default=1000, gt=0, description="Most events learned before a snapshot is published."
     )
+    # -- batch jobs (service/jobs) --
+    job_queue: str = Field(default="grove-jobs", description="rq queue the job workers listen on.")
+    job_max_upload: int = Field(
+        default=50 * 2**20, gt=0, description="Largest dataset upload in bytes (larger: 413)."
+    )
+    job_max_events: int = Field(
+        default=1_000_000, gt=0, description="Most logged events one job may read ('last')."
+    )
+    job_retention: float = Field(
+        default=86400.0, gt=0, description="Seconds a finished job's record and result are kept."
+    )
+    job_timeout: float = Field(
+        default=3600.0, gt=0, description="Seconds one attempt of a job may run (then failed)."
+    )
+    job_heartbeat: float = Field(
+        default=2.0, gt=0, description="Seconds between heartbeats of a running job."
+    )
+    job_lost_after: float = Field(
+        default=30.0, gt=0, description="Seconds without heartbeat before a running job is lost."
+    )
+    job_max_attempts: int = Field(
+        default=2, ge=1, description="Attempts of a job whose worker was lost (then failed)."
+    )
 
 
 @lru_cache
