@@ -37,21 +37,21 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # small matrices: threads only contend
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+import numpy as np
+import pandas as pd
+from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rudi_data import LOADERS  # noqa: E402
+from rudi_data import LOADERS
 
-from online.rules.events import EventTable, infer_schema  # noqa: E402
-from online.rules.gs_nln import GSNLN, Binarizer  # noqa: E402
-from online.rules.mcts_sg import MCTSSG, multiple_corr, random_statistics  # noqa: E402
-from online.rules.metrics import fidelity  # noqa: E402
-from online.rules.operators import Grammar, build_operators  # noqa: E402
-from online.rules.rudi import RuDi  # noqa: E402
+from online.rules.events import EventTable, infer_schema
+from online.rules.gs_nln import GSNLN, Binarizer
+from online.rules.mcts_sg import MCTSSG, multiple_corr, random_statistics
+from online.rules.metrics import fidelity
+from online.rules.operators import Grammar, build_operators
+from online.rules.rudi import RuDi
 
 
 def bar_progress(bar):
@@ -184,7 +184,7 @@ def run_dataset(name, args):
     ent_col = events[entity_col].to_numpy()
     ev_fit = events[np.isin(ent_col, entities[fit_idx])]
     ev_test = events[np.isin(ent_col, entities[test])]
-    out = {"dataset": desc, "n_entities": int(len(entities)), "n_events": int(len(events)),
+    out = {"dataset": desc, "n_entities": len(entities), "n_events": len(events),
            "teachers": {}}
     for tname, y in teachers.items():
         res = {"teacher_auc": float(roc_auc_score(labels[test], y[test]))}

@@ -37,7 +37,7 @@ def column_names(events) -> list[str]:
     """Column names of a DataFrame (``.columns``) or a dict of columns (its keys)."""
     if hasattr(events, "columns"):
         return [str(c) for c in events.columns]
-    return [str(c) for c in events.keys()]
+    return [str(c) for c in events]
 
 
 def is_numeric(values: np.ndarray) -> bool:
@@ -76,7 +76,7 @@ class Schema:
         }
 
     @classmethod
-    def from_state(cls, state: dict) -> "Schema":
+    def from_state(cls, state: dict) -> Schema:
         return cls(
             list(state["numerical"]),
             list(state["categorical"]),
@@ -129,7 +129,7 @@ class EventTable:
         return len(self.entities)
 
     @classmethod
-    def from_events(cls, events, entity_col: str, schema: Schema, order_col=None) -> "EventTable":
+    def from_events(cls, events, entity_col: str, schema: Schema, order_col=None) -> EventTable:
         ent = _column(events, entity_col)
         keys = (ent,) if order_col is None else (_column(events, order_col), ent)
         order = np.lexsort(keys)  # stable: ties keep the input order

@@ -52,7 +52,7 @@ class Binarizer:
     ('Max(Select late=yes) = 1', 'Max(Select late=yes) = 0')
     """
 
-    def fit(self, X: np.ndarray) -> "Binarizer":
+    def fit(self, X: np.ndarray) -> Binarizer:
         X = np.asarray(X, dtype=np.float64)
         literals, seen = [], set()
         for j in range(X.shape[1]):
@@ -258,7 +258,7 @@ class GSNLN:
         return loss, self.backward(d_y, cache, tau)
 
     # -- training --------------------------------------------------------------------------
-    def fit(self, Z, y, progress=None) -> "GSNLN":
+    def fit(self, Z, y, progress=None) -> GSNLN:
         """``Z``: binary literals (N, P'); ``y``: teacher scores (N,)."""
         rs = self.random_state
         rng = rs if isinstance(rs, np.random.Generator) else np.random.default_rng(rs)

@@ -31,6 +31,8 @@ import numpy as np
 from online.rules.events import EventTable
 from online.rules.operators import Grammar
 
+UCT_C = 1 / math.sqrt(2)  # exploration constant of eq. 2
+
 
 def abs_corr(x: np.ndarray, y: np.ndarray) -> float:
     """|Pearson correlation| (eq. 4), 0 when either side is constant."""
@@ -59,7 +61,7 @@ def residualise(y: np.ndarray, Xs: list[np.ndarray]) -> np.ndarray:
 
 
 class _Node:
-    __slots__ = ("state", "action", "Q", "C", "children", "untried")
+    __slots__ = ("C", "Q", "action", "children", "state", "untried")
 
     def __init__(self, state: tuple, action=None):
         self.state = state  # S(v): operator indices, T_1 first
@@ -111,7 +113,7 @@ class MCTSSG:
     ['Sum(Select amount)']
     """
 
-    def __init__(self, K=20, D=4, B=128, n_simulations=500, c=1 / math.sqrt(2),
+    def __init__(self, K=20, D=4, B=128, n_simulations=500, c=UCT_C,
                  random_state=None):
         self.K = K
         self.D = D
@@ -187,7 +189,7 @@ class MCTSSG:
             node.Q += r
 
     # -- Algorithm 1 -----------------------------------------------------------------------
-    def fit(self, table: EventTable, y, grammar: Grammar, progress=None) -> "MCTSSG":
+    def fit(self, table: EventTable, y, grammar: Grammar, progress=None) -> MCTSSG:
         rng = self.random_state
         self._rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
         self.table_ = table

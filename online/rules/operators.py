@@ -38,8 +38,8 @@ Choices where the paper is silent or ambiguous
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 import numpy as np
 
@@ -70,7 +70,7 @@ class View:
     group: np.ndarray | None = None  # pending GroupBy codes
 
     @classmethod
-    def of(cls, table: EventTable, entity_index=None) -> "View":
+    def of(cls, table: EventTable, entity_index=None) -> View:
         """All events of the given entities (all by default), before the Select."""
         if entity_index is None:
             entity_index = np.arange(table.n_entities)
@@ -81,11 +81,11 @@ class View:
         """Another column of the events, aligned with the current rows."""
         return self.table.columns[name][self.rows]
 
-    def keep(self, mask: np.ndarray) -> "View":
+    def keep(self, mask: np.ndarray) -> View:
         values = None if self.values is None else self.values[mask]
         return replace(self, seg=self.seg[mask], rows=self.rows[mask], values=values)
 
-    def take(self, order: np.ndarray) -> "View":
+    def take(self, order: np.ndarray) -> View:
         values = None if self.values is None else self.values[order]
         return replace(self, seg=self.seg[order], rows=self.rows[order], values=values)
 

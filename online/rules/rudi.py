@@ -135,7 +135,14 @@ class RuDi:
 
     # -- fit -------------------------------------------------------------------------------
     def fit(self, events, entity_col: str, scores, labels=None, order_col=None, progress=None):
-        """Distil ``scores`` (the teacher's, one per entity) of the sequences in ``events``."""
+        """Distil ``scores`` (the teacher's, one per entity) of the sequences in ``events``.
+
+        ``labels`` (optional, same forms as ``scores``) give ``auc_``; ``progress`` is called
+        as ``progress(fraction, message)`` while fitting.
+        """
+        if self.R < 2 or self.R % 2:
+            raise ValueError("R must be a positive even number (R/2 conjunctions + R/2 "
+                             "disjunctions)")
         self.entity_col_, self.order_col_ = entity_col, order_col
         self.schema_ = infer_schema(events, entity_col, order_col, self.categorical,
                                     self.max_categories)
@@ -275,7 +282,7 @@ class RuDi:
             "temperature", "max_categories", "categorical", "operators", "random_state")}
 
     @classmethod
-    def from_state(cls, state: dict, extra_operators=()) -> "RuDi":
+    def from_state(cls, state: dict, extra_operators=()) -> RuDi:
         if state.get("format") != STATE_FORMAT or state.get("version") != STATE_VERSION:
             raise ValueError("not a RuDi state of a supported version")
         params = dict(state["params"])
