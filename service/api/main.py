@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 from service.api import deps, errors
 from service.api.model_cache import ModelCache
-from service.api.routes import apps, decisions, health, metrics
+from service.api.routes import apps, decisions, health, jobs, metrics
 from service.redis_client import connect
 from service.settings import Settings, get_settings
 from service.store import Store
@@ -47,6 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(apps.router)
     app.include_router(decisions.router)
     app.include_router(metrics.router)
+    app.include_router(jobs.router)
     app.add_middleware(metrics.MetricsMiddleware)
 
     return app

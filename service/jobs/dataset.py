@@ -1,0 +1,104 @@
+"""A job's input: an uploaded table (CSV or Parquet bytes) or an app's logged events.
+
+Both become one :class:`Dataset` whose ``frame`` is a pandas DataFrame. Uploaded bytes are
+parsed by pandas (``read_csv`` / ``read_parquet`` via pyarrow), never unpickled.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+import redis
+
+from service import codec, keys
+
+FORMATS = ("csv", "parquet")
+#: columns an event row has besides its context features (a context feature of the same name
+#: is renamed ``context.<name>``)
+EVENT_COLUMNS = ("action", "reward", "probability")
+
+
+class DatasetError(ValueError):
+    """The input cannot be read or does not fit the job (ends the job ``failed``)."""
+
+
+@dataclass
+class Dataset:
+    """What a job kind's ``run`` receives.
+
+    ``frame``: the rows; ``app``: the app the job belongs to (None for an upload without app);
+    ``source``: how the input was given (``{"type": "upload", "format", "bytes", "filename"}``
+    or ``{"type": "events", "app", "last"}``); ``store``: the service's
+    :class:`service.store.Store`, for kinds that also need the app's model
+    (``store.load_snapshot(app)``), or None.
+    """
+
+    frame: pd.DataFrame
+    app: str | None = None
+    source: dict[str, Any] = field(default_factory=dict)
+    store: Any = None
+
+
+def guess_format(filename: str | None, content_type: str | None) -> str:
+    """'parquet' for ``*.parquet`` / ``*.pq`` or a parquet content type, else 'csv'."""
+    name = (filename or "").lower()
+    if name.endswith((".parquet", ".pq")) or "parquet" in (content_type or ""):
+        return "parquet"
+    return "csv"
+
+
+def read_table(data: bytes, fmt: str) -> pd.DataFrame:
+    """Parse uploaded bytes; every failure is a :class:`DatasetError` saying what is wrong."""
+    if fmt not in FORMATS:
+        raise DatasetError(f"unknown dataset format {fmt!r}: use one of {list(FORMATS)}")
+    if not data:
+        raise DatasetError("the uploaded file is empty")
+    try:
+        if fmt == "csv":
+            frame = pd.read_csv(io.BytesIO(data))
+        else:
+            frame = pd.read_parquet(io.BytesIO(data))
+    except ImportError as exc:  # Parquet needs pyarrow
+        raise DatasetError(f"cannot read {fmt} on this server: {exc}") from None
+    except (ValueError, UnicodeDecodeError, OSError, pd.errors.ParserError) as exc:
+        raise DatasetError(f"the {fmt.upper()} file cannot be read: {exc}") from None
+    except Exception as exc:  # pyarrow raises its own types for a malformed file
+        raise DatasetError(
+            f"the {fmt.upper()} file cannot be read: {type(exc).__name__}: {exc}"
+        ) from None
+    if frame.shape[0] == 0 or frame.shape[1] == 0:
+        raise DatasetError(f"the {fmt.upper()} file has no rows or no columns")
+    return frame
+
+
+def _s(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def event_count(client: redis.Redis, app: str) -> int:
+    return int(client.xlen(keys.stream(app)))
+
+
+def read_events(client: redis.Redis, app: str, last: int) -> pd.DataFrame:
+    """The app's ``last`` logged events (decision joined with its reward), oldest first.
+
+    One row per entry of the app's event stream (:func:`service.keys.stream`): the context
+    features as columns, then ``action``, ``reward`` (in the app's range) and ``probability``
+    (the logged propensity). Features missing from an event's context are NaN.
+    """
+    entries = client.xrevrange(keys.stream(app), count=last)
+    if not entries:
+        raise DatasetError(f"app {app!r} has no logged events (decisions joined with rewards)")
+    rows = []
+    for _, fields in reversed(entries):
+        f = {_s(k): v for k, v in fields.items()}
+        context = codec.unpack(f["context"]) if "context" in f else {}
+        row = {(f"context.{k}" if k in EVENT_COLUMNS else k): v for k, v in context.items()}
+        row["action"] = _s(f["action"])
+        row["reward"] = float(f["reward"])
+        row["probability"] = float(f["probability"])
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,58 @@
+"""The job-kind table: one entry per kind of batch job.
+
+A kind is a pydantic schema of its parameters (checked when the job is submitted, 422 if
+wrong, and again by the worker) and ``run(params, dataset, progress) -> result``:
+
+- ``params``: an instance of the schema;
+- ``dataset``: a :class:`service.jobs.dataset.Dataset` (``dataset.frame`` is a DataFrame);
+- ``progress(fraction, message)``: report how far the job is (fraction in [0, 1]); call it at
+  least every few seconds: it is also where a cancelled job stops (it raises
+  :class:`service.jobs.progress.JobCancelled`: let it propagate);
+- the result: a JSON-able dict (numbers, strings, lists, dicts; no NaN), shown by
+  ``GET /jobs/{id}`` once the job is done.
+
+Raise :class:`service.jobs.dataset.DatasetError` (or ``ValueError``) for input that does not
+fit: the job ends ``failed`` with that message. Any other exception also fails the job, with its
+type and message; the worker goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from service.jobs import feature_selection
+from service.jobs.dataset import Dataset
+
+Progress = Callable[[float, str], None]
+
+
+@dataclass(frozen=True)
+class JobKind:
+    name: str
+    params: type[BaseModel]
+    run: Callable[[Any, Dataset, Progress], dict[str, Any]]
+    summary: str
+
+
+KINDS: dict[str, JobKind] = {
+    kind.name: kind
+    for kind in (
+        JobKind(
+            "feature-selection",
+            feature_selection.FeatureSelectionParams,
+            feature_selection.run,
+            "R-MOTiFS: which input columns predict the target column (k-NN accuracy)",
+        ),
+    )
+}
+
+
+def job_kind(name: str) -> JobKind:
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise KeyError(f"unknown job kind {name!r}; kinds: {sorted(KINDS)}") from None

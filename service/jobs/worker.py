@@ -1,0 +1,196 @@
+"""``grove worker``: an rq worker for Grove's jobs, and what it runs for one attempt.
+
+Each attempt runs in rq's forked work horse (an exception, a crash or a leak stays in the
+horse; the worker takes the next job). The horse dies with its worker (``PR_SET_PDEATHSIG``),
+so a killed worker leaves no orphan computing a job that has been requeued elsewhere. Between
+jobs, and while it watches a horse, the worker reaps lost jobs of every worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+import traceback
+
+import redis
+from pydantic import ValidationError
+from rq import Worker
+from rq.serializers import JSONSerializer
+from rq.timeouts import JobTimeoutException
+
+from service.jobs.dataset import Dataset, DatasetError, read_events, read_table
+from service.jobs.kinds import job_kind
+from service.jobs.progress import Heartbeat, JobCancelled, JobLost, Reporter
+from service.jobs.queue import JobQueue, rq_queue
+from service.jobs.records import JobState
+from service.jobs.store import JobStore
+from service.redis_client import connect
+from service.settings import Settings, get_settings
+from service.store import Store
+
+log = logging.getLogger("grove.jobs")
+
+
+def _die_with_parent(parent: int) -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the worker died before prctl took effect
+        os._exit(1)
+
+
+def _load(store: JobStore, record, settings: Settings) -> Dataset:
+    source = record.source
+    if source.get("type") == "events":
+        frame = read_events(store.redis, source["app"], int(source["last"]))
+    else:
+        data = store.data(record.id)
+        if data is None:
+            raise DatasetError("the uploaded dataset is no longer stored (expired)")
+        frame = read_table(data, source.get("format", "csv"))
+    app_store = Store(store.redis, settings) if record.app else None
+    return Dataset(frame=frame, app=record.app, source=source, store=app_store)
+
+
+def _json_safe(value):
+    """Results must be JSON: NaN / infinities become None."""
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else None
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy scalar
+        return _json_safe(value.item())
+    return value
+
+
+def _run(store: JobStore, job_id: str, attempt: int, settings: Settings):
+    """(state, message, error, result) of one attempt."""
+    record = store.get(job_id)
+    if record is None:
+        raise JobLost(f"job {job_id} is gone")
+    report = Reporter(store, job_id, attempt)
+    try:
+        kind = job_kind(record.kind)
+        params = kind.params.model_validate(record.params)
+        report(0.0, "reading the dataset")
+        dataset = _load(store, record, settings)
+        result = kind.run(params, dataset, report)
+        if not isinstance(result, dict):
+            raise TypeError(f"job kind {kind.name!r} returned {type(result).__name__}, not dict")
+        return JobState.done, "done", "", _json_safe(result)
+    except (JobCancelled, JobLost):
+        raise
+    except ValidationError as exc:
+        return JobState.failed, "failed", f"invalid parameters: {exc}", None
+    except DatasetError as exc:
+        return JobState.failed, "failed", f"bad dataset: {exc}", None
+    except JobTimeoutException:
+        return (
+            JobState.failed,
+            "failed",
+            f"timed out after {settings.job_timeout:g} s (GROVE_JOB_TIMEOUT)",
+            None,
+        )
+    except (ValueError, KeyError) as exc:  # what the algorithms raise for unfit input
+        return JobState.failed, "failed", f"{type(exc).__name__}: {exc}", None
+    except Exception as exc:
+        log.error("job %s failed:\n%s", job_id, traceback.format_exc())
+        return JobState.failed, "failed", f"{type(exc).__name__}: {exc}", None
+
+
+def execute(job_id: str, attempt: int) -> str:
+    """rq entry point: run attempt ``attempt`` of Grove job ``job_id`` (in the work horse)."""
+    settings = get_settings()
+    client = connect(settings)
+    store = JobStore(client, settings)
+    try:
+        state = store.start(job_id, attempt, os.environ.get("RQ_WORKER_ID", f"pid-{os.getpid()}"))
+        if state != JobState.running.value:
+            log.info("job %s attempt %s not started: the job is %s", job_id, attempt, state)
+            return state
+        beat = Heartbeat(store, job_id, attempt, settings.job_heartbeat).start()
+        try:
+            outcome = _run(store, job_id, attempt, settings)
+        except JobCancelled:
+            outcome = (JobState.cancelled, "cancelled while running", "", None)
+        except JobLost as exc:
+            log.warning("%s; stopping", exc)
+            return "lost"
+        finally:
+            beat.stop()
+        for wait in (0.0, 0.5, 1.0, 2.0, 4.0):  # Redis may be restarting: the result is worth it
+            time.sleep(wait)
+            try:
+                return store.finish(job_id, attempt, *outcome)
+            except redis.RedisError as exc:
+                log.warning("job %s: result not stored yet (%s)", job_id, exc)
+        return "lost"  # the reaper requeues it
+    finally:
+        client.close()
+
+
+class GroveWorker(Worker):
+    """rq's forking worker plus Grove's reaper and horse-dies-with-worker."""
+
+    def __init__(self, *args, jobs: JobQueue, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.jobs = jobs
+        self._last_reap = 0.0
+
+    def main_work_horse(self, job, queue):
+        _die_with_parent(os.getppid())
+        super().main_work_horse(job, queue)
+
+    def reap(self) -> None:
+        if time.monotonic() - self._last_reap < self.jobs.settings.job_heartbeat:
+            return
+        self._last_reap = time.monotonic()
+        try:
+            self.jobs.reap_all()
+        except redis.RedisError as exc:
+            self.log.warning("reaping lost jobs failed: %s", exc)
+
+    def run_maintenance_tasks(self):
+        super().run_maintenance_tasks()
+        self.reap()
+
+    def maintain_heartbeats(self, job):
+        super().maintain_heartbeats(job)
+        self.reap()
+
+    def handle_work_horse_killed(self, job, retpid, ret_val, rusage):
+        super().handle_work_horse_killed(job, retpid, ret_val, rusage)
+        how = f"signal {os.WTERMSIG(ret_val)}" if ret_val and os.WIFSIGNALED(ret_val) else ret_val
+        job_id, attempt = job.args
+        self.jobs.reap(job_id, f"the job's process died ({how})", attempt=attempt, lost_after=0)
+
+
+def run_worker(settings: Settings, name: str | None = None) -> None:
+    """Work until SIGTERM / SIGINT (rq: finish the current job first; twice: stop at once)."""
+    interval = max(1, int(settings.job_heartbeat))
+    # a blocking dequeue must not hit the socket timeout of the API's fail-fast client
+    client = redis.Redis.from_url(
+        settings.redis_url,
+        socket_connect_timeout=settings.redis_timeout,
+        socket_timeout=interval + 30,
+        health_check_interval=0,
+    )
+    jobs = JobQueue(connect(settings), settings)
+    worker = GroveWorker(
+        [rq_queue(client, settings)],
+        name=name,
+        connection=client,
+        serializer=JSONSerializer,
+        jobs=jobs,
+        job_monitoring_interval=interval,
+        maintenance_interval=interval,
+        worker_ttl=15 + interval,  # rq's idle dequeue blocks worker_ttl - 15 s between chores
+    )
+    worker.work(with_scheduler=False, logging_level="INFO")
