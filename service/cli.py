@@ -5,6 +5,7 @@ grove serve [--host H] [--port P] [--data-dir D] [--workers N]
     it starts an embedded redis-server with append-only persistence under D/redis.
 grove trainer      the trainer alone (REDIS_URL required), e.g. one compose service
 grove worker       the batch job worker alone (not implemented yet: issue 7)
+grove replay       replay a labeled stream or logged bandit feedback through policies
 """
 
 from __future__ import annotations
@@ -240,6 +241,12 @@ def parser() -> argparse.ArgumentParser:
     api = sub.add_parser("api-process", help="internal: one API process of `serve --workers N`")
     api.add_argument("--fd", type=int, required=True)
     api.set_defaults(func=api_process)
+    from service.replay.command import add_arguments as replay_arguments
+    from service.replay.command import main as replay_main
+
+    rp = sub.add_parser("replay", help="replay a labeled stream or logged feedback (issue 5)")
+    replay_arguments(rp)
+    rp.set_defaults(func=replay_main)
     return p
 
 

@@ -1,0 +1,187 @@
+"""The policies a replay compares, behind one small interface.
+
+A policy spec on the command line is ``name[:key=value,key=value...]``:
+
+* ``forest[:params]`` — Grove's Bandit Forest with these hyperparameters (values are JSON when
+  they parse as JSON: ``forest:n_trees=20,epsilon=[0.4,0.8]``). In-process it is the learner the
+  service's trainer runs (built through ``service.models``); over HTTP it is an app of the service.
+* ``uniform`` — uniformly random actions (seeded).
+* ``best-fixed`` — the best fixed action in hindsight (computed after the run from the whole
+  stream: an optimistic baseline no online policy can know in advance).
+
+Each policy's seed is derived from ``--seed`` and its position in the list, so adding a policy
+does not change the draws of the others.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from service.replay.sources import ReplayInputError
+
+KINDS = ("forest", "uniform", "best-fixed")
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    label: str
+    kind: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def _split_params(text: str) -> list[str]:
+    """Split ``a=1,b=[1,2]`` on the commas outside brackets."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch in "[{("
+        depth -= ch in "]})"
+        if ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def parse_spec(text: str) -> PolicySpec:
+    """``forest:n_trees=20,max_depth=8`` -> PolicySpec.
+
+    >>> parse_spec("forest:n_trees=20,epsilon=[0.4,0.8],voting=mixture")
+    PolicySpec(label='forest:n_trees=20,epsilon=[0.4,0.8],voting=mixture', kind='forest', params={'n_trees': 20, 'epsilon': [0.4, 0.8], 'voting': 'mixture'})
+    """
+    kind, _, rest = text.strip().partition(":")
+    if kind not in KINDS:
+        raise ReplayInputError(f"--policy {text!r}: unknown policy {kind!r}; use one of "
+                               f"{', '.join(KINDS)} (forest takes params: forest:n_trees=20)")
+    params: dict[str, Any] = {}
+    for part in _split_params(rest):
+        key, eq, value = part.partition("=")
+        if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key.strip()):
+            raise ReplayInputError(f"--policy {text!r}: expected key=value, got {part!r}")
+        try:
+            params[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            params[key.strip()] = value.strip()
+    if params and kind != "forest":
+        raise ReplayInputError(f"--policy {text!r}: {kind} takes no parameters")
+    return PolicySpec(text.strip(), kind, params)
+
+
+def parse_specs(texts: list[str]) -> list[PolicySpec]:
+    specs = [parse_spec(t) for t in texts]
+    labels = [s.label for s in specs]
+    if len(set(labels)) != len(labels):
+        raise ReplayInputError(f"--policy lists a policy twice: {labels}")
+    return specs
+
+
+@dataclass
+class Choice:
+    """One decision: the action, its probability, every candidate's probability, and what the
+    driver needs to report the reward (the eventId over HTTP)."""
+
+    action: str
+    probability: float
+    probabilities: dict[str, float]
+    handle: Any = None
+
+
+class Policy:
+    """What the replay loop calls; subclasses decide and learn."""
+
+    label: str = ""
+    kind: str = ""
+    #: decide latencies in seconds (HTTP only)
+    latencies: list[float]
+
+    def decide(self, context: dict, actions: list[str]) -> Choice:
+        raise NotImplementedError
+
+    def learn(self, choice: Choice, context: dict, reward: float) -> None:
+        """The reward of the chosen action (in the data's units)."""
+
+    def sync(self) -> None:
+        """Block boundary: make what was learned so far visible to the next decisions."""
+
+    def close(self) -> None:
+        pass
+
+    def describe(self) -> dict:
+        return {"label": self.label, "kind": self.kind}
+
+
+class UniformPolicy(Policy):
+    kind = "uniform"
+
+    def __init__(self, label: str, seed):
+        self.label = label
+        self.latencies = []
+        self._rng = np.random.default_rng(seed)
+
+    def decide(self, context: dict, actions: list[str]) -> Choice:
+        p = 1.0 / len(actions)
+        action = actions[int(self._rng.integers(len(actions)))]
+        return Choice(action, p, dict.fromkeys(actions, p))
+
+
+class InProcessForest(Policy):
+    """Grove's Bandit Forest in this process, as the service's trainer builds and trains it.
+
+    ``sync_every`` > 0: learned events wait in a buffer until :meth:`sync` (the replay calls it
+    every ``sync_every`` steps), as the service's snapshots do over HTTP; 0: learn at once.
+    Rewards are rescaled from ``reward_range`` to [0, 1], as the trainer does.
+    """
+
+    kind = "forest"
+
+    def __init__(self, label: str, params: dict, actions: list[str], reward_range, sync_every: int):
+        from service.models import model_kind
+
+        self.label = label
+        self.params = params
+        self.latencies = []
+        self._kind = model_kind("bandit-forest")
+        try:
+            self._learner = self._kind.new(dict(params), list(actions))
+        except (TypeError, ValueError) as exc:
+            raise ReplayInputError(f"--policy {label!r}: invalid forest params: {exc}") from None
+        self._low, self._high = reward_range
+        self._sync_every = sync_every
+        self._pending: list[tuple] = []
+
+    def decide(self, context: dict, actions: list[str]) -> Choice:
+        c = self._kind.decide(self._learner, context, actions, [])
+        return Choice(c.action, c.probability, dict(c.ranking))
+
+    def learn(self, choice: Choice, context: dict, reward: float) -> None:
+        scaled = (reward - self._low) / (self._high - self._low)
+        event = (context, choice.action, scaled, choice.probability)
+        if self._sync_every > 0:
+            self._pending.append(event)
+        else:
+            self._kind.learn(self._learner, *event)
+
+    def sync(self) -> None:
+        for event in self._pending:
+            self._kind.learn(self._learner, *event)
+        self._pending.clear()
+
+    def describe(self) -> dict:
+        return {"label": self.label, "kind": self.kind, "params": self.params}
+
+
+def policy_seed(seed: int, position: int) -> list[int]:
+    """The seed of the policy at ``position`` (a numpy SeedSequence entropy list)."""
+    return [seed, position]
+
+
+def forest_params(spec: PolicySpec, seed: int, position: int) -> dict:
+    """The spec's params, with a ``seed`` derived from ``--seed`` unless the spec gives one."""
+    params = dict(spec.params)
+    params.setdefault("seed", int(np.random.SeedSequence(policy_seed(seed, position))
+                                  .generate_state(1)[0]))
+    return params

@@ -1,0 +1,170 @@
+"""The replay's outputs: a JSON summary, a table, and a PNG of cumulative reward / regret.
+
+Reference ("CTR lift vs the logging policy"): on logged feedback, the logging policy's own
+average reward; on a supervised stream there is no logging policy, and the reference is a
+uniformly random policy's expected reward, 1 / (number of actions). Lift = value / reference - 1.
+
+The headline value of a policy is its average reward: on a supervised stream the mean realized
+reward per step; on logged feedback the replay method's estimate (Li et al. 2011). Timing
+(events/s, decide latency) lives under ``timing``: it is the only part of the summary that
+changes between two runs with the same seed and driver.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from online.evaluation import doubly_robust, ips, mean_estimate, replay, snips
+from service.replay.runner import RunResult, Trace
+
+
+def _timing(trace: Trace, steps: int) -> dict:
+    out = {"seconds": round(trace.seconds, 3),
+           "events_per_s": round(steps / trace.seconds, 1) if trace.seconds > 0 else None}
+    if trace.latencies:
+        ms = np.asarray(trace.latencies) * 1000.0
+        out["decide_ms_p50"] = round(float(np.percentile(ms, 50)), 3)
+        out["decide_ms_p99"] = round(float(np.percentile(ms, 99)), 3)
+    return out
+
+
+def _lift(value: float, reference: float) -> float | None:
+    if reference == 0 or not math.isfinite(value):
+        return None
+    return value / reference - 1.0
+
+
+def summarize(result: RunResult, policies: list[dict], run: dict) -> dict:
+    """The JSON summary; ``policies`` describes each trace (label, kind, params, app)."""
+    described = {p["label"]: p for p in policies}
+    out = {"run": run, "source": result.source, "policies": []}
+    if result.logged is None:
+        steps = len(result.labels)
+        reference = 1.0 / len(result.source["actions"])
+        out["reference"] = {"name": "uniform random (expected)", "value": reference}
+        for trace in result.traces:
+            avg = mean_estimate(trace.rewards)
+            out["policies"].append({
+                **described[trace.label],
+                "average_reward": avg.to_dict(),
+                "expected_reward": mean_estimate(trace.expected).to_dict(),
+                "lift": _lift(avg.value, reference),
+                "cumulative_reward": float(trace.rewards.sum()),
+                "regret": float(steps - trace.rewards.sum()),  # vs always playing the label
+                **({"fixed_action": trace.fixed_action} if trace.fixed_action else {}),
+                "timing": _timing(trace, steps),
+            })
+        return out
+    logs = result.logged
+    logged = mean_estimate(logs.rewards)
+    out["reference"] = {"name": "logging policy", "value": logged.value,
+                        "estimate": logged.to_dict()}
+    for trace in result.traces:
+        est = {
+            "replay": replay(logs.rewards, trace.matched),
+            "ips": ips(logs.rewards, trace.target, logs.propensities),
+            "snips": snips(logs.rewards, trace.target, logs.propensities),
+            "dr": doubly_robust(logs.rewards, trace.target, logs.propensities,
+                                result.q_logged, trace.q_policy),
+        }
+        out["policies"].append({
+            **described[trace.label],
+            "average_reward": est["replay"].to_dict(),
+            "lift": _lift(est["replay"].value, logged.value),
+            "matched": int(trace.matched.sum()),
+            "estimates": {k: v.to_dict() for k, v in est.items()},
+            **({"fixed_action": trace.fixed_action} if trace.fixed_action else {}),
+            "timing": _timing(trace, len(logs)),
+        })
+    return out
+
+
+def _fmt(x, digits: int = 4) -> str:
+    return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) \
+        else f"{x:.{digits}f}"
+
+
+def _ci(e: dict) -> str:
+    return f"{_fmt(e['value'])} [{_fmt(e['low'])}, {_fmt(e['high'])}]"
+
+
+def table(summary: dict) -> str:
+    """A plain-text table of the summary."""
+    logged = summary["source"]["kind"] == "logged"
+    head = ["policy", "avg reward [95% CI]", "lift"]
+    if logged:
+        head += ["matched", "IPS", "SNIPS", "DR"]
+    else:
+        head += ["expected"]
+    head += ["events/s", "p50 ms", "p99 ms"]
+    rows = []
+    for p in summary["policies"]:
+        t = p["timing"]
+        lift = p["lift"]
+        row = [p["label"], _ci(p["average_reward"]),
+               "-" if lift is None else f"{100 * lift:+.1f}%"]
+        if logged:
+            e = p["estimates"]
+            row += [str(p["matched"]), _fmt(e["ips"]["value"]), _fmt(e["snips"]["value"]),
+                    _fmt(e["dr"]["value"])]
+        else:
+            row += [_fmt(p["expected_reward"]["value"])]
+        row += [_fmt(t.get("events_per_s"), 0) if t.get("events_per_s") else "-",
+                _fmt(t.get("decide_ms_p50"), 2), _fmt(t.get("decide_ms_p99"), 2)]
+        rows.append(row)
+    ref = summary["reference"]
+    ref_line = f"reference: {ref['name']} = {_fmt(ref['value'])}"
+    if "estimate" in ref:
+        ref_line += f" [{_fmt(ref['estimate']['low'])}, {_fmt(ref['estimate']['high'])}]"
+    widths = [max(len(str(r[j])) for r in [head, *rows]) for j in range(len(head))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()
+             for r in [head, *rows]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join([*lines, ref_line])
+
+
+def _thin(n: int, most: int = 2000) -> np.ndarray:
+    return np.unique(np.linspace(0, n - 1, min(n, most)).astype(int))
+
+
+def plot(result: RunResult, path: str) -> None:
+    """Cumulative reward and regret (supervised) or replay curves (logged), as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    if result.logged is None:
+        n = len(result.labels)
+        x = _thin(n)
+        for trace in result.traces:
+            cum = np.cumsum(trace.rewards)
+            left.plot(x + 1, cum[x], label=trace.label)
+            right.plot(x + 1, (np.arange(1, n + 1) - cum)[x], label=trace.label)
+        left.set(title="cumulative reward", xlabel="step", ylabel="reward")
+        right.set(title="cumulative regret (vs the label oracle)", xlabel="step",
+                  ylabel="regret")
+    else:
+        n = len(result.logged)
+        x = _thin(n)
+        logged_mean = float(result.logged.rewards.mean())
+        for trace in result.traces:
+            cum = np.cumsum(trace.rewards)
+            seen = np.cumsum(trace.matched)
+            left.plot(x + 1, cum[x], label=trace.label)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                right.plot(x + 1, (cum / seen)[x], label=trace.label)
+        right.axhline(logged_mean, color="black", linestyle="--", label="logging policy")
+        left.set(title="cumulative reward on matched events (replay)", xlabel="logged event",
+                 ylabel="reward")
+        right.set(title="replay estimate so far", xlabel="logged event", ylabel="average reward")
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"grove replay: {result.source.get('data', '')}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
