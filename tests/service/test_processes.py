@@ -212,7 +212,7 @@ def test_two_api_processes_serve_and_learn_one_model(redis_url, tmp_path):
         created = admin.post("/apps", json=app_body("duo", actions=["a", "b"], rewardWaitTime=60))
         assert created.status_code == 201, created.text
         headers = {"Authorization": f"Bearer {created.json()['apiKey']}"}
-        urls, rng, n = [url_a, url_b], random.Random(0), 300
+        urls, rng, n = [url_a, url_b], random.Random(0), 200
         with httpx.Client(timeout=10.0, headers=headers) as client:
             for i in range(n):
                 x = rng.randint(0, 1)
