@@ -1,10 +1,11 @@
 """``grove``: run the service.
 
 grove serve [--host H] [--port P] [--data-dir D] [--workers N]
-    API + trainer (+ the job worker once issue 7 adds it) in one command. Without REDIS_URL
+    API + trainer + batch job worker in one command. Without REDIS_URL
     it starts an embedded redis-server with append-only persistence under D/redis.
 grove trainer      the trainer alone (REDIS_URL required), e.g. one compose service
-grove worker       the batch job worker alone (not implemented yet: issue 7)
+grove worker       a batch job worker (REDIS_URL required); start more to scale out
+grove jobs ...     submit|status|result|cancel|list batch jobs over HTTP (progress bar)
 grove replay       replay a labeled stream or logged bandit feedback through policies
 """
 
@@ -26,9 +27,8 @@ from service.settings import Settings, get_settings
 
 log = logging.getLogger("grove")
 
-#: roles `grove serve` runs beside the API, each as `python -m service.cli <role>`; issue 7
-#: (job worker) adds "worker" here once `grove worker` runs jobs.
-BACKGROUND_ROLES: tuple[str, ...] = ("trainer",)
+#: roles `grove serve` runs beside the API, each as `python -m service.cli <role>`
+BACKGROUND_ROLES: tuple[str, ...] = ("trainer", "worker")
 
 _APP = "service.api.main:create_app"
 
@@ -213,8 +213,14 @@ def api_process(args: argparse.Namespace) -> int:
 
 
 def worker(args: argparse.Namespace) -> int:
-    print("grove worker: not implemented yet: the batch job worker is issue 7", file=sys.stderr)
-    return 2
+    from service.jobs.worker import run_worker
+
+    settings = Settings()
+    if not settings.redis_url:
+        print("grove worker: set REDIS_URL (grove serve starts its own worker)", file=sys.stderr)
+        return 2
+    run_worker(settings)
+    return 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -237,7 +243,10 @@ def parser() -> argparse.ArgumentParser:
     )
     s.set_defaults(func=serve)
     sub.add_parser("trainer", help="the trainer loop alone (REDIS_URL)").set_defaults(func=trainer)
-    sub.add_parser("worker", help="the batch job worker alone (issue 7)").set_defaults(func=worker)
+    sub.add_parser("worker", help="a batch job worker (REDIS_URL)").set_defaults(func=worker)
+    from service.jobs.cli import add_parser as add_jobs_parser
+
+    add_jobs_parser(sub)
     api = sub.add_parser("api-process", help="internal: one API process of `serve --workers N`")
     api.add_argument("--fd", type=int, required=True)
     api.set_defaults(func=api_process)

@@ -8,6 +8,8 @@ wrong, and again by the worker) and ``run(params, dataset, progress) -> result``
 - ``progress(fraction, message)``: report how far the job is (fraction in [0, 1]); call it at
   least every few seconds: it is also where a cancelled job stops (it raises
   :class:`service.jobs.progress.JobCancelled`: let it propagate);
+- ``preload``: modules the worker imports before it forks an attempt (heavy imports such as
+  scikit-learn are then paid once per worker, not once per job);
 - the result: a JSON-able dict (numbers, strings, lists, dicts; no NaN), shown by
   ``GET /jobs/{id}`` once the job is done.
 
@@ -36,6 +38,8 @@ class JobKind:
     params: type[BaseModel]
     run: Callable[[Any, Dataset, Progress], dict[str, Any]]
     summary: str
+    #: modules the worker imports once at start, so that each forked attempt has them
+    preload: tuple[str, ...] = ()
 
 
 KINDS: dict[str, JobKind] = {
@@ -46,6 +50,7 @@ KINDS: dict[str, JobKind] = {
             feature_selection.FeatureSelectionParams,
             feature_selection.run,
             "R-MOTiFS: which input columns predict the target column (k-NN accuracy)",
+            preload=("online.selection.r_motifs",),
         ),
     )
 }

@@ -63,6 +63,7 @@ class JobQueue:
         """Store the job (and its uploaded bytes) and queue its first attempt, in one MULTI."""
         job_id = uuid.uuid4().hex
         with self.store.redis.pipeline(transaction=True) as pipe:
+            pipe.multi()  # rq's enqueue joins an explicit MULTI
             self.store.create(job_id, kind, app, params, source, data, pipe)
             self._enqueue(job_id, 1, pipeline=pipe)
             pipe.execute()

@@ -8,6 +8,7 @@ jobs, and while it watches a horse, the worker reaps lost jobs of every worker.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import signal
@@ -21,7 +22,7 @@ from rq.serializers import JSONSerializer
 from rq.timeouts import JobTimeoutException
 
 from service.jobs.dataset import Dataset, DatasetError, read_events, read_table
-from service.jobs.kinds import job_kind
+from service.jobs.kinds import KINDS, job_kind
 from service.jobs.progress import Heartbeat, JobCancelled, JobLost, Reporter
 from service.jobs.queue import JobQueue, rq_queue
 from service.jobs.records import JobState
@@ -174,6 +175,9 @@ class GroveWorker(Worker):
 
 def run_worker(settings: Settings, name: str | None = None) -> None:
     """Work until SIGTERM / SIGINT (rq: finish the current job first; twice: stop at once)."""
+    for kind in KINDS.values():
+        for module in kind.preload:
+            importlib.import_module(module)
     interval = max(1, int(settings.job_heartbeat))
     # a blocking dequeue must not hit the socket timeout of the API's fail-fast client
     client = redis.Redis.from_url(
