@@ -30,6 +30,9 @@ class Schema(BaseModel):
 
 
 class ActionSpec(Schema):
+    """An action: its id and optional features (stored and returned; the bandit-forest kind
+    learns one model per action and does not use them)."""
+
     id: str = Field(min_length=1, max_length=128)
     features: dict[str, FeatureValue] | None = None
 
