@@ -159,10 +159,11 @@ def summary(path, simulations=None):
         rows.append({"dataset": name, "method": method, "runs": g.run.nunique(),
                      "folds": len(g), "accuracy": per_run.mean(),
                      "std_runs": per_run.std(ddof=0), "n_features": g.n_features.mean(),
-                     "sec_per_fold": g.seconds.mean()})
+                     "sec_per_fold": g.seconds.mean(),
+                     "cpu_per_fold": g.cpu_seconds.mean() if "cpu_seconds" in g else float("nan")})
     table = pd.DataFrame(rows)
     lines = ["| data set | paper R-MOTiFS | R-MOTiFS here | MOTiFS here (paper) | forward SFS | all features | "
-             "s/fold R-MOTiFS, MOTiFS, SFS | folds run |", "|---|---|---|---|---|---|---|---|"]
+             "wall (CPU) s per fold: R-MOTiFS, MOTiFS, SFS | folds run |", "|---|---|---|---|---|---|---|---|"]
     for name in table.dataset.unique():
         t = table[table.dataset == name].set_index("method")
 
@@ -176,8 +177,8 @@ def summary(path, simulations=None):
         p = PAPER.get(name)
         paper = f"{p[0][0]:.3f} ± {p[0][1]:.3f} / {p[0][2]}" if p else "-"
         motifs = cell("motifs") + (f" ({p[1][0]:.3f} / {p[1][1]})" if p else "")
-        secs = ", ".join(f"{t.loc[m].sec_per_fold:.1f}" if m in t.index else "-"
-                         for m in ("rmotifs", "motifs", "sfs"))
+        secs = ", ".join(f"{t.loc[m].sec_per_fold:.0f} ({t.loc[m].cpu_per_fold:.0f})"
+                         if m in t.index else "-" for m in ("rmotifs", "motifs", "sfs"))
         nf = t.folds.max()
         lines.append(f"| {name} | {paper} | {cell('rmotifs', True)} | {motifs} | {cell('sfs')} | "
                      f"{cell('all')} | {secs} | {nf} ({t.runs.max()} runs) |")
