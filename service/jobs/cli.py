@@ -124,7 +124,7 @@ def result(args) -> int:
 def cancel(args) -> int:
     with _client(args) as client:
         job = _check(client.delete(f"/jobs/{args.id}"))
-        print(f"job {args.id}: {job['state']}" + (" (cancel requested)" if job["cancel_requested"] and job["state"] == "running" else ""))
+        print(f"job {args.id}: {job['state']}" + (" (cancel requested)" if job["cancelRequested"] and job["state"] == "running" else ""))
         return 0
 
 

@@ -17,18 +17,17 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from service.jobs.dataset import Dataset, DatasetError
+from service.jobs.params import JobParams
 
 #: most distinct values of a text column (one-hot columns cost k-NN time)
 MAX_CATEGORIES = 200
 
 
-class FeatureSelectionParams(BaseModel):
+class FeatureSelectionParams(JobParams):
     """Parameters of ``feature-selection`` (R-MOTiFS's defaults are the paper's)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     target: str = Field(min_length=1, description="column holding the class labels")
     features: list[str] | None = Field(
@@ -136,28 +135,28 @@ def run(params: FeatureSelectionParams, dataset: Dataset, progress) -> dict[str,
     chosen = set(selector.selected_features_.tolist())
     return {
         "target": params.target,
-        "selected_features": selected,
-        "selected_columns": [c for c in columns if any(origins[i] == c for i in chosen)],
-        "n_features": len(names),
-        "n_selected": len(selected),
-        "accuracy_all_features": selector.all_features_accuracy_,
-        "accuracy_selected": selector.accuracy_,
+        "selectedFeatures": selected,
+        "selectedColumns": [c for c in columns if any(origins[i] == c for i in chosen)],
+        "nFeatures": len(names),
+        "nSelected": len(selected),
+        "accuracyAllFeatures": selector.all_features_accuracy_,
+        "accuracySelected": selector.accuracy_,
         "fsr": selector.fsr_,
         "validation": f"leave-one-out {params.n_neighbors}-NN accuracy on the rows used "
         "(min-max scaled)",
         "rows": rows_given,
-        "rows_used": int(X.shape[0]),
+        "rowsUsed": int(X.shape[0]),
         "classes": n_classes,
         "history": [
             {
                 "recursion": int(h["recursion"]),
-                "n_input_features": int(h["n_input_features"]),
+                "nInputFeatures": int(h["n_input_features"]),
                 "features": columns_of(h["subset"]),
                 "accuracy": float(h["accuracy"]),
                 "accepted": bool(h["accepted"]),
             }
             for h in selector.history_
         ],
-        "n_evaluations": int(selector.n_evaluations_),
-        "n_cache_hits": int(selector.n_cache_hits_),
+        "nEvaluations": int(selector.n_evaluations_),
+        "nCacheHits": int(selector.n_cache_hits_),
     }

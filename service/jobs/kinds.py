@@ -1,7 +1,8 @@
 """The job-kind table: one entry per kind of batch job.
 
-A kind is a pydantic schema of its parameters (checked when the job is submitted, 422 if
-wrong, and again by the worker) and ``run(params, dataset, progress) -> result``:
+A kind is a pydantic schema of its parameters (a :class:`service.jobs.params.JobParams`
+subclass: checked when the job is submitted, 422 if wrong, and again by the worker) and
+``run(params, dataset, progress) -> result``:
 
 - ``params``: an instance of the schema;
 - ``dataset``: a :class:`service.jobs.dataset.Dataset` (``dataset.frame`` is a DataFrame);
@@ -10,8 +11,8 @@ wrong, and again by the worker) and ``run(params, dataset, progress) -> result``
   :class:`service.jobs.progress.JobCancelled`: let it propagate);
 - ``preload``: modules the worker imports before it forks an attempt (heavy imports such as
   scikit-learn are then paid once per worker, not once per job);
-- the result: a JSON-able dict (numbers, strings, lists, dicts; no NaN), shown by
-  ``GET /jobs/{id}`` once the job is done.
+- the result: a JSON-able dict (numbers, strings, lists, dicts; NaN becomes null), keys in
+  camelCase like the rest of the API, shown by ``GET /jobs/{id}`` once the job is done.
 
 Raise :class:`service.jobs.dataset.DatasetError` (or ``ValueError``) for input that does not
 fit: the job ends ``failed`` with that message. Any other exception also fails the job, with its

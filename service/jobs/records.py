@@ -78,14 +78,15 @@ class JobRecord:
         )
 
     def public(self, with_result: bool = True) -> dict[str, Any]:
-        """The GET /jobs/{id} answer (``with_result=False``: the lighter GET /jobs entry)."""
+        """The GET /jobs/{id} answer, camelCase like the rest of the API (``with_result=False``:
+        the lighter GET /jobs entry)."""
         end = self.finished_at
         timings = {
-            "created_at": self.created_at,
-            "started_at": self.started_at,
-            "finished_at": end,
-            "queued_seconds": (self.started_at - self.created_at) if self.started_at else None,
-            "run_seconds": ((end or self.heartbeat_at) - self.started_at)
+            "createdAt": self.created_at,
+            "startedAt": self.started_at,
+            "finishedAt": end,
+            "queuedSeconds": (self.started_at - self.created_at) if self.started_at else None,
+            "runSeconds": ((end or self.heartbeat_at) - self.started_at)
             if self.started_at and (end or self.heartbeat_at)
             else None,
         }
@@ -96,8 +97,8 @@ class JobRecord:
             "state": self.state.value,
             "progress": {"fraction": self.fraction, "message": self.message},
             "attempt": self.attempt,
-            "max_attempts": self.max_attempts,
-            "cancel_requested": self.cancel_requested,
+            "maxAttempts": self.max_attempts,
+            "cancelRequested": self.cancel_requested,
             "timings": timings,
             "input": self.source,
             "params": self.params,

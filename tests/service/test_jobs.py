@@ -1,0 +1,355 @@
+"""Batch jobs end to end against a real `grove serve` (API + trainer + embedded job worker) on
+the session's redis-server: upload, progress, result, failures, cancel, access, a SIGKILLed
+worker, the logged-events source and the `grove jobs` CLI.
+
+One `grove serve` for the module (starting one costs seconds); it runs one worker, so the
+jobs of these tests run one after another. The tests do not flush Redis (the fixtures that do
+would pull the floor from under the running worker); jobs and apps have unique names.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import httpx
+import numpy as np
+import pandas as pd
+import pytest
+import redis
+
+from service.jobs import keys as job_keys
+from service.redis_server import free_port
+
+from .conftest import ADMIN, app_body
+from .processes import REPO, service_env, spawn, wait_until
+
+pytestmark = pytest.mark.slow
+
+MAX_UPLOAD = 200_000
+LOST_AFTER = 2.0
+RETENTION = 120
+
+
+@pytest.fixture(scope="module")
+def grove(redis_server, tmp_path_factory):
+    """(http client with base URL, redis client, serve process, log path)."""
+    log = tmp_path_factory.mktemp("grove-jobs") / "serve.log"
+    port = free_port()
+    env = service_env(
+        redis_server.url,
+        GROVE_JOB_HEARTBEAT="0.5",
+        GROVE_JOB_LOST_AFTER=str(LOST_AFTER),
+        GROVE_JOB_MAX_UPLOAD=str(MAX_UPLOAD),
+        GROVE_JOB_RETENTION=str(RETENTION),
+        GROVE_JOB_QUEUE=f"test-jobs-{uuid.uuid4().hex[:8]}",
+    )
+    proc = spawn(["-m", "service.cli", "serve", "--port", str(port)], env, log)
+    url = f"http://127.0.0.1:{port}"
+    http = httpx.Client(base_url=url, timeout=10)
+    client = redis.Redis.from_url(redis_server.url)
+
+    def worker_ready():
+        try:
+            return http.get("/healthz").status_code == 200 and _worker_pid(client, env) is not None
+        except httpx.HTTPError:
+            return False
+
+    wait_until(worker_ready, proc, log, timeout=60, what="grove serve with its job worker")
+    yield http, client, proc, log, env
+    for job in http.get("/jobs", headers=ADMIN).json():  # leave no running job behind
+        if job["state"] in ("queued", "running"):
+            http.delete(f"/jobs/{job['id']}", headers=ADMIN)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        assert proc.wait(40) == 0, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        http.close()
+        client.close()
+
+
+def _worker_pid(client: redis.Redis, env: dict) -> int | None:
+    """pid of the (live) rq worker listening on this module's queue."""
+    from rq import Queue, Worker
+
+    queue = Queue(env["GROVE_JOB_QUEUE"], connection=client)
+    for worker in Worker.all(queue=queue):
+        if worker.pid and _alive(worker.pid):
+            return worker.pid
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def synthetic(n: int = 160, d: int = 10, informative=(1, 4, 7), seed: int = 0) -> pd.DataFrame:
+    """3 of d features carry the label."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = (X[:, list(informative)].sum(axis=1) > 0).astype(int)
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(d)])
+    frame["label"] = y
+    return frame
+
+
+def csv_bytes(frame: pd.DataFrame) -> bytes:
+    return frame.to_csv(index=False).encode()
+
+
+def submit(http, data: bytes, params: dict, headers=ADMIN, filename="data.csv", **fields):
+    return http.post(
+        "/jobs/feature-selection",
+        files={"file": (filename, data)},
+        data={"params": json.dumps(params), **fields},
+        headers=headers,
+    )
+
+
+def follow(http, job_id: str, until=("done", "failed", "cancelled"), timeout=40.0, headers=ADMIN):
+    """Poll the job until its state is in ``until``; returns (last answer, answers seen)."""
+    seen = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = http.get(f"/jobs/{job_id}", headers=headers).json()
+        seen.append(job)
+        if job["state"] in until:
+            return job, seen
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} still {seen[-1]['state']} after {timeout}s: {seen[-1]}")
+
+
+def long_job(http, headers=ADMIN, **fields) -> str:
+    """A job that runs for minutes unless stopped (100 000 simulations per recursion)."""
+    params = {"target": "label", "nSimulations": 100_000}
+    answer = submit(http, csv_bytes(synthetic(n=300, d=30)), params, headers=headers, **fields)
+    assert answer.status_code == 202, answer.text
+    return answer.json()["id"]
+
+
+def test_upload_csv_watch_progress_and_fetch_the_result(grove):
+    http, client, *_ = grove
+    answer = submit(http, csv_bytes(synthetic()), {"target": "label", "nSimulations": 150})
+    assert answer.status_code == 202, answer.text
+    job = answer.json()
+    assert job["state"] == "queued" and answer.headers["location"] == f"/jobs/{job['id']}"
+    assert job["input"]["type"] == "upload" and job["input"]["format"] == "csv"
+
+    final, seen = follow(http, job["id"])
+    assert final["state"] == "done", final
+    fractions = [j["progress"]["fraction"] for j in seen if j["state"] == "running"]
+    assert fractions and any(0 < f < 1 for f in fractions), "no progress was reported"
+    assert fractions == sorted(fractions)
+    assert final["progress"]["fraction"] == 1.0
+
+    result = final["result"]
+    assert {"f1", "f4", "f7"} <= set(result["selectedFeatures"]) and result["nSelected"] <= 5
+    assert result["nFeatures"] == 10 and result["rows"] == 160
+    assert result["accuracySelected"] > result["accuracyAllFeatures"]
+    assert result["fsr"] == pytest.approx(result["accuracySelected"] / result["nSelected"])  # eq. 4
+    history = result["history"]
+    assert history[0]["nInputFeatures"] == 10 and history[0]["recursion"] == 0
+    assert all(set(h) == {"recursion", "nInputFeatures", "features", "accuracy", "accepted"}
+               for h in history)
+
+    t = final["timings"]
+    assert t["createdAt"] <= t["startedAt"] <= t["finishedAt"] and t["runSeconds"] > 0
+    # kept for the retention time, then gone; the uploaded bytes are deleted at once
+    assert 0 < client.ttl(job_keys.record(job["id"])) <= RETENTION
+    assert not client.exists(job_keys.data(job["id"]))
+    listed = http.get("/jobs", headers=ADMIN).json()
+    assert job["id"] in [j["id"] for j in listed] and "result" not in listed[0]
+
+
+def test_parquet_upload(grove):
+    http, *_ = grove
+    buffer = io.BytesIO()
+    synthetic(n=100, d=6, informative=(0, 3, 5)).to_parquet(buffer)
+    answer = submit(http, buffer.getvalue(), {"target": "label", "n_simulations": 60},
+                    filename="data.parquet")
+    assert answer.status_code == 202, answer.text
+    final, _ = follow(http, answer.json()["id"])
+    assert final["state"] == "done", final
+    assert final["input"]["format"] == "parquet" and final["result"]["rows"] == 100
+
+
+def test_bad_inputs_fail_with_a_message_and_the_worker_survives(grove):
+    http, *_ = grove
+    garbage = submit(http, b"a,b\n1,2,3,4\n\x00\xff\xfe", {"target": "a"})
+    no_target = submit(http, csv_bytes(synthetic(n=40)), {"target": "nope"})
+    one_class = submit(http, b"x,y\n1,0\n2,0\n3,0\n4,0\n5,0\n6,0\n7,0\n", {"target": "y"})
+    for answer, words in [
+        (garbage, "bad dataset: the CSV file cannot be read"),
+        (no_target, "target column 'nope' is not in the data"),
+        (one_class, "has 1 class"),
+    ]:
+        assert answer.status_code == 202, answer.text
+        final, _ = follow(http, answer.json()["id"])
+        assert final["state"] == "failed" and words in final["error"], final
+        assert final["result"] is None
+    # refused before queueing: wrong parameters, no file, an unknown kind
+    wrong = submit(http, csv_bytes(synthetic(n=40)), {"target": "label", "nSimulations": 0})
+    assert wrong.status_code == 422 and "nSimulations" in wrong.text
+    unknown = submit(http, csv_bytes(synthetic(n=40)), {"target": "label", "k": 3})
+    assert unknown.status_code == 422
+    nofile = http.post("/jobs/feature-selection", files={"data": ("x.csv", b"x\n1\n")},
+                       headers=ADMIN)
+    assert nofile.status_code == 422 and "'file'" in nofile.text
+    form = http.post("/jobs/feature-selection", data={"params": "{}"}, headers=ADMIN)
+    assert form.status_code == 415
+    assert http.post("/jobs/no-such-kind", json={}, headers=ADMIN).status_code == 404
+    too_big = submit(http, b"x" * (MAX_UPLOAD + 1), {"target": "x"})
+    assert too_big.status_code == 413
+    # the worker is still there
+    ok = submit(http, csv_bytes(synthetic(n=60, d=4, informative=(0,))), {"target": "label",
+                                                                          "nSimulations": 20})
+    assert follow(http, ok.json()["id"])[0]["state"] == "done"
+
+
+def test_cancel_a_queued_and_a_running_job(grove):
+    http, client, *_ = grove
+    running = long_job(http)
+    follow(http, running, until=("running",))
+    queued = long_job(http)  # the single worker is busy
+    answer = http.delete(f"/jobs/{queued}", headers=ADMIN)
+    assert answer.status_code == 200 and answer.json()["state"] == "cancelled"
+
+    wait_until(lambda: http.get(f"/jobs/{running}", headers=ADMIN).json()["progress"]["fraction"] > 0)
+    answer = http.delete(f"/jobs/{running}", headers=ADMIN)
+    assert answer.status_code == 202 and answer.json()["cancelRequested"]
+    final, _ = follow(http, running, timeout=15)
+    assert final["state"] == "cancelled" and final["error"] is None
+    assert http.delete(f"/jobs/{running}", headers=ADMIN).status_code == 200  # idempotent
+    assert http.get(f"/jobs/{queued}", headers=ADMIN).json()["startedAt" if False else "state"] == "cancelled"
+    assert not client.exists(job_keys.data(queued))
+
+
+def test_a_sigkilled_worker_does_not_leave_its_job_running(grove):
+    """Attempt 1 loses its worker: the job is requeued; attempt 2 loses its worker too: the job
+    ends failed (job_max_attempts = 2). Each time the supervisor of `grove serve` restarts the
+    worker, and the reaper (in the workers and in GET /jobs/{id}) notices within LOST_AFTER."""
+    http, client, proc, log, env = grove
+    job_id = long_job(http)
+    for attempt in (1, 2):
+        job = follow(http, job_id, until=("running",), timeout=60)[0]
+        assert job["attempt"] == attempt
+        pid = _worker_pid(client, env)
+        os.kill(pid, signal.SIGKILL)
+        started = time.monotonic()
+        expected = ("queued", "running") if attempt == 1 else ("failed",)
+        job = wait_until(
+            lambda: (j := http.get(f"/jobs/{job_id}", headers=ADMIN).json())["attempt"] > attempt
+            or j["state"] == "failed"
+            and j,
+            proc,
+            log,
+            timeout=LOST_AFTER + 15,
+            what=f"attempt {attempt} to be declared lost",
+        )
+        job = http.get(f"/jobs/{job_id}", headers=ADMIN).json()
+        assert time.monotonic() - started < LOST_AFTER + 15
+        assert job["state"] in expected, job
+        wait_until(lambda p=pid: _worker_pid(client, env) not in (None, p), proc, log, timeout=60,
+                   what="the supervisor to restart the worker")
+    assert job["error"].startswith("its worker stopped sending heartbeats") or "died" in job["error"]
+    assert "attempt 2 of 2" in job["error"]
+    # the restarted worker runs jobs
+    ok = submit(http, csv_bytes(synthetic(n=60, d=4, informative=(0,))), {"target": "label",
+                                                                          "nSimulations": 20})
+    assert follow(http, ok.json()["id"])[0]["state"] == "done"
+
+
+def test_access_needs_the_admin_key_or_the_key_of_the_jobs_app(grove):
+    http, *_ = grove
+    name, other = f"jobs-{uuid.uuid4().hex[:6]}", f"other-{uuid.uuid4().hex[:6]}"
+    keys = {}
+    for app in (name, other):
+        created = http.post("/apps", json=app_body(app), headers=ADMIN)
+        assert created.status_code == 201, created.text
+        keys[app] = {"Authorization": f"Bearer {created.json()['apiKey']}"}
+    data, params = csv_bytes(synthetic(n=40, d=3, informative=(0,))), {"target": "label",
+                                                                       "nSimulations": 5}
+    mine = submit(http, data, params, headers=keys[name], app=name)
+    assert mine.status_code == 202, mine.text
+    job_id = mine.json()["id"]
+    assert submit(http, data, params, headers=keys[other], app=name).status_code == 401
+    assert submit(http, data, params, headers=keys[name]).status_code == 403  # no app: admin's
+    assert submit(http, data, params, headers={}).status_code == 401
+
+    assert http.get(f"/jobs/{job_id}", headers=keys[name]).status_code == 200
+    assert http.get(f"/jobs/{job_id}", headers=ADMIN).status_code == 200
+    assert http.get(f"/jobs/{job_id}", headers=keys[other]).status_code == 403
+    assert http.get(f"/jobs/{job_id}").status_code == 401
+    assert http.delete(f"/jobs/{job_id}", headers=keys[other]).status_code == 403
+    admin_only = submit(http, data, params)
+    assert http.get(f"/jobs/{admin_only.json()['id']}", headers=keys[name]).status_code == 403
+
+    listed = http.get("/jobs", params={"app": name}, headers=keys[name])
+    assert listed.status_code == 200 and [j["id"] for j in listed.json()] == [job_id]
+    assert http.get("/jobs", headers=keys[name]).status_code == 403
+    assert http.get("/jobs", params={"app": name}, headers=keys[other]).status_code == 401
+    assert http.get("/jobs/nothing-here", headers=ADMIN).status_code == 404
+    follow(http, job_id)
+
+
+def test_feature_selection_on_an_apps_logged_events(grove):
+    """The job reads what the service logged (decision + reward), not a learner."""
+    http, *_ = grove
+    name = f"logged-{uuid.uuid4().hex[:6]}"
+    created = http.post("/apps", json=app_body(name, actions=["a", "b"]), headers=ADMIN)
+    key = {"Authorization": f"Bearer {created.json()['apiKey']}"}
+    assert http.post("/jobs/feature-selection", json={"app": name, "last": 10,
+                                                      "params": {"target": "reward"}},
+                     headers=key).status_code == 422  # nothing logged yet
+    rng = np.random.default_rng(3)
+    for i in range(80):
+        context = {"x": int(rng.integers(0, 2)), "noise": float(rng.normal()),
+                   "color": str(rng.choice(["red", "blue"]))}
+        decided = http.post(f"/apps/{name}/decide", json={"context": context}, headers=key).json()
+        reward = float(context["x"] == (decided["action"] == "a"))  # x picks the good action
+        body = {"eventId": decided["eventId"], "reward": reward}
+        assert http.post(f"/apps/{name}/reward", json=body, headers=key).status_code == 200
+    body = {"app": name, "last": 60, "params": {"target": "reward", "nSimulations": 100,
+                                                 "features": ["x", "noise", "color", "action"]}}
+    answer = http.post("/jobs/feature-selection", json=body, headers=key)
+    assert answer.status_code == 202, answer.text
+    assert answer.json()["input"] == {"type": "events", "app": name, "last": 60}
+    final, _ = follow(http, answer.json()["id"], headers=key)
+    assert final["state"] == "done", final
+    result = final["result"]
+    assert result["rows"] == 60
+    assert {"x", "action"} <= set(result["selectedColumns"])
+    assert "action=a" in result["selectedFeatures"] or "action=b" in result["selectedFeatures"]
+
+
+def test_grove_jobs_cli_submits_and_shows_progress_and_result(grove, tmp_path):
+    http, client, proc, log, env = grove
+    path = tmp_path / "data.csv"
+    synthetic(n=60, d=4, informative=(2,)).to_csv(path, index=False)
+    cli_env = dict(env, GROVE_URL=str(http.base_url))
+    run = subprocess.run(
+        [sys.executable, "-m", "service.cli", "jobs", "submit", "feature-selection", "--file",
+         str(path), "-p", "target=label", "-p", "nSimulations=30"],
+        cwd=REPO, env=cli_env, capture_output=True, text=True, timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    job_id, _, result = run.stdout.partition("\n")
+    assert "2" in json.loads(result)["selectedFeatures"][0] or json.loads(result)["nSelected"] >= 1
+    assert "done" in run.stderr and "100%" in run.stderr  # the tqdm bar
+    again = subprocess.run(
+        [sys.executable, "-m", "service.cli", "jobs", "result", job_id.strip()],
+        cwd=REPO, env=cli_env, capture_output=True, text=True, timeout=60,
+    )
+    assert again.returncode == 0 and json.loads(again.stdout) == json.loads(result)
