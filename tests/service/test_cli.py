@@ -83,8 +83,6 @@ def test_grove_serve_runs_everything_in_one_command_and_keeps_its_data(tmp_path)
         assert (data / "admin-key").read_text().strip() == key
         again = http.get("/apps/shop", headers=shop).json()
         assert again["eventsLearned"] == 1 and again["name"] == "shop"
-        decided = http.post("/apps/shop/decide", json={"context": {"x": 0}}, headers=shop)
-        assert decided.status_code == 200 and decided.json()["modelVersion"] >= 1
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
