@@ -187,6 +187,8 @@ def run_dataset(name, args):
     out = {"dataset": desc, "n_entities": len(entities), "n_events": len(events),
            "teachers": {}}
     for tname, y in teachers.items():
+        if args.teacher and tname not in args.teacher:
+            continue
         res = {"teacher_auc": float(roc_auc_score(labels[test], y[test]))}
         print(f"\n### teacher {tname}: test AUC {res['teacher_auc']:.4f}", flush=True)
         y_fit, y_te = y[fit_idx], y[test]
@@ -318,6 +320,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dataset", action="append", choices=sorted(LOADERS))
     ap.add_argument("--n-entities", type=int, default=None, help="subsample (default: all)")
+    ap.add_argument("--teacher", action="append", choices=["LightGBM", "MLP"],
+                    help="distil only these teachers (default: both)")
     ap.add_argument("--K", type=int, default=20)
     ap.add_argument("--D", type=int, default=4)
     ap.add_argument("--R", type=int, default=20)
