@@ -89,7 +89,10 @@ class BanditForest(bandit.base.ContextualPolicy):
         from which each tree draws its own value uniformly (the paper uses 0.4-0.8).
     max_depth
         D, the maximal depth of a tree (the root stump is depth 1): an int, or a ``(low, high)``
-        range from which each tree draws its own ``D_theta`` (the paper uses 10-18).
+        range from which each tree draws its own ``D_theta``. The paper uses 10-18 over 10
+        million events; a path at depth D needs about 2^D times a stump's sample complexity
+        before it votes, so the default, 2-6, suits streams of about a million events (see
+        bench/README.md for both).
     split_fraction
         Fraction of the remaining variables a node may split on (θ's random subsets; 0.8 in the
         paper).
@@ -174,7 +177,7 @@ class BanditForest(bandit.base.ContextualPolicy):
         n_trees: int = 100,
         delta: float = 0.05,
         epsilon: float | Sequence[float] = (0.4, 0.8),
-        max_depth: int | Sequence[int] = (10, 18),
+        max_depth: int | Sequence[int] = (2, 6),
         split_fraction: float = 0.8,
         n_bins: int = 5,
         warmup: int = 200,
