@@ -223,6 +223,11 @@ class MEPSI:
             scored.extend(batch.tolist())
             best = min(best, float(exact.min()))
             pos += _BATCH
+            if np.count_nonzero(bound <= best) > _FULL_SHARE * len(bound) and not dist.known.all():
+                dist.fill()  # most pairs need their TED: one batched matrix is cheaper
+                scored = list(range(len(bound)))
+                best = float(pair_obj(dist.lower).min())
+                break
         exact = pair_obj(dist.lower)
         scored = np.array(sorted(scored))
         p = int(scored[np.flatnonzero(exact[scored] == best)[0]])  # first minimum in loop order
@@ -339,6 +344,8 @@ _ESM_AVG = {"subset": _esm_avg_subset, "term": _esm_avg_term}
 
 #: pairs (or candidates) scored exactly per round of the bounded search
 _BATCH = 64
+#: the bounded search switches to the whole matrix when this share of pairs remains in play
+_FULL_SHARE = 0.25
 #: "auto" computes the whole TED matrix up front below this many Zhang-Shasha cells
 _FULL_CELLS = 3e8
 
@@ -380,6 +387,12 @@ class _Distances:
         if distances is not None:  # a partial matrix from an earlier fit (NaN = not computed)
             self.known |= ~np.isnan(distances)
             self.lower = np.where(self.known, np.nan_to_num(distances), self.lower)
+
+    def fill(self) -> None:
+        """Compute every TED not known yet, batched as in :func:`ted_matrix`."""
+        self.evaluations += int((~self.known).sum()) // (2 if self.symmetric else 1)
+        self.lower = ted_matrix(self.trees, **self.costs)
+        self.known[:] = True
 
     def ensure(self, I, J) -> None:
         """Compute the exact TED of every pair (I[p], J[p]) not known yet."""
