@@ -74,11 +74,15 @@ AdminDep = Annotated[None, Depends(require_admin)]
 
 
 def _authorized_app(app: str, config: AppConfig | None, key: str, settings: Settings) -> AppConfig:
-    if config is None:
+    admin = _is_admin(key, settings)
+    if config is None and admin:
         raise HTTPException(404, f"app {app!r} not found")
-    if not (_same(key, config.api_key_hash) or _is_admin(key, settings)):
+    if config is None or not (admin or _same(key, config.api_key_hash)):
+        # the same answer for a missing app and a wrong key: app names are not probed
         raise HTTPException(
-            401, f"wrong API key for app {app!r}", headers={"WWW-Authenticate": "Bearer"}
+            401,
+            f"wrong API key for app {app!r} (or no such app)",
+            headers={"WWW-Authenticate": "Bearer"},
         )
     return config
 

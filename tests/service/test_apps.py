@@ -132,3 +132,14 @@ def test_openapi_describes_every_route(client):
         "/readyz",
     } <= set(paths)
     assert client.get("/docs").status_code == 200
+
+
+def test_app_names_cannot_be_probed_without_the_admin_key(client):
+    shop = create(client, "shop")
+    for name in ("shop", "nope"):
+        answer = client.post(
+            f"/apps/{name}/decide", json={"context": {}}, headers={"Authorization": "Bearer guess"}
+        )
+        assert answer.status_code == 401 and "or no such app" in answer.json()["detail"]
+    assert client.get("/apps/nope", headers=shop).status_code == 401
+    assert client.get("/apps/nope", headers=ADMIN).status_code == 404
