@@ -168,7 +168,7 @@ def main():
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--data", nargs="*", default=list(NAMES))
     ap.add_argument("--full-grid", action="store_true")
-    ap.add_argument("--out", default="bench/mcts_is_table1.jsonl")
+    ap.add_argument("--out", default="/tmp/mcts_is_table1.jsonl")
     ap.add_argument("--summary-only", action="store_true")
     args = ap.parse_args()
     if not args.summary_only:

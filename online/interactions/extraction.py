@@ -12,8 +12,9 @@ from l(pa(n^f)) by the estimated screening criterion:
   the leaf loss of sec. 2.2, E[(y - E[y|S])^2 | S], estimated for y in {0, 1} (Assumption 3) by
   mu_hat (1 - mu_hat);
 - a data node is internal when it has at least one selectable (not excluded) feature node that
-  has been selected at least once (V > 0): a never-selected feature node has no estimate yet
-  (its sigma_hat is the initial 0, sec. 3), so it is not a candidate. Theorem 3 / 4: an internal
+  has been selected at least ``min_visits`` times: a never-selected feature node has no estimate
+  (its sigma_hat is the initial 0, sec. 3), and one selected once or twice has a sigma_hat of a
+  few squared errors, often exactly 0, which would win every argmin. Theorem 3 / 4: an internal
   node must take exactly one feature node, it may not stop.
 """
 
@@ -33,7 +34,7 @@ def _ranges(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndar
     return flat, group
 
 
-def extract(fdt: FDT) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def extract(fdt: FDT, min_visits: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Eq. (7) bottom-up over all data nodes of the forest.
 
     Returns ``best_f`` (the feature node chosen at each data node, -1 at leaves), ``loss_d``
@@ -56,7 +57,7 @@ def extract(fdt: FDT) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if nodes.size == 0:
             continue
         cand, owner = _ranges(d.fstart[nodes], d.fcount[nodes])
-        ok = (f.nabove[cand] > 0) & (f.V[cand] > 0)  # in l(n^d) and estimated
+        ok = (f.nabove[cand] > 0) & (f.V[cand] >= max(min_visits, 1.0))  # in l(n^d), estimated
         cand, owner = cand[ok], owner[ok]
         if cand.size == 0:
             continue

@@ -60,8 +60,9 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
     lambda_
         lambda of the screening criterion, eq. (5). B.3 searches {5e-3, 5e-4, 5e-5}.
     grace_period
-        A leaf data node is expanded once its V reaches this value. The paper expands at every
-        visit (``grace_period=1``); the default 20 = kappa - v is the visit count from which
+        A leaf data node is expanded once its V reaches this value, and a feature node is a
+        candidate of the eq. (7) extraction once selected this many times. The paper expands at
+        every visit (``grace_period=1``); the default 20 = kappa - v is the visit count from which
         eq. (9) trusts the deepest node most (gamma >= 1).
     max_depth
         Largest number of fields in an interaction (None: no limit but the number of fields).
@@ -98,8 +99,9 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
       added to that node. A missing field is the category None; at predict time an unknown
       category stops the descent at the data node above it (its mu_hat is used, no leaf).
     - Eq. (7) runs on T_hat^P (Theorem 5): leaf-parent feature nodes use sigma_hat, other leaf
-      data nodes the Bernoulli variance mu_hat (1 - mu_hat); feature nodes never selected
-      (V = 0) are not candidates. Ties: the lowest field id.
+      data nodes the Bernoulli variance mu_hat (1 - mu_hat); feature nodes selected fewer than
+      ``grace_period`` times are not candidates (one selection with y = mu_hat = 0 gives
+      sigma_hat = 0, which would win every argmin). Ties: the lowest field id.
     - Eq. (8): never-selected feature nodes (V = 0, infinite bonus) first, at random.
     - ``learn_many`` (an extension): a mini-batch iteration where selection reads the statistics
       of the batch start; updates are exact per row. With one row it is ``learn_one``.
@@ -225,7 +227,7 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
 
     def _best(self) -> np.ndarray:
         if self._extracted is None:
-            best_f, loss_d, _ = extract(self._fdt)
+            best_f, loss_d, _ = extract(self._fdt, min_visits=self.grace_period)
             self._extracted = (best_f, loss_d)
         return self._extracted[0]
 

@@ -119,7 +119,7 @@ def test_pruned_node_not_selected_then_comes_back():
 # -- eq. (7) against brute force over all DTs of a small FDT ------------------------------------
 
 
-def _brute_force(fdt, root):
+def _brute_force(fdt, root, min_visits):
     """Every DT of T_hat^P below ``root`` as (loss, {data node: chosen feature node})."""
     d, f = fdt.d, fdt.f
 
@@ -130,7 +130,7 @@ def _brute_force(fdt, root):
         if d.fstart[node] < 0:
             return []
         fs = range(int(d.fstart[node]), int(d.fstart[node] + d.fcount[node]))
-        return [k for k in fs if f.nabove[k] > 0 and f.V[k] > 0]
+        return [k for k in fs if f.nabove[k] > 0 and f.V[k] >= min_visits]
 
     def children(k):
         return list(range(int(f.cstart[k]), int(f.cstart[k] + f.ccount[k])))
@@ -166,10 +166,10 @@ def test_eq7_extraction_equals_brute_force(seed):
         p = 0.8 if (x["a"] == "1") != (x["c"] == "1") else 0.2
         model.learn_one(x, int(rng.random() < p))
     fdt = model._fdt
-    best_f, loss_d, _ = extract(fdt)
+    best_f, loss_d, _ = extract(fdt, min_visits=model.grace_period)
     n_dts = 0
     for root in fdt.roots.tolist():
-        options = _brute_force(fdt, root)
+        options = _brute_force(fdt, root, model.grace_period)
         n_dts += len(options)
         losses = np.array([loss for loss, _ in options])
         assert loss_d[root] == pytest.approx(losses.min(), rel=1e-12, abs=1e-15)
