@@ -174,14 +174,19 @@ class InProcessForest(Policy):
         return {"label": self.label, "kind": self.kind, "params": self.params}
 
 
-def policy_seed(seed: int, position: int) -> list[int]:
-    """The seed of the policy at ``position`` (a numpy SeedSequence entropy list)."""
-    return [seed, position]
+#: spawn-key domain of the policies' seeds: ``[seed, position]`` as plain entropy would equal
+#: ``default_rng(seed)`` for position 0 (SeedSequence pads entropy with zeros), i.e. the stream a
+#: data generator seeded with ``seed`` uses, and the "random" policy would replay its draws
+_POLICY_DOMAIN = 0x6E70
+
+
+def policy_seed(seed: int, position: int) -> np.random.SeedSequence:
+    """The seed of the policy at ``position``, independent of ``default_rng(seed)``."""
+    return np.random.SeedSequence(seed, spawn_key=(_POLICY_DOMAIN, position))
 
 
 def forest_params(spec: PolicySpec, seed: int, position: int) -> dict:
     """The spec's params, with a ``seed`` derived from ``--seed`` unless the spec gives one."""
     params = dict(spec.params)
-    params.setdefault("seed", int(np.random.SeedSequence(policy_seed(seed, position))
-                                  .generate_state(1)[0]))
+    params.setdefault("seed", int(policy_seed(seed, position).generate_state(1)[0]))
     return params

@@ -34,7 +34,7 @@ def uniform_logs(n: int, seed: int):
 
 
 def test_replay_of_uniform_random_on_uniform_logs_matches_the_logged_mean():
-    x, a, r, p, rng = uniform_logs(20_000, seed=1)
+    _, a, r, _, rng = uniform_logs(20_000, seed=1)
     chosen = rng.integers(K, size=len(a))  # a uniform random target policy
     estimate = replay(r, chosen == a)
     logged = mean_estimate(r)
@@ -44,7 +44,7 @@ def test_replay_of_uniform_random_on_uniform_logs_matches_the_logged_mean():
     truth = float(true_rate(np.arange(K)[:, None], np.arange(K)[None, :]).mean())
     covered = 0
     for seed in range(200):
-        x, a, r, p, rng = uniform_logs(2_000, seed=100 + seed)
+        _, a, r, _, rng = uniform_logs(2_000, seed=100 + seed)
         covered += replay(r, rng.integers(K, size=len(a)) == a).contains(truth)
     assert 0.88 <= covered / 200 <= 0.99
 
