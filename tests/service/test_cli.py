@@ -23,22 +23,22 @@ def test_admin_key_is_generated_once_and_kept_private(tmp_path):
     assert (tmp_path / "data" / "admin-key").stat().st_mode & 0o777 == 0o600
 
 
-def run_cli(*args, env=None):
-    return subprocess.run(
-        [sys.executable, "-m", "service.cli", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 def test_single_roles_need_an_external_redis():
     env = service_env(None)
-    for role in ("trainer", "worker"):
-        answer = run_cli(role, env=env)
-        assert answer.returncode == 2 and "REDIS_URL" in answer.stderr, (role, answer.stderr)
+    roles = {
+        role: subprocess.Popen(
+            [sys.executable, "-m", "service.cli", role],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for role in ("trainer", "worker")
+    }
+    for role, proc in roles.items():
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 2 and "REDIS_URL" in err, (role, err)
 
 
 @pytest.mark.slow
