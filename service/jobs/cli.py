@@ -116,7 +116,9 @@ def result(args) -> int:
     with _client(args) as client:
         job = _check(client.get(f"/jobs/{args.id}"))
         if job["state"] not in FINISHED:
-            print(f"job {args.id} is {job['state']} ({job['progress']['message']})", file=sys.stderr)
+            print(
+                f"job {args.id} is {job['state']} ({job['progress']['message']})", file=sys.stderr
+            )
             return 2
         return _finish(job)
 
@@ -124,7 +126,14 @@ def result(args) -> int:
 def cancel(args) -> int:
     with _client(args) as client:
         job = _check(client.delete(f"/jobs/{args.id}"))
-        print(f"job {args.id}: {job['state']}" + (" (cancel requested)" if job["cancelRequested"] and job["state"] == "running" else ""))
+        print(
+            f"job {args.id}: {job['state']}"
+            + (
+                " (cancel requested)"
+                if job["cancelRequested"] and job["state"] == "running"
+                else ""
+            )
+        )
         return 0
 
 
@@ -132,7 +141,9 @@ def list_jobs(args) -> int:
     with _client(args) as client:
         query = {"limit": args.limit} | ({"app": args.app} if args.app else {})
         for job in _check(client.get("/jobs", params=query)):
-            print(f"{job['id']}  {job['kind']:<20} {job['state']:<9} {job['progress']['fraction']:5.0%}  {job['app'] or '-'}")
+            print(
+                f"{job['id']}  {job['kind']:<20} {job['state']:<9} {job['progress']['fraction']:5.0%}  {job['app'] or '-'}"
+            )
         return 0
 
 

@@ -28,6 +28,7 @@ def data(job_id: str) -> str:
     """
     return f"{PREFIX}:{{job:{job_id}}}:data"
 
+
 #: set of the ids of queued and running jobs, which the reaper looks at (ids of ended jobs are
 #: removed by the reaper when it sees them)
 ACTIVE = f"{PREFIX}:jobs:active"

@@ -73,9 +73,9 @@ class JobQueue:
         """The job's record; a running job whose heartbeat stopped is reaped on the way, so a
         reader never sees ``running`` for a job nobody runs (even with no worker left)."""
         record = self.store.get(job_id)
-        if reap and record is not None and record.state is JobState.running:
-            if self.reap(job_id) != "alive":
-                record = self.store.get(job_id)
+        running = record is not None and record.state is JobState.running
+        if reap and running and self.reap(job_id) != "alive":
+            record = self.store.get(job_id)
         return record
 
     def cancel(self, job_id: str) -> str:
@@ -90,12 +90,16 @@ class JobQueue:
         attempt: int | None = None,
         lost_after: float | None = None,
     ) -> str:
-        outcome, next_attempt = self.store.reap(job_id, reason, attempt, lost_after)
+        """'retry' (requeued), 'failed' or 'cancelled' (just ended: lost), 'alive', or the
+        state of a job that is not running ('queued', 'done', ..., 'gone')."""
+        outcome, detail = self.store.reap(job_id, reason, attempt, lost_after)
         if outcome == "retry":
-            log.warning("job %s: %s; requeued as attempt %s", job_id, reason, next_attempt)
-            self._enqueue(job_id, next_attempt)
+            log.warning("job %s: %s; requeued as attempt %s", job_id, reason, detail)
+            self._enqueue(job_id, detail)
         elif outcome in ("failed", "cancelled"):
             log.warning("job %s: %s; now %s", job_id, reason, outcome)
+        elif outcome == "unchanged":
+            return detail
         return outcome
 
     def reap_all(self) -> None:

@@ -96,13 +96,13 @@ return state
 #: KEYS record, data. ARGV attempt ('' = any), lost_after ms, retention ms, reason, active ttl ms.
 #: A running attempt whose heartbeat is older than lost_after is lost: its job is requeued as
 #: the next attempt while attempts are left, else failed (cancelled if a cancel was pending).
-#: -> {'retry', attempt} | {'failed'} | {'cancelled'} | {'alive'} | {state}
+#: -> {'retry', attempt} | {'failed'} | {'cancelled'} | {'alive'} | {'unchanged', state}
 REAP = (
     _NOW
     + _END
     + """
 local s = redis.call('HMGET', KEYS[1], 'state', 'attempt', 'max_attempts', 'heartbeat_at', 'cancel')
-if s[1] ~= 'running' then return {s[1] or 'gone'} end
+if s[1] ~= 'running' then return {'unchanged', s[1] or 'gone'} end
 if ARGV[1] ~= '' and s[2] ~= ARGV[1] then return {'alive'} end
 if now - tonumber(s[4] or '0') < tonumber(ARGV[2]) then return {'alive'} end
 local attempt, most = tonumber(s[2]), tonumber(s[3])
@@ -256,8 +256,11 @@ class JobStore:
 
     def reap(
         self, job_id: str, reason: str, attempt: int | None = None, lost_after: float | None = None
-    ) -> tuple[str, int | None]:
-        """Declare a running attempt lost if its heartbeat is older than ``lost_after`` seconds
+    ) -> tuple[str, int | str | None]:
+        """('retry', next attempt), ('failed' | 'cancelled' | 'alive', None) or
+        ('unchanged', state of a job that is not running).
+
+        Declare a running attempt lost if its heartbeat is older than ``lost_after`` seconds
         (default ``job_lost_after``; 0 with ``attempt``: its process is known to be dead)."""
         after = self.settings.job_lost_after if lost_after is None else lost_after
         answer = self._reap(
@@ -271,4 +274,8 @@ class JobStore:
             ],
         )
         outcome = _s(answer[0])
-        return outcome, (int(answer[1]) if len(answer) > 1 else None)
+        if outcome == "retry":
+            return outcome, int(answer[1])
+        if outcome == "unchanged":  # not running: its state, e.g. 'queued', 'done', 'gone'
+            return "unchanged", _s(answer[1])
+        return outcome, None

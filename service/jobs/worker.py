@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import math
 import os
 import signal
 import time
@@ -61,7 +62,7 @@ def _load(store: JobStore, record, settings: Settings) -> Dataset:
 def _json_safe(value):
     """Results must be JSON: NaN / infinities become None."""
     if isinstance(value, float):
-        return value if value == value and abs(value) != float("inf") else None
+        return value if math.isfinite(value) else None
     if isinstance(value, dict):
         return {str(k): _json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -87,7 +87,9 @@ def _too_large(limit: int) -> HTTPException:
     return HTTPException(413, f"the dataset exceeds {limit} bytes (GROVE_JOB_MAX_UPLOAD)")
 
 
-async def _read_upload(request: Request, limit: int) -> tuple[bytes, dict[str, Any], str | None, dict]:
+async def _read_upload(
+    request: Request, limit: int
+) -> tuple[bytes, dict[str, Any], str | None, dict]:
     """(file bytes, params, app, source) of a multipart upload, refusing more than ``limit``."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit + _MULTIPART_SLACK:
@@ -136,9 +138,13 @@ def _check_submitter(key: str, app: str | None, store: Store, settings: Settings
     _authorized_app(app, store.get_app(app), key, settings)
 
 
-def _check_reader(key: str, record: JobRecord | None, job_id: str, store: Store, settings: Settings):
+def _check_reader(
+    key: str, record: JobRecord | None, job_id: str, store: Store, settings: Settings
+):
     if record is None:
-        raise HTTPException(404, f"job {job_id!r} not found (unknown, or expired after its retention)")
+        raise HTTPException(
+            404, f"job {job_id!r} not found (unknown, or expired after its retention)"
+        )
     if _is_admin(key, settings):
         return record
     config = store.get_app(record.app) if record.app else None
@@ -196,7 +202,11 @@ async def submit(
         job.params.model_validate(params)
     except ValidationError as exc:
         raise HTTPException(
-            422, {"message": f"invalid parameters for {kind!r}", "errors": json.loads(exc.json(include_url=False))}
+            422,
+            {
+                "message": f"invalid parameters for {kind!r}",
+                "errors": json.loads(exc.json(include_url=False)),
+            },
         ) from None
     if source["type"] == "events" and not await run_in_threadpool(event_count, store.redis, app):
         raise HTTPException(422, f"app {app!r} has no logged events yet")
