@@ -12,17 +12,21 @@ and two exact ways of building a subset's distance matrix from that are implemen
   them and takes one matrix product ``X_S X_S^T`` (BLAS). Memory ``n * n``.
 - ``"sum"``: the ``d`` per-feature matrices ``(a_f - b_f)^2`` are precomputed once (memory
   ``d * n * n``); a subset adds its own, or subtracts its complement's from the full matrix.
-  No cancellation error, but memory-bound: 5x to 50x slower than ``"gram"`` on every shape
-  measured (bench/README_r_motifs.md), so it is kept only as the reference path.
+  No cancellation error, but memory-bound: 2x to 15x slower than ``"gram"`` on every shape
+  measured (bench/README_r_motifs.md), so it is kept only as a reference path.
 
 Then the k nearest other rows of every query row vote (the row itself is excluded:
 leave-one-out), and the reward is the share of query rows whose vote is their own label.
+Above about a million query-row x row pairs, the full matrix and ``numpy.argpartition`` on it
+cost more than scikit-learn's chunked brute-force k-nearest search (``"kneighbors"``: a
+``NearestNeighbors`` per subset, 3x faster on Spambase), so ``"auto"`` switches to it.
 Rewards are cached by subset: the tree search revisits subsets, more so in late recursions.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from sklearn.neighbors import NearestNeighbors
 
 __all__ = ["KNNReward"]
 
@@ -48,8 +52,9 @@ class KNNReward:
         k of k-NN.
     queries : array of int, optional
         Rows whose leave-one-out prediction is scored; all rows when None.
-    method : {"gram", "sum"}
-        How a subset's distance matrix is built (see the module docstring).
+    method : {"auto", "gram", "sum", "kneighbors"}
+        How the neighbours are found (see the module docstring); "auto" is "gram" up to
+        ``AUTO_GRAM_PAIRS`` query-row x row pairs and "kneighbors" above.
     dtype : numpy dtype
         float64 by default; float32 is faster but can flip near-ties.
     cache : bool
@@ -72,7 +77,7 @@ class KNNReward:
     (3, 2)
     """
 
-    def __init__(self, X, y, n_neighbors=5, queries=None, method="gram", dtype=np.float64,
+    def __init__(self, X, y, n_neighbors=5, queries=None, method="auto", dtype=np.float64,
                  cache=True):
         X = np.asarray(X, dtype=dtype)
         if X.ndim != 2:
@@ -82,14 +87,16 @@ class KNNReward:
             raise ValueError(f"X has {n} rows but y has {len(y)}")
         if not 1 <= n_neighbors < n:
             raise ValueError(f"n_neighbors must be in [1, n_samples - 1], got {n_neighbors} with {n} rows")
-        if method not in ("gram", "sum"):
-            raise ValueError(f"method must be 'gram' or 'sum', got {method!r}")
+        if method not in ("auto", "gram", "sum", "kneighbors"):
+            raise ValueError(f"method must be 'auto', 'gram', 'sum' or 'kneighbors', got {method!r}")
         self.n_neighbors = n_neighbors
-        self.method = method
         self.classes_, codes = np.unique(np.asarray(y), return_inverse=True)
         self._codes = codes.astype(np.intp)
         self._onehot = np.eye(len(self.classes_), dtype=np.int32)[self._codes]
         self._queries = np.arange(n) if queries is None else np.asarray(queries, dtype=np.intp)
+        if method == "auto":
+            method = "gram" if len(self._queries) * n <= AUTO_GRAM_PAIRS else "kneighbors"
+        self.method = method
         self._X = X
         self._sq = X * X
         self._cache = {} if cache else None
@@ -111,7 +118,12 @@ class KNNReward:
                 self.n_cache_hits += 1
                 return hit
         self.n_evaluations += 1
-        value = self.accuracy_of(self.distances(mask)) if mask.any() else 0.0
+        if not mask.any():
+            value = 0.0
+        elif self.method == "kneighbors":
+            value = self._vote(self._kneighbors(np.flatnonzero(mask)))
+        else:
+            value = self.accuracy_of(self.distances(mask))
         if self._cache is not None:
             self._cache[key] = value
         return value
@@ -121,6 +133,7 @@ class KNNReward:
         cols = np.flatnonzero(mask)
         if self.method == "sum":
             return self._summed(mask, cols)
+        # "gram" (also used by distances() when method is "kneighbors")
         xs = self._X[:, cols]
         sq = self._sq[:, cols].sum(axis=1)
         dist = xs[self._queries] @ xs.T
@@ -151,6 +164,24 @@ class KNNReward:
             neighbours = dist.argmin(axis=1)[:, None]
         else:
             neighbours = np.argpartition(dist, k - 1, axis=1)[:, :k]
+        return self._vote(neighbours)
+
+    def _kneighbors(self, cols) -> np.ndarray:
+        """k nearest other rows of each query row, by scikit-learn's brute-force search."""
+        q, k = self._queries, self.n_neighbors
+        xs = self._X[:, cols]
+        idx = NearestNeighbors(n_neighbors=k + 1, algorithm="brute").fit(xs).kneighbors(
+            xs[q], return_distance=False)
+        is_self = idx == q[:, None]
+        # a duplicate row at distance 0 can push a row out of its own k + 1: drop the last then
+        is_self[~is_self.any(axis=1), -1] = True
+        return idx[~is_self].reshape(len(q), k)
+
+    def _vote(self, neighbours) -> float:
         votes = self._onehot[neighbours].sum(axis=1)  # (n_queries, n_classes)
         predicted = votes.argmax(axis=1)  # first maximum: the smallest class wins a tie
-        return float(np.mean(predicted == self._codes[q]))
+        return float(np.mean(predicted == self._codes[self._queries]))
+
+
+# above this many query-row x row pairs, "auto" uses scikit-learn's chunked k-nearest search
+AUTO_GRAM_PAIRS = 1_000_000

@@ -226,9 +226,9 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
         history = []
         recursion = 0
         while True:
-            # one BLAS thread: each reward's matrices are small, and threads fighting over
-            # busy cores made rewards 5x slower here (bench/README_r_motifs.md)
-            with threadpool_limits(limits=1, user_api="blas"):
+            # one BLAS/OpenMP thread: each reward's matrices are small, and threads fighting
+            # over busy cores made rewards 5x slower here (bench/README_r_motifs.md)
+            with threadpool_limits(limits=1):
                 max_reward, best = self._uct_search(features, reward, rng, recursion, d)
             # base condition (Section 3.1): stop when Acc(F_best^j) < Acc(F_best^i); on a tie
             # go on only with a strictly smaller subset (else the next tree is the same one)

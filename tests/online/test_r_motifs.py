@@ -98,15 +98,15 @@ def test_fast_knn_reward_equals_sklearn_leave_one_out(n_classes):
     X = rng.normal(size=(40, 7))
     y = np.digitize(X[:, 0] + X[:, 1] + rng.normal(scale=0.7, size=40),
                     np.quantile(X[:, 0], np.linspace(0, 1, n_classes + 1)[1:-1]))
-    gram = KNNReward(X, y, n_neighbors=5)
-    summed = KNNReward(X, y, n_neighbors=5, method="sum")
+    rewards = [KNNReward(X, y, n_neighbors=5, method=m) for m in ("gram", "sum", "kneighbors")]
+    assert KNNReward(X, y).method == "gram"  # "auto" on small data
     for _ in range(6):
         mask = rng.random(7) < 0.5
         if not mask.any():
             continue
         expected = _sklearn_loo(X, y, mask)
-        assert gram(mask) == pytest.approx(expected, abs=1e-12)
-        assert summed(mask) == pytest.approx(expected, abs=1e-12)
+        for reward in rewards:
+            assert reward(mask) == pytest.approx(expected, abs=1e-12)
 
 
 def test_knn_reward_on_query_rows_is_leave_one_out_restricted_to_them():
@@ -120,7 +120,16 @@ def test_knn_reward_on_query_rows_is_leave_one_out_restricted_to_them():
         rest = np.delete(np.arange(50), i)
         knn = KNeighborsClassifier(5).fit(X[rest][:, mask], y[rest])
         hits.append(knn.predict(X[i:i + 1, mask])[0] == y[i])
-    assert KNNReward(X, y, queries=queries)(mask) == pytest.approx(np.mean(hits))
+    for method in ("gram", "sum", "kneighbors"):
+        assert KNNReward(X, y, queries=queries, method=method)(mask) == pytest.approx(np.mean(hits))
+
+
+def test_kneighbors_path_leaves_out_the_row_itself_among_duplicates():
+    X = np.array([[0.0], [0.0], [0.0], [1.0], [1.0], [1.0], [1.0]])
+    y = np.array([0, 0, 1, 1, 1, 1, 0])
+    neighbours = KNNReward(X, y, n_neighbors=2, method="kneighbors")._kneighbors([0])
+    for i, row in enumerate(neighbours):  # two duplicates of the row, never the row itself
+        assert i not in row and set(row) <= ({0, 1, 2} if i < 3 else {3, 4, 5, 6})
 
 
 def test_knn_reward_caches_repeated_subsets_and_scores_the_empty_subset_zero():
