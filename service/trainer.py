@@ -160,7 +160,8 @@ class Trainer:
                     self.scripts.release_lease(keys=[keys.lease(name)], args=[self.id])
             elif owned.config != config:
                 self._apply_config(owned, config)
-        self._next_lease_check = time.monotonic() + self.settings.trainer_lease / 3
+        # renew well within the lease; look for new apps at least every second
+        self._next_lease_check = time.monotonic() + min(1.0, self.settings.trainer_lease / 3)
 
     def take(self, name: str, config: AppConfig) -> None:
         """Start owning ``name``: load its snapshot and rewind the consumer group to it."""
