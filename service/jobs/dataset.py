@@ -19,6 +19,7 @@ FORMATS = ("csv", "parquet")
 #: columns an event row has besides its context features (a context feature of the same name
 #: is renamed ``context.<name>``)
 EVENT_COLUMNS = ("action", "reward", "probability")
+_PAGE = 10_000
 
 
 class DatasetError(ValueError):
@@ -89,7 +90,14 @@ def read_events(client: redis.Redis, app: str, last: int) -> pd.DataFrame:
     features as columns, then ``action``, ``reward`` (in the app's range) and ``probability``
     (the logged propensity). Features missing from an event's context are NaN.
     """
-    entries = client.xrevrange(keys.stream(app), count=last)
+    entries: list = []
+    newest = "+"
+    while len(entries) < last:  # in pages: a million events should not be one reply
+        page = client.xrevrange(keys.stream(app), max=newest, count=min(_PAGE, last - len(entries)))
+        if not page:
+            break
+        entries += page
+        newest = "(" + _s(page[-1][0])
     if not entries:
         raise DatasetError(f"app {app!r} has no logged events (decisions joined with rewards)")
     rows = []
