@@ -102,6 +102,9 @@ def test_batch_decides_and_records_all_or_nothing(client, shop, store):
         ]
     }
     assert client.post("/apps/shop/decide/batch", json=clash, headers=shop).status_code == 409
+    excluded = {"requests": [{"context": {}}, {"context": {}, "excludedActions": ["a", "b", "c"]}]}
+    answer = client.post("/apps/shop/decide/batch", json=excluded, headers=shop)
+    assert answer.status_code == 422 and answer.json()["detail"].startswith("requests[1]:")
     assert not store.redis.exists(keys.decision("shop", "new"))
 
 

@@ -87,7 +87,12 @@ def decide_batch(
         raise HTTPException(422, "the batch repeats an eventId")
     config, version = app_version
     model = models.get(store, config, version)
-    pairs = [_decide_one(config, model, r) for r in body.requests]
+    pairs = []
+    for i, request in enumerate(body.requests):
+        try:
+            pairs.append(_decide_one(config, model, request))
+        except HTTPException as exc:  # say which request of the batch is wrong
+            raise HTTPException(exc.status_code, f"requests[{i}]: {exc.detail}") from None
     store.record_decisions(config, [record for record, _ in pairs])
     return {"responses": [answer for _, answer in pairs]}
 
