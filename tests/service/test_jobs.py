@@ -415,3 +415,21 @@ def test_grove_jobs_cli_submits_and_shows_progress_and_result(grove, tmp_path):
         check=False,
     )
     assert again.returncode == 0 and json.loads(again.stdout) == json.loads(result)
+
+
+def test_a_job_process_killed_under_a_live_worker_is_requeued_at_once(grove):
+    """The worker sees its work horse die (e.g. the OOM killer) and requeues the job without
+    waiting for the heartbeat timeout."""
+    http, client, proc, log, env = grove
+    job_id = long_job(http)
+    follow(http, job_id, until=("running",), timeout=60)
+    worker = _worker_pid(client, env)
+    horse = int(open(f"/proc/{worker}/task/{worker}/children").read().split()[0])
+    os.kill(horse, signal.SIGKILL)
+    started = time.monotonic()
+    job = follow(http, job_id, until=("queued",), timeout=LOST_AFTER)[0]
+    assert time.monotonic() - started < LOST_AFTER
+    assert job["attempt"] == 2 and "the job's process died (signal 9)" in job["progress"]["message"]
+    follow(http, job_id, until=("running",), timeout=30)
+    assert http.delete(f"/jobs/{job_id}", headers=ADMIN).status_code == 202
+    assert follow(http, job_id, timeout=15)[0]["state"] == "cancelled"
