@@ -38,6 +38,12 @@ Choices where the paper is silent or ambiguous
   ``error(S) - lambda * (comp + sum of the ESM terms added so far)``, the quantity Algorithm 1
   greedily decreases; ``step_objectives_`` holds each step's ``minObj``.
 - TED costs are the unit costs of Definition 3.2 unless given.
+- The labeled set is whatever the caller passes; the paper prunes on the training data (the
+  benchmark does too), so with unpruned trees the error term is near 0 for most subsets.
+- Computing TEDs: exact always. ``ted_strategy="lazy"`` skips pairs that provably cannot be
+  chosen (branch and bound on a TED lower bound); choices equal those of the full matrix.
+- The pair step is not given an ordering of the pair: both orders give the same ``comp`` when
+  INSERT and REMOVE cost the same; otherwise ``TED(h_i, h_j)`` with ``i < j`` as written.
 
 References
 ----------
