@@ -24,6 +24,8 @@ DEFAULT_POLICIES = ["forest", "uniform", "best-fixed"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = __doc__.split("\n\n", 1)[1]
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     src = p.add_argument_group("source")
     src.add_argument("--data", required=True, help="CSV file (gzip etc. by extension)")
     src.add_argument("--label", help="supervised stream: the label column is the action set")
@@ -124,13 +126,20 @@ def _build_policies(args, specs, actions, reward_range, logged: bool):
                 key = client.create_app(args.admin_key, app, params, actions, reward_range)
             else:
                 key, params = args.key, None  # the app's own policy
+                if spec.params:
+                    print(f"grove replay: note: --policy {spec.label!r}: app {app!r} keeps its "
+                          "own policy params (they apply with --create)", file=sys.stderr)
             live.append(HttpForest(spec.label, client, app, key, logged=logged,
                                    sync_every=args.sync_every, params=params))
     return live, best_fixed, client
 
 
-def replay(args: argparse.Namespace) -> int:
-    """Run the replay; raises ReplayInputError / ServiceError (see :func:`main`)."""
+def execute(args: argparse.Namespace, record: bool = False):
+    """Run the replay of parsed ``grove replay`` arguments; returns ``(summary, RunResult)``.
+
+    ``record=True`` keeps every live policy's (action, probabilities) per step in its trace.
+    Raises ReplayInputError / ServiceError (see :func:`main`).
+    """
     from service.replay import report
     from service.replay.policies import parse_specs
     from service.replay.runner import run_logged, run_supervised
@@ -150,10 +159,11 @@ def replay(args: argparse.Namespace) -> int:
     progress = not args.no_progress
     try:
         if logged:
-            result = run_logged(source, live, best_fixed, args.sync_every, args.seed, progress)
+            result = run_logged(source, live, best_fixed, args.sync_every, args.seed, progress,
+                                record)
         else:
             result = run_supervised(source, live, best_fixed, args.steps or 10_000,
-                                    args.sync_every, progress)
+                                    args.sync_every, progress, record)
     finally:
         for policy in live:
             policy.close()
@@ -165,7 +175,14 @@ def replay(args: argparse.Namespace) -> int:
                                                 for b in best_fixed]
     run = {"driver": "in-process" if args.in_process else "http", "url": args.url,
            "seed": args.seed, "sync_every": args.sync_every, "seconds": round(result.seconds, 3)}
-    summary = report.summarize(result, described, run)
+    return report.summarize(result, described, run), result
+
+
+def replay(args: argparse.Namespace) -> int:
+    """Run the replay, print the table, write the JSON and the PNG."""
+    from service.replay import report
+
+    summary, result = execute(args)
     print(report.table(summary), flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps(summary, indent=2) + "\n")

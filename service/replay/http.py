@@ -6,10 +6,13 @@ decisions that match the logged action (the replay method) are activated and rew
 others are never learned (the service drops them at their deadline instead of learning them
 with the default reward).
 
-Synchronisation: every ``sync_every`` steps the driver waits until the app's served snapshot
-includes every reward it sent (``eventsLearned + eventsRejected`` in ``GET /apps/{app}``), so
-the decisions of the next block come from the same model as in the in-process driver. With
-``sync_every`` = 0 it never waits (free running, as production traffic would be).
+Synchronisation (``sync_every`` = B > 0): the rewards of a block of B steps are held back and
+sent at the block's end, then the driver waits until the app's served snapshot includes every
+reward it sent (``eventsLearned + eventsRejected`` in ``GET /apps/{app}``). So no event reaches
+the trainer during a block, and every decision of a block comes from a model that has learned
+exactly the previous blocks, as in the in-process driver. With B = 0 each reward is sent at once
+and the driver never waits (free running, as production traffic would be: then results depend
+on the trainer's timing). The app must be left alone during the run.
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ class HttpForest(Policy):
         self._n = 0
         self._base = self._learned()  # events the app had learned before this run
         self._sent = 0
+        self._pending: list[tuple[str, float]] = []
 
     def _learned(self) -> int:
         app = self.client.request("GET", f"/apps/{self.app}", self.key)
@@ -100,16 +104,25 @@ class HttpForest(Policy):
                       handle=answer["eventId"])
 
     def learn(self, choice: Choice, context: dict, reward: float) -> None:
-        if self.logged:
+        if self.sync_every > 0:
+            self._pending.append((choice.handle, reward))
+        else:
+            self._send(choice.handle, reward)
+
+    def _send(self, event_id: str, reward: float) -> None:
+        if self.logged:  # decided with deferActivation
             self.client.request("POST", f"/apps/{self.app}/activate", self.key,
-                                {"eventId": choice.handle})
+                                {"eventId": event_id})
         self.client.request("POST", f"/apps/{self.app}/reward", self.key,
-                            {"eventId": choice.handle, "reward": reward})
+                            {"eventId": event_id, "reward": reward})
         self._sent += 1
 
     def sync(self) -> None:
         if self.sync_every <= 0:
             return
+        for event_id, reward in self._pending:
+            self._send(event_id, reward)
+        self._pending.clear()
         target = self._base + self._sent
         deadline = time.monotonic() + self.sync_timeout
         delay = 0.01

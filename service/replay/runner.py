@@ -41,6 +41,8 @@ class Trace:
     seconds: float = 0.0
     latencies: list[float] = field(default_factory=list)
     fixed_action: str | None = None
+    #: with ``record=True``: each step's (action, probabilities) of a live policy
+    choices: list[tuple[str, dict]] | None = None
 
 
 @dataclass
@@ -66,8 +68,10 @@ def _sync(policies: list[Policy], seconds: list[float]) -> None:
 
 
 def run_supervised(stream: SupervisedStream, policies: list[Policy], best_fixed: list[str],
-                   steps: int, sync_every: int, progress: bool = True) -> RunResult:
+                   steps: int, sync_every: int, progress: bool = True, record: bool = False
+                   ) -> RunResult:
     actions = list(stream.actions)
+    choices = [[] if record else None for _ in policies]
     rewards = np.zeros((len(policies), steps))
     expected = np.zeros((len(policies), steps))
     seconds = [0.0] * len(policies)
@@ -82,11 +86,14 @@ def run_supervised(stream: SupervisedStream, policies: list[Policy], best_fixed:
                 seconds[k] += time.perf_counter() - start
                 rewards[k, t] = reward
                 expected[k, t] = choice.probabilities.get(label, 0.0)
+                if record:
+                    choices[k].append((choice.action, choice.probabilities))
             if sync_every > 0 and (t + 1) % sync_every == 0:
                 _sync(policies, seconds)
             bar.update(1)
     traces = [Trace(p.label, rewards[k], expected[k], seconds=seconds[k],
-                    latencies=list(p.latencies)) for k, p in enumerate(policies)]
+                    latencies=list(p.latencies), choices=choices[k])
+              for k, p in enumerate(policies)]
     labels = stream.labels(steps)
     if best_fixed:  # the most frequent label of the run, known only in hindsight
         counts = np.bincount(labels, minlength=len(actions))
@@ -98,8 +105,10 @@ def run_supervised(stream: SupervisedStream, policies: list[Policy], best_fixed:
 
 
 def run_logged(logs: LoggedFeedback, policies: list[Policy], best_fixed: list[str],
-               sync_every: int, seed: int = 0, progress: bool = True) -> RunResult:
+               sync_every: int, seed: int = 0, progress: bool = True, record: bool = False
+               ) -> RunResult:
     n, actions = len(logs), list(logs.actions)
+    choices = [[] if record else None for _ in policies]
     position = {a: j for j, a in enumerate(actions)}
     q = RewardModel(seed=seed).fit_predict(logs.contexts, logs.action_index, logs.rewards,
                                            len(actions))
@@ -123,6 +132,8 @@ def run_logged(logs: LoggedFeedback, policies: list[Policy], best_fixed: list[st
                     rewards[k, i] = reward
                 seconds[k] += time.perf_counter() - start
                 pi = choice.probabilities
+                if record:
+                    choices[k].append((choice.action, pi))
                 target[k, i] = pi.get(logged_action, 0.0)
                 q_policy[k, i] = sum(p * float(q_i[position[a]]) for a, p in pi.items()
                                      if a in position)
@@ -130,7 +141,8 @@ def run_logged(logs: LoggedFeedback, policies: list[Policy], best_fixed: list[st
                 _sync(policies, seconds)
             bar.update(1)
     traces = [Trace(p.label, rewards[k], matched=matched[k], target=target[k],
-                    q_policy=q_policy[k], seconds=seconds[k], latencies=list(p.latencies))
+                    q_policy=q_policy[k], seconds=seconds[k], latencies=list(p.latencies),
+                    choices=choices[k])
               for k, p in enumerate(policies)]
     if best_fixed:  # the action with the best self-normalized IPS value of the whole log
         w = 1.0 / logs.propensities
