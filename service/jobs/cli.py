@@ -19,7 +19,11 @@ FINISHED = tuple(EXIT)
 
 
 def _client(args):
+    import logging
+
     import httpx
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # no line per poll
 
     key = args.key or os.environ.get("GROVE_KEY") or os.environ.get("GROVE_ADMIN_KEY")
     if not key:
@@ -55,7 +59,7 @@ def watch(client, job_id: str, poll: float = 0.5, out=sys.stderr) -> dict:
     """Follow the job with a tqdm bar until it ends; returns its final answer."""
     from tqdm import tqdm
 
-    with tqdm(total=1000, file=out, bar_format="{desc} {percentage:3.0f}%|{bar}| {postfix}") as bar:
+    with tqdm(total=1000, file=out, bar_format="{desc} {percentage:3.0f}%|{bar}|{postfix}") as bar:
         while True:
             job = _check(client.get(f"/jobs/{job_id}"))
             bar.n = int(job["progress"]["fraction"] * 1000)

@@ -85,8 +85,10 @@ class JobRecord:
             "createdAt": self.created_at,
             "startedAt": self.started_at,
             "finishedAt": end,
-            "queuedSeconds": (self.started_at - self.created_at) if self.started_at else None,
-            "runSeconds": ((end or self.heartbeat_at) - self.started_at)
+            "queuedSeconds": round(self.started_at - self.created_at, 3)
+            if self.started_at
+            else None,
+            "runSeconds": round((end or self.heartbeat_at) - self.started_at, 3)
             if self.started_at and (end or self.heartbeat_at)
             else None,
         }

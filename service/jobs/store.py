@@ -9,7 +9,6 @@ Times come from the Redis server clock (``TIME``), so hosts with skewed clocks a
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import redis
@@ -162,7 +161,8 @@ class JobStore:
         pipe: redis.client.Pipeline,
     ) -> None:
         """Queue the record (and the uploaded bytes) on ``pipe``, a MULTI the caller executes."""
-        now_ms = int(time.time() * 1000)  # creation time only orders the list: local clock
+        seconds, micros = self.redis.time()  # the clock of every other job time
+        now_ms = int(seconds) * 1000 + int(micros) // 1000
         pipe.hset(
             keys.record(job_id),
             mapping={
