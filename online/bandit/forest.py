@@ -261,6 +261,14 @@ class BanditForest(bandit.base.ContextualPolicy):
         self._store.refill_emptied()
         self._inventory = None
 
+    def reseed(self, seed: int | None) -> None:
+        """Restart the generator of :meth:`decide` from ``seed`` (learning is not affected).
+
+        A service running several copies of one forest (API replicas) gives each its own
+        stream of exploration draws this way.
+        """
+        self._rng_decide = np.random.Generator(np.random.PCG64(seed))
+
     # -- acting --------------------------------------------------------------------------------
 
     def decide(self, x: dict, actions: Iterable | None = None, excluded: Iterable = ()) -> Decision:

@@ -345,3 +345,16 @@ def test_select_trees_keeps_the_chosen_trees_exactly():
     assert BanditForest.from_state(sub.to_state()).tree(1) == sub.tree(1)
     with pytest.raises(ValueError, match="distinct"):
         forest.select_trees([0, 0])
+
+
+def test_reseed_changes_only_the_draws():
+    a, b = trained_forest(1500), trained_forest(1500)
+    a.reseed(123)
+    b.reseed(123)
+    x = {"site": "b", "age": 44.0}
+    assert [a.decide(x) for _ in range(20)] == [b.decide(x) for _ in range(20)]
+    b.reseed(124)
+    draws_a = [a.decide(x).action for _ in range(200)]
+    draws_b = [b.decide(x).action for _ in range(200)]
+    assert draws_a != draws_b or len(set(draws_a)) == 1
+    assert a.tree(0) == b.tree(0)
