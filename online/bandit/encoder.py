@@ -73,6 +73,7 @@ class ContextEncoder:
         #             "variable" (binary), "edges" + "first" (numeric), "seen" (pending)}
         self._features: dict[str, dict] = {}
         self._names: list[str] = []
+        self._binary: dict[str, int] = {}  # binary feature -> its variable (a fast path)
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -95,6 +96,7 @@ class ContextEncoder:
         """Indices of the variables set by ``x`` (the hot path: one pass, no numpy per value)."""
         active = []
         features = self._features
+        binary = self._binary
         for key, value in x.items():
             kind_of_value = type(value)
             if kind_of_value is float:
@@ -102,6 +104,12 @@ class ContextEncoder:
                     _check(key, value)
             elif kind_of_value is not int and kind_of_value is not str:
                 value = _check(key, value)
+            elif kind_of_value is int:  # fast path: 0/1 numbers of a binary feature
+                index = binary.get(key)
+                if index is not None:
+                    if value > 0.5:
+                        active.append(index)
+                    continue
             feature = features.get(key)
             if feature is None or value is None:
                 continue
@@ -131,6 +139,7 @@ class ContextEncoder:
         """``learn_one(x)`` then ``encode(x)``, in one pass (the learning hot path)."""
         active = []
         features = self._features
+        binary = self._binary
         for key, value in x.items():
             kind_of_value = type(value)
             if kind_of_value is float:
@@ -138,6 +147,12 @@ class ContextEncoder:
                     _check(key, value)
             elif kind_of_value is not int and kind_of_value is not str:
                 value = _check(key, value)
+            elif kind_of_value is int:  # fast path: 0/1 numbers of a binary feature
+                index = binary.get(key)
+                if index is not None:
+                    if value > 0.5:
+                        active.append(index)
+                    continue
             if value is None:
                 continue
             feature = features.get(key)
@@ -181,6 +196,7 @@ class ContextEncoder:
             feature = {"kind": CATEGORICAL, "values": {}}
         elif isinstance(value, bool):
             feature = {"kind": BINARY, "variable": self._add_variable(key)}
+            self._binary[key] = feature["variable"]
         else:
             feature = {"kind": PENDING, "seen": []}
         self._features[key] = feature
@@ -190,6 +206,7 @@ class ContextEncoder:
         seen = np.asarray(self._features[key]["seen"], dtype=float)
         if np.all((seen == 0.0) | (seen == 1.0)):
             self._features[key] = {"kind": BINARY, "variable": self._add_variable(key)}
+            self._binary[key] = self._features[key]["variable"]
             return
         # Equal-frequency bins: the n_bins - 1 inner quantiles; repeated values can make two
         # quantiles coincide, and then the bins merge (fewer variables, none always empty).
@@ -249,6 +266,7 @@ class ContextEncoder:
                 }
             elif kind == BINARY:
                 enc._features[key] = {"kind": BINARY, "variable": int(f["variable"])}
+                enc._binary[key] = int(f["variable"])
             elif kind == PENDING:
                 enc._features[key] = {"kind": PENDING, "seen": [float(v) for v in f["seen"]]}
             else:

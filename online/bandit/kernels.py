@@ -81,13 +81,17 @@ def eliminate_actions(T, W, R, A, active, n_active, eps, L, delta, radii):
 
 
 @njit(cache=True)
-def eliminate_in_slot(s, vars_, n_vars, T, W, T1, W1, R, A, union, best_var, active, n_active,
-                      M, D, L, eps, delta, radii):
-    """End of a round of a stump: VE with eq. (3), then AE with eq. (4) for every (i, v).
+def eliminate_in_slot(x, s, vars_, n_vars, T, W, T1, W1, R, A, union, best_var, active,
+                      n_active, M, D, L, eps, delta, radii):
+    """End of a round of a stump: VE with eq. (3), then AE with eq. (4) on the cells (i, x_i).
+
+    As in Algorithm 4 (line 11), AE runs on the cell of the value each remaining variable takes
+    in the current context.
 
     Returns the number of variables left in S_c.
     """
     n = n_vars[s]
+    n_before = n
     K = active.shape[0]
     # VE works on the actions still remaining for the path (those eliminated for every (i, v)
     # are no longer played, so their count would stall the bound and they cannot be the max).
@@ -132,14 +136,15 @@ def eliminate_in_slot(s, vars_, n_vars, T, W, T1, W1, R, A, union, best_var, act
         best_var[s] = vars_[s, best_j_new]
     elif best_var[s] < 0 and n > 0:
         best_var[s] = vars_[s, 0]
-    # AE for each remaining variable and value (Algorithm 4, lines 9-12), inlined: this loop is
-    # most of the cost of learning. Cell (i, v) of action k: count and weight of the plays of k
-    # with x_i = v (v = 0 is the total minus v = 1), conditional mean R / W.
+    # AE for each remaining variable on its observed value (Algorithm 4, lines 9-12), inlined:
+    # this loop is most of the cost of learning. Cell (i, v) of action k: count and weight of
+    # the plays of k with x_i = v (v = 0 is the total minus v = 1), conditional mean R / W.
     means = np.empty(K)
     counts = np.empty(K, np.int64)
+    changed = n != n_before
     for j in range(n):
         i = vars_[s, j]
-        for v in range(2):
+        for v in range(x[i], x[i] + 1):
             best = -1
             best_mean = -np.inf
             for k in range(K):
@@ -163,6 +168,9 @@ def eliminate_in_slot(s, vars_, n_vars, T, W, T1, W1, R, A, union, best_var, act
                     if gap >= best_radius and gap >= best_radius + cached_radius(
                             counts[k], radii, n_active, delta, L):
                         A[s, i, v, k] = False
+                        changed = True
+    if not changed:
+        return n
     # remaining actions of the path: an action leaves the draw only once it is eliminated for
     # every value of every remaining variable (sec. 3.4)
     for k in range(K):
@@ -203,7 +211,7 @@ def learn_event(x, k, y, w, roots, node_kind, node_var, node_child, node_ref, tr
                 R[s, k, i, v] += wy
             # "if k = LastAction(A)": with random draws, a round is n_active plays of the path
             if slot_n[s] % n_active == 0:
-                left = eliminate_in_slot(s, vars_, n_vars, T, W, T1, W1, R, A, union, best_var,
+                left = eliminate_in_slot(x, s, vars_, n_vars, T, W, T1, W1, R, A, union, best_var,
                                          active, n_active, M, tree_depth[theta], L,
                                          tree_eps[theta], delta, radii)
                 if left <= 1:

@@ -88,7 +88,7 @@ def test_bound_functions_are_the_papers_right_hand_sides():
     assert variable_radius(0, 2, 10, 0.05) == math.inf
 
 
-def hand_built_stump(eps: float):
+def hand_built_stump(eps: float, x0: int = 1):
     """A stump over 2 variables and 2 actions, each action played 100 times (weights 1).
 
     x_0 = 1 in 50 of each action's plays. Reward sums:
@@ -113,8 +113,9 @@ def hand_built_stump(eps: float):
     R[s, 0, 1] = [20, 20]
     R[s, 1, 1] = [15, 20]
     radii = kernels.radius_table(1024, 2, 0.05, 1)
+    x = np.array([x0, 0], np.int8)
     left = kernels.eliminate_in_slot(
-        s, store.slot_vars, store.slot_nvars, store.slot_T, store.slot_W, store.slot_T1,
+        x, s, store.slot_vars, store.slot_nvars, store.slot_T, store.slot_W, store.slot_T1,
         store.slot_W1, store.slot_R, store.slot_A, store.slot_union, store.slot_best,
         store.active, 2, 2, 1, 1, eps, 0.05, radii)
     return left, store.slot_vars[s, :left].tolist(), store.slot_A[s, :, :, :2]
@@ -132,9 +133,10 @@ def test_action_elimination_follows_eq_4():
     assert A[0, 1].tolist() == [True, True] and A[0, 0].tolist() == [True, True]
     _, _, A = hand_built_stump(eps=0.02)
     assert A[0, 1].tolist() == [True, False]  # k1 out of A_{0,1}
-    assert A[0, 0].tolist() == [True, True]
-    _, _, A = hand_built_stump(eps=0.12)
+    assert A[0, 0].tolist() == [True, True]  # (0, 0) is not the observed cell
+    _, _, A = hand_built_stump(eps=0.12, x0=0)
     assert A[0, 0].tolist() == [False, True]  # k0 out of A_{0,0}
+    assert A[0, 1].tolist() == [True, True]
 
 
 # -- a known best depth-2 tree ---------------------------------------------------------------------
