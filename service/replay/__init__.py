@@ -6,6 +6,14 @@
 - :mod:`service.replay.runner` plays the events; :mod:`service.replay.report` writes the outputs;
 - :mod:`service.replay.command` is the command line (registered in ``service/cli.py``).
 
-The estimators themselves (replay method, IPS, SNIPS, DR) are pure functions in
+``run(data, label=..., steps=..., in_process=True)`` is the Python API (returns the summary and
+the per-step traces). The estimators themselves (replay method, IPS, SNIPS, DR) are pure functions in
 ``online.evaluation``.
 """
+
+
+def run(data, **kwargs):
+    """See :func:`service.replay.command.run`."""
+    from service.replay.command import run as _run
+
+    return _run(data, **kwargs)

@@ -212,3 +212,25 @@ def main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("grove replay: interrupted", file=sys.stderr)
         return 130
+
+
+def run(data: str, *, label: str | None = None, format: str | None = None,
+        policies: list[str] | tuple[str, ...] = tuple(DEFAULT_POLICIES), record: bool = False,
+        **options):
+    """Python API: ``run("letter.csv.gz", label="lettr", steps=2000, in_process=True)``.
+
+    ``options`` are the other flags by their argparse names (``steps``, ``noise``, ``seed``,
+    ``sync_every``, ``in_process``, ``url``, ``app``, ``key``, ``create``, ``admin_key``...);
+    returns ``(summary, RunResult)`` without printing or writing files (no progress bar unless
+    ``no_progress=False``).
+    """
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    args = p.parse_args(["--data", str(data)])
+    unknown = set(options) - set(vars(args))
+    if unknown:
+        raise TypeError(f"unknown replay options: {sorted(unknown)}")
+    vars(args).update(label=label, format=format, policy=list(policies), no_progress=True,
+                      out=None, plot=None)
+    vars(args).update(options)
+    return execute(args, record=record)
