@@ -13,6 +13,8 @@ PREFIX = "grove"
 APPS = f"{PREFIX}:apps"
 #: sorted set trainer id -> last heartbeat (unix ms), read by /readyz
 TRAINERS = f"{PREFIX}:trainers"
+#: hash SHA-256(API key) -> app name: tells "another app's key" (403) from a wrong key (401)
+API_KEYS = f"{PREFIX}:apikeys"
 #: consumer group of an app's learning stream
 TRAINER_GROUP = "trainers"
 

@@ -33,6 +33,12 @@ class Settings(BaseSettings):
         default=1.0, gt=0, description="Seconds before a Redis call fails (the API then says 503)."
     )
     max_batch: int = Field(default=1000, gt=0, description="Most decisions in one /decide/batch.")
+    max_body: int = Field(
+        default=1 << 20, gt=0, description="Largest request body in bytes (larger: 413)."
+    )
+    max_features: int = Field(
+        default=1000, gt=0, description="Most features in one context (more: 422)."
+    )
     decision_grace: float = Field(
         default=7 * 86400.0,
         gt=0,

@@ -73,6 +73,11 @@ class Store:
         if _s(result[0]) == "exists":
             raise Conflict(f"app {name!r} already exists")
         self.redis.sadd(keys.APPS, name)
+        self.redis.hset(keys.API_KEYS, config.api_key_hash, name)
+
+    def key_owner(self, key_hash: str) -> str | None:
+        """The app whose API key hashes to ``key_hash`` (read only when a key is refused)."""
+        return _s(self.redis.hget(keys.API_KEYS, key_hash))
 
     def get_app(self, name: str) -> AppConfig | None:
         raw = self.redis.hget(keys.config(name), "json")
@@ -124,8 +129,11 @@ class Store:
                     continue
 
     def delete_app(self, name: str) -> None:
+        config = self.get_app(name)
         if not self.redis.delete(keys.config(name)):
             raise NotFound(f"app {name!r} not found")
+        if config is not None:
+            self.redis.hdel(keys.API_KEYS, config.api_key_hash)
         # the config is gone, so every script now refuses to write into this app
         self.redis.delete(*keys.all_keys(name))
         batch: list[bytes] = []

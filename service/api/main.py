@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from service.api import deps, errors
+from service.api.limits import BodyLimitMiddleware
 from service.api.model_cache import ModelCache
 from service.api.routes import apps, decisions, health, jobs, metrics
 from service.redis_client import connect
@@ -49,5 +50,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(metrics.router)
     app.include_router(jobs.router)
     app.add_middleware(metrics.MetricsMiddleware)
+    # added last: the outermost, so an oversized body is refused before anything else runs
+    app.add_middleware(
+        BodyLimitMiddleware,
+        limit=chosen.max_body,
+        wide_limit=chosen.job_max_upload + 64 * 1024,  # the jobs route counts the file itself
+        wide_prefixes=("/jobs",),
+    )
 
     return app

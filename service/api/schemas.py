@@ -13,6 +13,8 @@ from service.records import Aggregation
 APP_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 EVENT_ID = r"^[A-Za-z0-9_.:-]{1,128}$"
 MAX_BATCH = 1000
+MAX_FEATURE_NAME = 256
+MAX_FEATURE_VALUE = 4096
 
 #: a context (or action) feature: number, string, bool or missing
 FeatureValue = bool | int | float | str | None
@@ -22,6 +24,23 @@ def _finite_features(features: dict[str, Any] | None) -> dict[str, Any] | None:
     for key, value in (features or {}).items():
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"feature {key!r} is {value}: features must be finite")
+    return features
+
+
+def _flat_features(features: Any) -> Any:
+    """Before type checks: say plainly that a context is flat (nested objects are not features)."""
+    if isinstance(features, dict):
+        for key, value in features.items():
+            if isinstance(value, (dict, list)):
+                kind = "an object" if isinstance(value, dict) else "a list"
+                raise ValueError(
+                    f"feature {key!r} is {kind}: a context is flat, name -> number, string, "
+                    "bool or null (write nested values as 'outer.inner' keys)"
+                )
+            if isinstance(key, str) and len(key) > MAX_FEATURE_NAME:
+                raise ValueError(f"feature name {key[:32]!r}... is over {MAX_FEATURE_NAME} chars")
+            if isinstance(value, str) and len(value) > MAX_FEATURE_VALUE:
+                raise ValueError(f"feature {key!r} has a string over {MAX_FEATURE_VALUE} chars")
     return features
 
 
@@ -36,6 +55,7 @@ class ActionSpec(Schema):
     id: str = Field(min_length=1, max_length=128)
     features: dict[str, FeatureValue] | None = None
 
+    _flat = field_validator("features", mode="before")(_flat_features)
     _finite = field_validator("features")(_finite_features)
 
 
@@ -120,9 +140,10 @@ class DecideRequest(Schema):
     event_id: str | None = Field(default=None, pattern=EVENT_ID)
     context: dict[str, FeatureValue] = Field(default_factory=dict)
     actions: list[str | ActionSpec] | None = Field(default=None, max_length=10_000)
-    excluded_actions: list[str] = Field(default_factory=list)
+    excluded_actions: list[str] = Field(default_factory=list, max_length=10_000)
     defer_activation: bool = False
 
+    _flat = field_validator("context", mode="before")(_flat_features)
     _finite = field_validator("context")(_finite_features)
     _actions = field_validator("actions")(_action_specs)
 

@@ -34,13 +34,12 @@ def test_admin_routes_need_the_admin_key(client):
         ).status_code
         == 401
     )
-    assert (
-        client.post("/apps", json=app_body("x"), headers=headers).status_code == 401
-    )  # an app key
+    answer = client.post("/apps", json=app_body("x"), headers=headers)  # an app key: forbidden
+    assert answer.status_code == 403 and "admin key" in answer.json()["detail"]
     answer = client.get("/apps")
     assert answer.status_code == 401 and "Authorization: Bearer" in answer.json()["detail"]
-    assert client.delete("/apps/shop", headers=headers).status_code == 401
-    assert client.patch("/apps/shop", json={"defaultReward": 1}, headers=headers).status_code == 401
+    assert client.delete("/apps/shop", headers=headers).status_code == 403
+    assert client.patch("/apps/shop", json={"defaultReward": 1}, headers=headers).status_code == 403
 
 
 def test_app_keys_only_open_their_own_app(client):
@@ -48,8 +47,12 @@ def test_app_keys_only_open_their_own_app(client):
     create(client, "news")
     assert client.get("/apps/shop", headers=shop).status_code == 200
     answer = client.get("/apps/news", headers=shop)
-    assert answer.status_code == 401 and "news" in answer.json()["detail"]
-    assert client.post("/apps/news/decide", json={"context": {}}, headers=shop).status_code == 401
+    assert answer.status_code == 403 and "news" in answer.json()["detail"]
+    for route in ("decide", "reward", "activate"):
+        body = {"context": {}} if route == "decide" else {"eventId": "e1"}
+        assert client.post(f"/apps/news/{route}", json=body, headers=shop).status_code == 403
+    # another app's key is 403 whether or not the app exists: names are not probed
+    assert client.get("/apps/nope", headers=shop).status_code == 403
     assert client.get("/apps/shop", headers=ADMIN).status_code == 200  # admin may read any
     assert client.get("/apps/nope", headers=ADMIN).status_code == 404
 
@@ -141,5 +144,5 @@ def test_app_names_cannot_be_probed_without_the_admin_key(client):
             f"/apps/{name}/decide", json={"context": {}}, headers={"Authorization": "Bearer guess"}
         )
         assert answer.status_code == 401 and "or no such app" in answer.json()["detail"]
-    assert client.get("/apps/nope", headers=shop).status_code == 401
+    assert client.get("/apps/nope", headers=shop).status_code == 403
     assert client.get("/apps/nope", headers=ADMIN).status_code == 404

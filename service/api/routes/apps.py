@@ -9,7 +9,7 @@ import uuid
 from fastapi import APIRouter, HTTPException, status
 
 from service import codec
-from service.api.deps import AdminDep, AppVersionDep, ModelsDep, StoreDep, hash_key
+from service.api.deps import AdminDep, AppName, AppVersionDep, ModelsDep, StoreDep, hash_key
 from service.api.schemas import ActionSpec, AppCreate, AppCreated, AppPublic, AppUpdate, PolicySpec
 from service.models import model_kind
 from service.records import Action, AppConfig
@@ -85,7 +85,7 @@ def get_app(app_version: AppVersionDep, store: StoreDep) -> dict:
 
 
 @router.patch("/{app}", response_model=AppPublic)
-def update_app(app: str, body: AppUpdate, store: StoreDep, _: AdminDep) -> dict:
+def update_app(app: AppName, body: AppUpdate, store: StoreDep, _: AdminDep) -> dict:
     """Change the actions, the reward wait time or the default reward."""
     changes: dict = {}
     if body.actions is not None:
@@ -107,7 +107,7 @@ def update_app(app: str, body: AppUpdate, store: StoreDep, _: AdminDep) -> dict:
 
 
 @router.delete("/{app}", status_code=status.HTTP_204_NO_CONTENT)
-def delete_app(app: str, store: StoreDep, models: ModelsDep, _: AdminDep) -> None:
+def delete_app(app: AppName, store: StoreDep, models: ModelsDep, _: AdminDep) -> None:
     """Delete the app, its model, its pending decisions and its logged events."""
     store.delete_app(app)
     models.forget(app)

@@ -24,8 +24,14 @@ router = APIRouter(prefix="/apps/{app}", tags=["decisions"])
 
 
 def _decide_one(
-    config: AppConfig, model: ServedModel, body: DecideRequest
+    config: AppConfig, model: ServedModel, body: DecideRequest, max_features: int
 ) -> tuple[NewDecision, dict]:
+    if len(body.context) > max_features:
+        raise HTTPException(
+            422,
+            f"the context has {len(body.context)} features, over the limit of {max_features} "
+            "(GROVE_MAX_FEATURES)",
+        )
     actions = [a.id for a in body.actions] if body.actions is not None else config.action_ids
     if not actions:
         raise HTTPException(
@@ -61,12 +67,16 @@ def _decide_one(
 
 @router.post("/decide", response_model=DecideResponse)
 def decide(
-    body: DecideRequest, app_version: AppVersionDep, store: StoreDep, models: ModelsDep
+    body: DecideRequest,
+    app_version: AppVersionDep,
+    store: StoreDep,
+    models: ModelsDep,
+    settings: SettingsDep,
 ) -> dict:
     """Choose an action for a context; the decision waits ``rewardWaitTime`` for its reward."""
     config, version = app_version
     model = models.get(store, config, version)
-    record, answer = _decide_one(config, model, body)
+    record, answer = _decide_one(config, model, body, settings.max_features)
     store.record_decisions(config, [record])
     return answer
 
@@ -90,7 +100,7 @@ def decide_batch(
     pairs = []
     for i, request in enumerate(body.requests):
         try:
-            pairs.append(_decide_one(config, model, request))
+            pairs.append(_decide_one(config, model, request, settings.max_features))
         except HTTPException as exc:  # say which request of the batch is wrong
             raise HTTPException(exc.status_code, f"requests[{i}]: {exc.detail}") from None
     store.record_decisions(config, [record for record, _ in pairs])
