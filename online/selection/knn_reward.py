@@ -82,13 +82,15 @@ class KNNReward:
         X = np.asarray(X, dtype=dtype)
         if X.ndim != 2:
             raise ValueError(f"X must be 2-D, got shape {X.shape}")
-        n, d = X.shape
+        n = X.shape[0]
         if len(y) != n:
             raise ValueError(f"X has {n} rows but y has {len(y)}")
         if not 1 <= n_neighbors < n:
-            raise ValueError(f"n_neighbors must be in [1, n_samples - 1], got {n_neighbors} with {n} rows")
+            raise ValueError(f"n_neighbors must be in [1, n_samples - 1], "
+                             f"got {n_neighbors} with {n} rows")
         if method not in ("auto", "gram", "sum", "kneighbors"):
-            raise ValueError(f"method must be 'auto', 'gram', 'sum' or 'kneighbors', got {method!r}")
+            raise ValueError("method must be 'auto', 'gram', 'sum' or 'kneighbors', "
+                             f"got {method!r}")
         self.n_neighbors = n_neighbors
         self.classes_, codes = np.unique(np.asarray(y), return_inverse=True)
         self._codes = codes.astype(np.intp)

@@ -193,8 +193,8 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
     """
 
     def __init__(self, n_simulations=1000, c=0.1, n_neighbors=5, recursive=True,
-                 max_recursions=None, on_tie="continue", scaling="minmax", max_validation_samples=None,
-                 progress=None, random_state=None):
+                 max_recursions=None, on_tie="continue", scaling="minmax",
+                 max_validation_samples=None, progress=None, random_state=None):
         self.n_simulations = n_simulations
         self.c = c
         self.n_neighbors = n_neighbors
@@ -320,8 +320,7 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
         """BACKUP: visits + 1 and max(Q) along the path to the root."""
         while node >= 0:
             tree.visits[node] += 1
-            if q > tree.reward[node]:
-                tree.reward[node] = q
+            tree.reward[node] = max(tree.reward[node], q)
             node = tree.parent[node]
 
     def _report(self, fraction, message):
@@ -377,7 +376,7 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
         return state
 
     @classmethod
-    def from_state(cls, state: dict) -> "RMOTiFS":
+    def from_state(cls, state: dict) -> RMOTiFS:
         """Restore what ``to_state`` exported."""
         if state.get("format") != STATE_FORMAT or state.get("version") != STATE_VERSION:
             raise ValueError(f"not an {STATE_FORMAT} v{STATE_VERSION} state: "

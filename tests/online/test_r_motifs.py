@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -44,11 +45,11 @@ def test_recursion_shrinks_the_input_and_stops_when_accuracy_stops_improving():
     h = sel.history_
     assert h[0]["n_input_features"] == 40
     assert all(e["accepted"] for e in h[:-1]) and not h[-1]["accepted"]
-    for prev, nxt in zip(h, h[1:]):
+    for prev, nxt in itertools.pairwise(h):
         assert nxt["n_input_features"] == len(prev["subset"])  # next tree's input = best subset
         assert set(nxt["subset"]) <= set(prev["subset"])
     # Section 3.1: go on unless accuracy drops; a tie is taken only with fewer features
-    for prev, nxt in zip(h[:-2], h[1:-1]):
+    for prev, nxt in itertools.pairwise(h[:-1]):
         assert nxt["accuracy"] > prev["accuracy"] or (
             nxt["accuracy"] == prev["accuracy"] and len(nxt["subset"]) < len(prev["subset"]))
     last, before = h[-1], h[-2]
@@ -62,7 +63,7 @@ def test_on_tie_stop_is_algorithm_1_strictly_greater():
     for seed in range(3):
         h = RMOTiFS(n_simulations=150, on_tie="stop", random_state=seed).fit(X, y).history_
         accs = [e["accuracy"] for e in h]
-        assert all(b > a for a, b in zip(accs[:-2], accs[1:-1]))
+        assert all(b > a for a, b in itertools.pairwise(accs[:-1]))
         assert accs[-1] <= accs[-2]
 
 
@@ -208,7 +209,7 @@ def test_progress_is_monotone_and_ends_at_one():
     RMOTiFS(n_simulations=40, progress=lambda f, m: seen.append((f, m)), random_state=0).fit(X, y)
     fractions = [f for f, _ in seen]
     assert fractions[-1] == 1.0 and fractions[0] == 0.0
-    assert all(0.0 <= a <= b <= 1.0 for a, b in zip(fractions, fractions[1:]))
+    assert all(0.0 <= a <= b <= 1.0 for a, b in itertools.pairwise(fractions))
     assert all(isinstance(m, str) and m for _, m in seen)
 
 
