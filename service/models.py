@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 
 
 @dataclass(frozen=True)
@@ -93,25 +92,13 @@ def _forest_load_serving(cls: type, state: dict) -> Any:
 
     The snapshot carries the trainer's decide generator, which the trainer never advances: every
     API process, after every snapshot, would replay the same random sequence (correlated
-    exploration across replicas and over time). Each copy gets a PCG64 stream seeded from the OS
-    instead; the propensities it logs are unchanged (they come from the forest, not the draw).
-    BanditForest has no public re-seed, so this writes the documented ``rng.decide`` entry of its
-    state (a PCG64 state with the 128-bit integers as strings) before ``from_state``.
+    exploration across replicas and over time). Each copy is re-seeded from the OS
+    (``reseed(None)``) instead; the propensities it logs are unchanged (they come from the
+    forest, not the draw).
     """
-    rng = state.get("rng")
-    if isinstance(rng, dict) and isinstance(rng.get("decide"), dict) and "inc" in rng["decide"]:
-        fresh = np.random.PCG64(np.random.SeedSequence()).state
-        rng = {
-            **rng,
-            "decide": {
-                "state": str(fresh["state"]["state"]),
-                "inc": str(fresh["state"]["inc"]),
-                "has_uint32": int(fresh["has_uint32"]),
-                "uinteger": int(fresh["uinteger"]),
-            },
-        }
-        state = {**state, "rng": rng}
-    return cls.from_state(state)
+    forest = cls.from_state(state)
+    forest.reseed(None)
+    return forest
 
 
 def _forest_change_actions(policy: Any, added: list[str], removed: list[str]) -> None:
