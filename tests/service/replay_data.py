@@ -66,3 +66,13 @@ def write_labeled(path: Path, n: int = 300, seed: int = 2) -> pd.DataFrame:
     frame = pd.DataFrame({"x": x.round(4), "flag": flag, "color": color, "class": label})
     frame.to_csv(path, index=False)
     return frame
+
+
+def write_flag_labeled(path: Path, n: int = 300, seed: int = 3) -> pd.DataFrame:
+    """A labeled CSV a small forest learns fast: the label is "A" when ``flag`` is 1, else "B"."""
+    rng = np.random.default_rng(seed)
+    flag = rng.integers(2, size=n)
+    frame = pd.DataFrame({"flag": flag, "x": rng.random(n).round(3),
+                          "class": np.where(flag == 1, "A", "B")})
+    frame.to_csv(path, index=False)
+    return frame
