@@ -102,6 +102,22 @@ class JobQueue:
             return detail
         return outcome
 
+    def workers(self) -> list[dict[str, Any]]:
+        """The rq workers registered on the queue (they expire when they stop beating)."""
+        from rq import Worker
+
+        return [
+            {
+                "name": w.name,
+                "hostname": w.hostname,
+                "pid": w.pid,
+                "state": w.get_state(),
+                "currentJob": w.get_current_job_id(),
+                "lastHeartbeat": w.last_heartbeat.timestamp() if w.last_heartbeat else None,
+            }
+            for w in Worker.all(queue=self.queue)
+        ]
+
     def reap_all(self) -> None:
         """Reap every lost running job; forget the ids of jobs that have ended."""
         ended = []

@@ -93,13 +93,8 @@ def _run(store: JobStore, job_id: str, attempt: int, settings: Settings):
         return JobState.failed, "failed", f"invalid parameters: {exc}", None
     except DatasetError as exc:
         return JobState.failed, "failed", f"bad dataset: {exc}", None
-    except JobTimeoutException:
-        return (
-            JobState.failed,
-            "failed",
-            f"timed out after {settings.job_timeout:g} s (GROVE_JOB_TIMEOUT)",
-            None,
-        )
+    except JobTimeoutException as exc:  # rq's alarm: the job's timeout was set at submission
+        return JobState.failed, "failed", f"timed out: {exc} (GROVE_JOB_TIMEOUT)", None
     except (ValueError, KeyError) as exc:  # what the algorithms raise for unfit input
         return JobState.failed, "failed", f"{type(exc).__name__}: {exc}", None
     except Exception as exc:

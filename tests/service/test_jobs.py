@@ -309,7 +309,9 @@ def test_access_needs_the_admin_key_or_the_key_of_the_jobs_app(grove):
     mine = submit(http, data, params, headers=keys[name], app=name)
     assert mine.status_code == 202, mine.text
     job_id = mine.json()["id"]
-    assert submit(http, data, params, headers=keys[other], app=name).status_code == 401
+    assert submit(http, data, params, headers=keys[other], app=name).status_code == 403
+    wrong = {"Authorization": "Bearer not-a-key"}
+    assert submit(http, data, params, headers=wrong, app=name).status_code == 401
     assert submit(http, data, params, headers=keys[name]).status_code == 403  # no app: admin's
     assert submit(http, data, params, headers={}).status_code == 401
 
@@ -317,15 +319,20 @@ def test_access_needs_the_admin_key_or_the_key_of_the_jobs_app(grove):
     assert http.get(f"/jobs/{job_id}", headers=ADMIN).status_code == 200
     assert http.get(f"/jobs/{job_id}", headers=keys[other]).status_code == 403
     assert http.get(f"/jobs/{job_id}").status_code == 401
+    assert http.get(f"/jobs/{job_id}", headers=wrong).status_code == 401
     assert http.delete(f"/jobs/{job_id}", headers=keys[other]).status_code == 403
     admin_only = submit(http, data, params)
     assert http.get(f"/jobs/{admin_only.json()['id']}", headers=keys[name]).status_code == 403
 
     listed = http.get("/jobs", params={"app": name}, headers=keys[name])
     assert listed.status_code == 200 and [j["id"] for j in listed.json()] == [job_id]
-    assert http.get("/jobs", headers=keys[name]).status_code == 403
-    assert http.get("/jobs", params={"app": name}, headers=keys[other]).status_code == 401
+    assert [j["id"] for j in http.get("/jobs", headers=keys[name]).json()] == [job_id]
+    assert http.get("/jobs", params={"app": name}, headers=keys[other]).status_code == 403
+    assert http.get("/jobs", headers=wrong).status_code == 401
     assert http.get("/jobs/nothing-here", headers=ADMIN).status_code == 404
+    assert http.get("/jobs/workers", headers=keys[name]).status_code == 403  # admin only
+    workers = http.get("/jobs/workers", headers=ADMIN).json()
+    assert len(workers) >= 1 and {"name", "pid", "state", "currentJob"} <= set(workers[0])
     follow(http, job_id)
 
 

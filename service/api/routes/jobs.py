@@ -18,6 +18,7 @@ from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 from service.api.deps import (
+    AdminDep,
     BearerDep,
     SettingsDep,
     StoreDep,
@@ -25,6 +26,7 @@ from service.api.deps import (
     _is_admin,
     _presented,
     _same,
+    hash_key,
 )
 from service.api.schemas import APP_NAME
 from service.jobs.dataset import FORMATS, event_count, guess_format
@@ -135,7 +137,15 @@ def _check_submitter(key: str, app: str | None, store: Store, settings: Settings
         if not _is_admin(key, settings):
             raise HTTPException(403, "a job on an upload without 'app' needs the admin key")
         return
-    _authorized_app(app, store.get_app(app), key, settings)
+    _authorized_app(app, store.get_app(app), key, settings, store)
+
+
+def _key_owner(key: str, store: Store) -> str:
+    """The app whose API key ``key`` is (401 if none)."""
+    owner = store.key_owner(hash_key(key))
+    if owner is None:
+        raise HTTPException(401, "wrong key", headers={"WWW-Authenticate": "Bearer"})
+    return owner
 
 
 def _check_reader(
@@ -148,9 +158,10 @@ def _check_reader(
     if _is_admin(key, settings):
         return record
     config = store.get_app(record.app) if record.app else None
-    if config is None or not _same(key, config.api_key_hash):
-        raise HTTPException(403, f"this key cannot access job {job_id!r}")
-    return record
+    if config is not None and _same(key, config.api_key_hash):
+        return record
+    _key_owner(key, store)  # 401 for a key of no app
+    raise HTTPException(403, f"this key cannot access job {job_id!r}")
 
 
 @router.get("/kinds")
@@ -160,6 +171,12 @@ def list_kinds() -> list[dict]:
         {"kind": k.name, "summary": k.summary, "params": k.params.model_json_schema()}
         for k in KINDS.values()
     ]
+
+
+@router.get("/workers")
+def list_workers(jobs: JobsDep, _: AdminDep) -> list[dict]:
+    """The job workers alive (admin): a queue without workers keeps its jobs queued."""
+    return jobs.workers()
 
 
 @router.post("/{kind}", status_code=202, openapi_extra=_BODY_DOC)
@@ -224,13 +241,14 @@ def list_jobs(
     app: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[dict]:
-    """Newest first, without results. The admin sees every job; an app's key, with ``?app=``,
-    that app's."""
+    """Newest first, without results. The admin sees every job (or ``?app=``'s); an app's key
+    sees that app's."""
     key = _presented(credentials)
     if not _is_admin(key, settings):
-        if app is None:
-            raise HTTPException(403, "list with ?app=<name> and that app's key (or the admin key)")
-        _authorized_app(app, store.get_app(app), key, settings)
+        owner = _key_owner(key, store)
+        if app is not None and app != owner:
+            raise HTTPException(403, f"this API key belongs to another app, not to {app!r}")
+        app = owner
     return [r.public(with_result=False) for r in jobs.store.list(limit=limit, app=app)]
 
 
