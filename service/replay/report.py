@@ -129,7 +129,11 @@ def table(summary: dict) -> str:
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()
              for r in [head, *rows]]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join([*lines, ref_line])
+    notes = [ref_line]
+    if logged and not summary["source"].get("uniform_logging", True):
+        notes.append("note: the logging policy is not uniformly random over the actions: the "
+                     "replay method (avg reward) is biased then; IPS, SNIPS and DR are not")
+    return "\n".join([*lines, *notes])
 
 
 def _thin(n: int, most: int = 2000) -> np.ndarray:

@@ -228,6 +228,11 @@ class LoggedFeedback:
             return 0.0, 1.0
         return (low, high) if high > low else (low, low + 1.0)
 
+    @property
+    def uniform_logging(self) -> bool:
+        """Whether every propensity is 1 / (number of actions): the replay method's assumption."""
+        return bool(np.allclose(self.propensities, 1.0 / len(self.actions)))
+
     def describe(self) -> dict:
         digest = hashlib.sha256()
         digest.update(self.action_index.tobytes())
@@ -240,6 +245,7 @@ class LoggedFeedback:
             "events": len(self),
             "actions": list(self.actions),
             "reward_range": list(self.reward_range),
+            "uniform_logging": self.uniform_logging,
             "fingerprint": digest.hexdigest()[:16],
         }
 

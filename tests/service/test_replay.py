@@ -77,6 +77,24 @@ def test_plain_logs_with_a_forest_in_process_write_json_and_png(tmp_path):
         assert e["low"] <= e["value"] <= e["high"]
 
 
+def test_plain_layout_with_other_column_names_and_non_uniform_logging(tmp_path, capsys):
+    data, out = tmp_path / "logs.csv", tmp_path / "s.json"
+    frame = write_plain(data, n=200)
+    frame["probability"] = np.where(frame["action"] == "ad0", 0.5, 0.25)
+    frame.rename(columns={"action": "ad", "reward": "clicked", "probability": "p"}).to_csv(
+        data, index=False)
+    assert replay("--in-process", "--data", data, "--format", "plain", "--action-column", "ad",
+                  "--reward-column", "clicked", "--propensity-column", "p",
+                  "--policy", "uniform", "--out", out) == 0
+    summary = read(out)
+    assert summary["source"]["actions"] == ["ad0", "ad1", "ad2"]
+    assert summary["source"]["uniform_logging"] is False
+    assert "replay method (avg reward) is biased" in capsys.readouterr().out
+    ips_value = by_label(summary)["uniform"]["estimates"]["ips"]["value"]
+    w = (1 / 3) / np.where(frame["action"] == "ad0", 0.5, 0.25)
+    assert ips_value == pytest.approx(float((w * frame["reward"]).mean()))
+
+
 def _without_timing(summary: dict) -> dict:
     summary = copy.deepcopy(summary)
     summary.pop("run")
