@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from typing import Any
@@ -11,6 +12,7 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from service.codec import CodecError
 from service.redis_client import UNAVAILABLE
@@ -30,14 +32,42 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+#: Azure Personalizer's error codes by status, for the /personalizer routes
+_PERSONALIZER_CODES = {
+    400: "BadArgument",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    409: "Conflict",
+    413: "PayloadTooLarge",
+    422: "BadArgument",
+    503: "ServiceUnavailable",
+}
+
+
+def answer(request: Request, status: int, detail: Any, headers=None) -> JSONResponse:
+    """``{"detail": ...}``, or Personalizer's ``{"error": {"code", "message"}}`` on its routes."""
+    if request.url.path.startswith("/personalizer/"):
+        message = detail if isinstance(detail, str) else json.dumps(detail, default=str)
+        code = _PERSONALIZER_CODES.get(status, "InternalError" if status >= 500 else "BadRequest")
+        body = {"error": {"code": code, "message": message}}
+    else:
+        body = {"detail": detail}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"detail": _json_safe(jsonable_encoder(exc.errors()))}, status_code=422)
+        return answer(request, 422, _json_safe(jsonable_encoder(exc.errors())))
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        return answer(request, exc.status_code, exc.detail, getattr(exc, "headers", None))
 
     @app.exception_handler(StoreError)
     async def store_error(request: Request, exc: StoreError) -> JSONResponse:
-        return JSONResponse({"detail": exc.detail}, status_code=exc.status)
+        return answer(request, exc.status, exc.detail)
 
     @app.exception_handler(redis.RedisError)
     async def redis_error(request: Request, exc: redis.RedisError) -> JSONResponse:
@@ -46,11 +76,9 @@ def install(app: FastAPI) -> None:
             detail = f"Redis is unavailable ({exc}); the service recovers when it is back: retry"
         else:
             detail = f"Redis refused the operation ({type(exc).__name__}: {exc}); retry later"
-        return JSONResponse({"detail": detail}, status_code=503, headers={"Retry-After": "1"})
+        return answer(request, 503, detail, {"Retry-After": "1"})
 
     @app.exception_handler(CodecError)
     async def codec_error(request: Request, exc: CodecError) -> JSONResponse:
         log.error("unreadable model snapshot on %s: %s", request.url.path, exc)
-        return JSONResponse(
-            {"detail": f"the app's model snapshot cannot be read: {exc}"}, status_code=503
-        )
+        return answer(request, 503, f"the app's model snapshot cannot be read: {exc}")

@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from service.api import deps, errors
 from service.api.limits import BodyLimitMiddleware
 from service.api.model_cache import ModelCache
-from service.api.routes import apps, decisions, health, jobs, metrics
+from service.api.routes import apps, decisions, health, jobs, metrics, personalizer
 from service.redis_client import connect
 from service.settings import Settings, get_settings
 from service.store import Store
@@ -49,6 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(decisions.router)
     app.include_router(metrics.router)
     app.include_router(jobs.router)
+    app.include_router(personalizer.router)
     app.add_middleware(metrics.MetricsMiddleware)
     # added last: the outermost, so an oversized body is refused before anything else runs
     app.add_middleware(
