@@ -105,6 +105,13 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
     - Eq. (8): never-selected feature nodes (V = 0, infinite bonus) first, at random.
     - ``learn_many`` (an extension): a mini-batch iteration where selection reads the statistics
       of the batch start; updates are exact per row. With one row it is ``learn_one``.
+    - Not in the paper, to bound time and memory: ``grace_period`` (expansion after that many
+      visits; 1 = the paper), ``max_nodes`` (no expansion once the data-node table is full),
+      ``max_depth``, ``max_categories`` (later values share ``"<other>"``).
+    - Prediction: the N_T DTs are fitted separately (eq. 2); we combine their leaf means
+      mu_hat = B / V (V starts at 1, sec. 3) weighted by the squared error each DT removes.
+    - Eq. (9) weights use gamma^(j - |SN_t|) (the common factor cancels); the root's error is
+      never in an L (eq. 9 starts at the first selected data node below n_r).
     - ``interactions()`` follows Appendix B.4: data nodes with s > lambda, a chi-square test of
       the 2x2 table (in the node or not) x (y) built from the estimated support and means,
       Bonferroni correction, ranking by the chi-square statistic.
