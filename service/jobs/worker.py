@@ -9,6 +9,7 @@ jobs, and while it watches a horse, the worker reaps lost jobs of every worker.
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import math
 import os
@@ -67,8 +68,8 @@ def _json_safe(value):
         return {str(k): _json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_json_safe(v) for v in value]
-    if hasattr(value, "item") and callable(value.item):  # numpy scalar
-        return _json_safe(value.item())
+    if hasattr(value, "tolist") and callable(value.tolist):  # numpy array or scalar
+        return _json_safe(value.tolist())
     return value
 
 
@@ -86,7 +87,9 @@ def _run(store: JobStore, job_id: str, attempt: int, settings: Settings):
         result = kind.run(params, dataset, report)
         if not isinstance(result, dict):
             raise TypeError(f"job kind {kind.name!r} returned {type(result).__name__}, not dict")
-        return JobState.done, "done", "", _json_safe(result)
+        result = _json_safe(result)
+        json.dumps(result, allow_nan=False)  # TypeError here, not when the result is stored
+        return JobState.done, "done", "", result
     except (JobCancelled, JobLost):
         raise
     except ValidationError as exc:
@@ -102,13 +105,24 @@ def _run(store: JobStore, job_id: str, attempt: int, settings: Settings):
         return JobState.failed, "failed", f"{type(exc).__name__}: {exc}", None
 
 
+def _retry(call, *args):
+    """Redis may be restarting: a job's start and its result are worth a few seconds."""
+    for wait in (0.5, 1.0, 2.0, 4.0):
+        try:
+            return call(*args)
+        except redis.RedisError as exc:
+            log.warning("%s of job %s failed (%s); retrying", call.__name__, args[0], exc)
+            time.sleep(wait)
+    return call(*args)  # a record left running is reaped; one left queued stays queued
+
+
 def execute(job_id: str, attempt: int) -> str:
     """rq entry point: run attempt ``attempt`` of Grove job ``job_id`` (in the work horse)."""
     settings = get_settings()
     client = connect(settings)
     store = JobStore(client, settings)
     try:
-        state = store.start(job_id, attempt, os.environ.get("RQ_WORKER_ID", f"pid-{os.getpid()}"))
+        state = _retry(store.start, job_id, attempt, os.environ.get("RQ_WORKER_ID", "?"))
         if state != JobState.running.value:
             log.info("job %s attempt %s not started: the job is %s", job_id, attempt, state)
             return state
@@ -122,13 +136,7 @@ def execute(job_id: str, attempt: int) -> str:
             return "lost"
         finally:
             beat.stop()
-        for wait in (0.0, 0.5, 1.0, 2.0, 4.0):  # Redis may be restarting: the result is worth it
-            time.sleep(wait)
-            try:
-                return store.finish(job_id, attempt, *outcome)
-            except redis.RedisError as exc:
-                log.warning("job %s: result not stored yet (%s)", job_id, exc)
-        return "lost"  # the reaper requeues it
+        return _retry(store.finish, job_id, attempt, *outcome)
     finally:
         client.close()
 
