@@ -34,7 +34,10 @@ _APP = "service.api.main:create_app"
 
 
 def _setup_logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    from service.logs import setup
+
+    settings = Settings()  # not get_settings(): serve changes the environment afterwards
+    setup(settings.log_level, settings.log_format)
 
 
 def admin_key_from(data_dir: Path) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -35,6 +36,10 @@ class Settings(BaseSettings):
     max_batch: int = Field(default=1000, gt=0, description="Most decisions in one /decide/batch.")
     max_body: int = Field(
         default=1 << 20, gt=0, description="Largest request body in bytes (larger: 413)."
+    )
+    log_level: str = Field(default="INFO", description="Log level of Grove's processes.")
+    log_format: Literal["json", "text"] = Field(
+        default="json", description="json: one object per line, with eventId on event lines."
     )
     max_features: int = Field(
         default=1000, gt=0, description="Most features in one context (more: 422)."

@@ -282,6 +282,14 @@ class Store:
             "stats": counters,
         }
 
+    def snapshot_sizes(self, name: str) -> tuple[int, int]:
+        """Bytes of the snapshot's trainer state and of its serving state (for /metrics)."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hstrlen(keys.snapshot(name), "state")
+        pipe.hstrlen(keys.snapshot(name), "serving")
+        state, serving = pipe.execute()
+        return int(state), int(serving)
+
     def trainers_alive(self, within: float) -> int:
         now = self.redis.time()
         now_ms = int(now[0]) * 1000 + int(now[1]) // 1000

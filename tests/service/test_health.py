@@ -91,4 +91,4 @@ def test_metrics_report_requests_and_app_state(client):
     text = client.get("/metrics").text
     assert 'grove_http_requests_total{route="/apps/{app}/decide",status="200"} 1.0' in text
     assert 'grove_app_pending_decisions{app="shop"} 1.0' in text
-    assert 'grove_app_events_learned{app="shop"} 0.0' in text
+    assert 'grove_app_events_learned_total{app="shop"} 0.0' in text

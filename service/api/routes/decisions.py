@@ -18,9 +18,29 @@ from service.api.schemas import (
     RewardRequest,
     RewardResponse,
 )
+from service.logs import events
 from service.records import AppConfig, NewDecision
 
 router = APIRouter(prefix="/apps/{app}", tags=["decisions"])
+
+
+def log_decision(config: AppConfig, answer: dict, deferred: bool) -> None:
+    """One structured line per recorded decision (the eventId links it to its reward)."""
+    events.info(
+        "decide",
+        extra={
+            "app": config.name,
+            "eventId": answer["event_id"],
+            "action": answer["action"],
+            "probability": answer["probability"],
+            "modelVersion": answer["model_version"],
+            "deferred": deferred,
+        },
+    )
+
+
+def log_event(what: str, config: AppConfig, event_id: str, **fields) -> None:
+    events.info(what, extra={"app": config.name, "eventId": event_id, **fields})
 
 
 def _decide_one(
@@ -78,6 +98,7 @@ def decide(
     model = models.get(store, config, version)
     record, answer = _decide_one(config, model, body, settings.max_features)
     store.record_decisions(config, [record])
+    log_decision(config, answer, body.defer_activation)
     return answer
 
 
@@ -104,6 +125,8 @@ def decide_batch(
         except HTTPException as exc:  # say which request of the batch is wrong
             raise HTTPException(exc.status_code, f"requests[{i}]: {exc.detail}") from None
     store.record_decisions(config, [record for record, _ in pairs])
+    for record, answer in pairs:
+        log_decision(config, answer, record.deferred)
     return {"responses": [answer for _, answer in pairs]}
 
 
@@ -117,6 +140,7 @@ def reward(body: RewardRequest, app_version: AppVersionDep, store: StoreDep) -> 
             422, f"reward {body.reward} is outside the app's rewardRange {[low, high]}"
         )
     outcome = store.reward(config, body.event_id, body.reward)
+    log_event("reward", config, body.event_id, reward=body.reward, state=outcome.state)
     return {
         "event_id": body.event_id,
         "state": outcome.state,
@@ -130,4 +154,5 @@ def activate(body: ActivateRequest, app_version: AppVersionDep, store: StoreDep)
     """Activate a decision made with ``deferActivation``: from now on it waits for its reward."""
     config, _ = app_version
     store.activate(config, body.event_id)
+    log_event("activate", config, body.event_id)
     return {"event_id": body.event_id, "activated": True}

@@ -1,11 +1,15 @@
 """/metrics: Prometheus text format.
 
-Per-app gauges are read from Redis at scrape time, so every API process (replica or uvicorn
-worker) reports the same values; request counters and latencies are per process.
+Per-app figures are read from Redis at scrape time, so every API process (replica or uvicorn
+worker) reports the same values: decisions, rewards, default rewards and drops (counters of the
+app's stats hash), model version, events learned, pending decisions, trainer lag (events and
+seconds), the trainer's learning rate (events/s between two scrapes of this process), snapshot
+size and age. Request counters, errors by status and latencies are per process.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 
 from fastapi import APIRouter, Request, Response
@@ -16,7 +20,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from service.store import Store
 
@@ -24,11 +28,26 @@ router = APIRouter(tags=["health"])
 
 _APP_GAUGES = {
     "model_version": "version of the app's published model snapshot",
-    "events_learned": "events the published snapshot has learned",
     "pending_decisions": "decisions waiting for a reward or their deadline",
     "trainer_lag": "events queued for learning but not in the published snapshot",
     "trainer_lag_seconds": "age of the oldest event not in the published snapshot",
 }
+#: counters of the app's stats hash (service.keys.stats) -> metric name, help
+_APP_COUNTERS = {
+    "decisions": ("decisions", "decisions recorded"),
+    "rewarded": ("rewards", "decisions joined with a reward from the client"),
+    "defaulted": ("default_rewards", "decisions learned with the app's defaultReward"),
+    "dropped": ("dropped_decisions", "deferred decisions never activated"),
+}
+#: routes whose latency is a decide or a reward (also in the per-route histogram)
+_OPERATIONS = {
+    "/apps/{app}/decide": "decide",
+    "/apps/{app}/decide/batch": "decide_batch",
+    "/personalizer/v1.0/rank": "decide",
+    "/apps/{app}/reward": "reward",
+    "/personalizer/v1.0/events/{eventId}/reward": "reward",
+}
+_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
 class AppCollector:
@@ -36,32 +55,86 @@ class AppCollector:
 
     def __init__(self, store: Store):
         self.store = store
+        self._last: dict[str, tuple[float, int]] = {}  # app -> (time, events learned)
+        self._lock = threading.Lock()
+
+    def _rate(self, name: str, learned: int) -> float:
+        now = time.monotonic()
+        with self._lock:
+            before = self._last.get(name)
+            self._last[name] = (now, learned)
+        if before is None or now <= before[0] or learned < before[1]:
+            return 0.0
+        return (learned - before[1]) / (now - before[0])
 
     def collect(self):
-        families = {
+        gauges = {
             name: GaugeMetricFamily(f"grove_app_{name}", doc, labels=["app"])
             for name, doc in _APP_GAUGES.items()
         }
+        counters = {
+            field: CounterMetricFamily(f"grove_app_{name}", doc, labels=["app"])
+            for field, (name, doc) in _APP_COUNTERS.items()
+        }
+        learned = CounterMetricFamily(
+            "grove_app_events_learned", "events the published snapshot has learned", labels=["app"]
+        )
+        rate = GaugeMetricFamily(
+            "grove_app_trainer_events_per_second",
+            "events learned per second between this process's last two scrapes",
+            labels=["app"],
+        )
+        age = GaugeMetricFamily(
+            "grove_app_snapshot_age_seconds", "seconds since the snapshot was published", labels=["app"]
+        )
+        size = GaugeMetricFamily(
+            "grove_app_snapshot_bytes", "encoded snapshot size", labels=["app", "part"]
+        )
         for config in self.store.list_apps():
-            status = self.store.app_status(config.name)
-            for name, family in families.items():
-                family.add_metric([config.name], float(status[name]))
-        yield from families.values()
+            name = config.name
+            status = self.store.app_status(name)
+            for key, family in gauges.items():
+                family.add_metric([name], float(status[key]))
+            for field, family in counters.items():
+                family.add_metric([name], float(status["stats"].get(field, 0)))
+            learned.add_metric([name], float(status["events_learned"]))
+            rate.add_metric([name], self._rate(name, status["events_learned"]))
+            if status["snapshot_age"] is not None:
+                age.add_metric([name], float(status["snapshot_age"]))
+            state, serving = self.store.snapshot_sizes(name)
+            size.add_metric([name, "state"], float(state))
+            size.add_metric([name, "serving"], float(serving))
+        yield from gauges.values()
+        yield from counters.values()
+        yield from (learned, rate, age, size)
 
 
 class Metrics:
-    """The process's registry: request counts and latencies, plus the per-app collector."""
+    """The process's registry: request counts, errors and latencies, plus the app collector."""
 
     def __init__(self, store: Store):
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "grove_http_requests", "HTTP requests", ["route", "status"], registry=self.registry
         )
+        self.errors = Counter(
+            "grove_http_errors",
+            "HTTP answers with status >= 400, by status",
+            ["status"],
+            registry=self.registry,
+        )
         self.latency = Histogram(
             "grove_http_request_seconds",
             "HTTP request latency",
             ["route"],
-            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+            buckets=_BUCKETS,
+            registry=self.registry,
+        )
+        self.operations = Histogram(
+            "grove_operation_seconds",
+            "latency of decide (decide, rank), decide_batch and reward calls, from the API's side",
+            ["operation"],
+            buckets=_BUCKETS,
             registry=self.registry,
         )
         self.registry.register(AppCollector(store))
@@ -91,8 +164,14 @@ class MetricsMiddleware:
             if metrics is not None:
                 # the route template (/apps/{app}/decide), set in this scope by the router
                 path = getattr(scope.get("route"), "path", "unmatched")
-                metrics.latency.labels(path).observe(time.perf_counter() - start)
+                elapsed = time.perf_counter() - start
+                metrics.latency.labels(path).observe(elapsed)
                 metrics.requests.labels(path, str(status)).inc()
+                if status >= 400:
+                    metrics.errors.labels(str(status)).inc()
+                operation = _OPERATIONS.get(path)
+                if operation is not None and status < 400:
+                    metrics.operations.labels(operation).observe(elapsed)
 
 
 @router.get("/metrics", include_in_schema=False)

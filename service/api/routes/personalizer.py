@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service.api.deps import BearerDep, ModelsDep, SettingsDep, StoreDep, _authorized_app, hash_key
 from service.api.personalizer_map import FeatureShapeError, flatten
-from service.api.routes.decisions import _decide_one
+from service.api.routes.decisions import _decide_one, log_decision, log_event
 from service.api.schemas import EVENT_ID, ActionSpec, DecideRequest
 from service.records import AppConfig
 from service.store import Conflict
@@ -139,6 +139,7 @@ def rank(
     model = models.get(store, config, version)
     record, answer = _decide_one(config, model, request, settings.max_features)
     store.record_decisions(config, [record])
+    log_decision(config, answer, record.deferred)
     return {
         "eventId": answer["event_id"],
         "rewardActionId": answer["action"],
@@ -157,7 +158,8 @@ def reward(
         raise HTTPException(
             422, f"reward value {body.value} is outside the app's rewardRange {[low, high]}"
         )
-    store.reward(config, eventId, body.value)
+    outcome = store.reward(config, eventId, body.value)
+    log_event("reward", config, eventId, reward=body.value, state=outcome.state)
     return Response(status_code=204)
 
 
@@ -169,4 +171,5 @@ def activate(eventId: EventId, app_version: PersonalizerAppDep, store: StoreDep)
         store.activate(config, eventId)
     except Conflict:  # already active: Personalizer's activate could be repeated
         pass
+    log_event("activate", config, eventId)
     return Response(status_code=204)
