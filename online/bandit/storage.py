@@ -220,7 +220,7 @@ class ForestStorage:
 
     @classmethod
     def from_state(cls, state: dict, active: np.ndarray) -> "ForestStorage":
-        n_vars = state["slot_vars"].shape[1] if len(state["slot_vars"]) else 0
+        n_vars = np.asarray(state["slot_vars"]).shape[1]
         store = cls(n_vars, len(active))
         store.active[: len(active)] = active
         n = len(state["node_kind"])

@@ -360,3 +360,16 @@ def test_reseed_changes_only_the_draws():
     draws_b = [b.decide(x).action for _ in range(200)]
     assert draws_a != draws_b or len(set(draws_a)) == 1
     assert a.tree(0) == b.tree(0)
+
+
+def test_state_round_trip_when_every_stump_is_a_leaf():
+    # no exploring stump left: the variable count must still come through (a replay found it)
+    rng = random.Random(4)
+    forest = BanditForest(n_trees=3, warmup=30, max_depth=1, delta=0.9, epsilon=1.0, seed=1)
+    for _ in range(400):
+        x = {f"f{i}": rng.choice(["a", "b", "c"]) for i in range(3)}
+        d = forest.decide(x, actions=["p", "q", "r"])
+        forest.learn_one(x, d.action, float(d.action == "pqr"["abc".index(x["f0"])]),
+                         d.probability)
+        clone = BanditForest.from_state(forest.to_state())
+        assert clone.decide(x) == forest.decide(x)
