@@ -3,6 +3,7 @@
 grove serve [--host H] [--port P] [--data-dir D] [--workers N]
     API + trainer + batch job worker in one command. Without REDIS_URL
     it starts an embedded redis-server with append-only persistence under D/redis.
+grove api          the API alone (REDIS_URL required), e.g. one compose service
 grove trainer      the trainer alone (REDIS_URL required), e.g. one compose service
 grove worker       a batch job worker (REDIS_URL required); start more to scale out
 grove jobs ...     submit|status|result|cancel|list batch jobs over HTTP (progress bar)
@@ -183,6 +184,30 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def api_alone(args: argparse.Namespace) -> int:
+    """The API alone on REDIS_URL (a compose service; scale it out with replicas)."""
+    import uvicorn
+
+    if not Settings().redis_url:
+        print("grove api: set REDIS_URL (grove serve starts its own Redis)", file=sys.stderr)
+        return 2
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _exit_on_signal)
+    if args.workers <= 1:
+        uvicorn.run(_APP, factory=True, host=args.host, port=args.port, log_level="info")
+        return 0
+    sock = listening_socket(args.host, args.port)  # see serve: TCP_NODELAY needs IPPROTO_TCP
+    commands = {f"api-{k}": ["api-process", "--fd", str(sock.fileno())] for k in range(args.workers)}
+    supervisor = Supervisor(commands, dict(os.environ), pass_fds=[sock.fileno()]).start()
+    try:
+        while True:
+            signal.pause()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
+        supervisor.stop()
+
+
 def trainer(args: argparse.Namespace) -> int:
     from service.redis_client import connect
     from service.trainer import Trainer
@@ -245,8 +270,16 @@ def parser() -> argparse.ArgumentParser:
         help="port of the embedded redis-server (default: a free one)",
     )
     s.set_defaults(func=serve)
+    a = sub.add_parser("api", help="the API alone (REDIS_URL), e.g. one compose service")
+    a.add_argument("--host", default="127.0.0.1")
+    a.add_argument("--port", type=int, default=8000)
+    a.add_argument("--workers", type=int, default=1, help="API worker processes")
+    a.set_defaults(func=api_alone)
     sub.add_parser("trainer", help="the trainer loop alone (REDIS_URL)").set_defaults(func=trainer)
     sub.add_parser("worker", help="a batch job worker (REDIS_URL)").set_defaults(func=worker)
+    from service.healthcheck import add_parser as add_healthcheck_parser
+
+    add_healthcheck_parser(sub)
     from service.jobs.cli import add_parser as add_jobs_parser
 
     add_jobs_parser(sub)
