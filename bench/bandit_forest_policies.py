@@ -237,8 +237,8 @@ class ForestPlayer(Player):
 
 
 # Bandit Tree (fig. 1): one tree without randomization; epsilon and depth fixed at the middle of
-# the forest's ranges (0.4-0.8, 10-18) unless --tree-params says otherwise
-TREE_DEFAULTS = {"epsilon": 0.6, "max_depth": 14}
+# the forest's default ranges (epsilon 0.4-0.8, depth 2-6) unless --tree-params says otherwise
+TREE_DEFAULTS = {"epsilon": 0.6, "max_depth": 4}
 TREE_FIXED = {"n_trees": 1, "split_fraction": 1.0}
 
 PLAYERS = {

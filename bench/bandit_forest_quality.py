@@ -180,7 +180,7 @@ def plot(runs: dict[str, dict], data_name: str, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=90)
     ref_cum = np.asarray(ref["cum_reward"])
     for name, r in runs.items():
-        if name == "reference" or r["every"] != ref["every"]:
+        if name in ("reference", "linucb_river") or r["every"] != ref["every"]:  # linucb_river: a check
             continue
         cum = np.asarray(r["cum_reward"])
         n = min(len(cum), len(ref_cum))
@@ -225,7 +225,7 @@ def main(argv=None):
     p.add_argument("--plots", type=Path, default=Path("bench/plots"), help="where the PNGs go")
     p.add_argument("--every", type=int, default=1000, help="record the cumulative reward every N steps")
     p.add_argument("--forest-params", type=json.loads, default={}, help='JSON, e.g. \'{"delta": 0.1}\'')
-    p.add_argument("--tree-params", type=json.loads, default={}, help="JSON for the Bandit Tree (default epsilon 0.6, depth 14)")
+    p.add_argument("--tree-params", type=json.loads, default={}, help="JSON for the Bandit Tree (default epsilon 0.6, depth 4)")
     p.add_argument("--tag", default="", help="variant name: runs are stored as <policy>+<tag>")
     p.add_argument("--report-only", action="store_true", help="only rebuild the table and plots")
     args = p.parse_args(argv)
