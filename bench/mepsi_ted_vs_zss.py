@@ -2,31 +2,68 @@
 
     nice -n 10 python bench/mepsi_ted_vs_zss.py
 """
-import sys, time, numpy as np
-from pathlib import Path; sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
 import zss
 from sklearn.datasets import load_digits
 from sklearn.ensemble import RandomForestClassifier
-from online.pruning.trees import from_sklearn_forest
-from online.pruning.ted import ted_cross, ted_matrix
-X,y=load_digits(return_X_y=True)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from online.pruning.ted import ted_cross, ted_matrix  # noqa: E402
+from online.pruning.trees import from_sklearn_forest  # noqa: E402
+
+X, y = load_digits(return_X_y=True)
+
+
 def to_zss(t):
-    kids=t.children()
+    kids = t.children()
+
     def rec(v):
-        n=zss.Node(int(t.feature[v]))
-        for c in kids[v]: n.addkid(rec(c))
+        n = zss.Node(int(t.feature[v]))
+        for c in kids[v]:
+            n.addkid(rec(c))
         return n
+
     return rec(0) if t.n_nodes else zss.Node(-1)
+
+
 for a in [0.0, 0.2]:
-    rf=RandomForestClassifier(200 if a else 4,criterion="entropy",ccp_alpha=a,random_state=0,n_jobs=1).fit(X[:1257],y[:1257])
-    T=from_sklearn_forest(rf)
-    if a==0:
-        z=[to_zss(t) for t in T[:2]]
-        c0=time.process_time(); d=zss.simple_distance(z[0],z[1]); c1=time.process_time()
-        m=ted_cross(T[:1],T[1:2]); c2=time.process_time()
-        print("unpruned pair: zss",d,round(c1-c0,3),"s cpu; ours",m[0,0],round(c2-c1,3),"s cpu")
+    rf = RandomForestClassifier(
+        200 if a else 4, criterion="entropy", ccp_alpha=a, random_state=0, n_jobs=1
+    ).fit(X[:1257], y[:1257])
+    T = from_sklearn_forest(rf)
+    if a == 0:
+        z = [to_zss(t) for t in T[:2]]
+        c0 = time.process_time()
+        d = zss.simple_distance(z[0], z[1])
+        c1 = time.process_time()
+        m = ted_cross(T[:1], T[1:2])
+        c2 = time.process_time()
+        print(
+            "unpruned pair: zss",
+            d,
+            round(c1 - c0, 3),
+            "s cpu; ours",
+            m[0, 0],
+            round(c2 - c1, 3),
+            "s cpu",
+        )
     else:
-        z=[to_zss(t) for t in T[:40]]
-        c0=time.process_time(); D=[[zss.simple_distance(z[i],z[j]) for j in range(40)] for i in range(40)]; c1=time.process_time()
-        M=ted_matrix(T[:40]); c2=time.process_time()
-        print("ccp0.2 40x40: zss",round(c1-c0,3),"ours",round(c2-c1,3), "agree", np.array_equal(np.array(D,float)*1, M) )
+        z = [to_zss(t) for t in T[:40]]
+        c0 = time.process_time()
+        D = [[zss.simple_distance(z[i], z[j]) for j in range(40)] for i in range(40)]
+        c1 = time.process_time()
+        M = ted_matrix(T[:40])
+        c2 = time.process_time()
+        print(
+            "ccp0.2 40x40: zss",
+            round(c1 - c0, 3),
+            "ours",
+            round(c2 - c1, 3),
+            "agree",
+            np.array_equal(np.array(D, float) * 1, M),
+        )

@@ -22,11 +22,11 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mepsi_data import TABLE, load  # noqa: E402
-from sklearn.ensemble import RandomForestClassifier  # noqa: E402
-from sklearn.model_selection import train_test_split  # noqa: E402
+from mepsi_data import TABLE, load
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.model_selection import train_test_split
 
-from online.pruning import MEPSI, forest_predictions, from_sklearn_forest, reduce_error  # noqa: E402
+from online.pruning import MEPSI, forest_predictions, from_sklearn_forest, reduce_error
 
 
 def clocks():
@@ -48,23 +48,45 @@ def main(argv=None):
         else:
             Xtr, _, ytr, _ = train_test_split(X, y, test_size=0.3, random_state=0)
         alpha = TABLE[name][3] if a.ccp is None else a.ccp
-        rf = RandomForestClassifier(200, criterion="entropy", ccp_alpha=alpha, random_state=0, n_jobs=1).fit(Xtr, ytr)
+        rf = RandomForestClassifier(
+            200, criterion="entropy", ccp_alpha=alpha, random_state=0, n_jobs=1
+        ).fit(Xtr, ytr)
         trees = from_sklearn_forest(rf)
         P = forest_predictions(rf, Xtr, scores=True)
         yc = np.searchsorted(rf.classes_, ytr)
         C = TABLE[name][4] if a.C is None else a.C
         w0, c0 = clocks()
-        m = MEPSI(k=20, C=C, n_esm_samples=a.esm_samples, random_state=0).fit(trees, P, yc)
+        m = MEPSI(k=20, C=C, n_esm_samples=a.esm_samples, random_state=0).fit(
+            trees, P, yc
+        )
         w1, c1 = clocks()
         reduce_error(P, yc, 20)
         w2, c2 = clocks()
         nodes = np.mean([t.n_nodes for t in trees])
-        rows.append((name, nodes, len(ytr), w1 - w0, c1 - c0, m.ted_evaluations_, w2 - w1, c2 - c1))
-        print(f"{name}: MEPSI wall {w1 - w0:.1f}s cpu {c1 - c0:.1f}s TEDs {m.ted_evaluations_}", flush=True)
-    print("| data | mean internal nodes | m (pruning set) | MEPSI wall s | MEPSI CPU s | TEDs computed | OA-RE wall s | OA-RE CPU s |")
+        rows.append(
+            (
+                name,
+                nodes,
+                len(ytr),
+                w1 - w0,
+                c1 - c0,
+                m.ted_evaluations_,
+                w2 - w1,
+                c2 - c1,
+            )
+        )
+        print(
+            f"{name}: MEPSI wall {w1 - w0:.1f}s cpu {c1 - c0:.1f}s TEDs {m.ted_evaluations_}",
+            flush=True,
+        )
+    print(
+        "| data | mean internal nodes | m (pruning set) | MEPSI wall s | MEPSI CPU s | TEDs computed | OA-RE wall s | OA-RE CPU s |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r[0]} | {r[1]:.1f} | {r[2]} | {r[3]:.1f} | {r[4]:.1f} | {r[5]} | {r[6]:.2f} | {r[7]:.2f} |")
+        print(
+            f"| {r[0]} | {r[1]:.1f} | {r[2]} | {r[3]:.1f} | {r[4]:.1f} | {r[5]} | {r[6]:.2f} | {r[7]:.2f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -1,9 +1,20 @@
 """Ensemble pruning: MEPSI (Bi, Zhang & Jiang) with tree edit distance, and baselines."""
 
-from online.pruning.baselines import METHODS, boosting_based, kappa_pruning, random_k, reduce_error
+from online.pruning.baselines import (
+    METHODS,
+    boosting_based,
+    kappa_pruning,
+    random_k,
+    reduce_error,
+)
 from online.pruning.mepsi import MEPSI
 from online.pruning.ted import ted, ted_cross, ted_matrix
-from online.pruning.trees import Tree, forest_predictions, from_sklearn_forest, from_sklearn_tree
+from online.pruning.trees import (
+    Tree,
+    forest_predictions,
+    from_sklearn_forest,
+    from_sklearn_tree,
+)
 from online.pruning.voting import vote_accuracy
 
 __all__ = [

@@ -41,7 +41,7 @@ from sklearn.utils import check_random_state
 
 from online.pruning.voting import encode, votes
 
-__all__ = ["random_k", "kappa_pruning", "reduce_error", "boosting_based", "METHODS"]
+__all__ = ["METHODS", "boosting_based", "kappa_pruning", "random_k", "reduce_error"]
 
 
 def _labels(predictions, y):
@@ -67,7 +67,10 @@ def kappa_pruning(predictions, y, k, random_state=None) -> np.ndarray:
     _, codes, _, K = _labels(predictions, y)
     T, m = codes.shape
     onehot = np.zeros((T, m * K))
-    onehot[np.repeat(np.arange(T), m), (np.arange(m) * K)[None, :].repeat(T, 0).ravel() + codes.ravel()] = 1.0
+    onehot[
+        np.repeat(np.arange(T), m),
+        (np.arange(m) * K)[None, :].repeat(T, 0).ravel() + codes.ravel(),
+    ] = 1.0
     theta1 = onehot @ onehot.T / m  # observed agreement
     freq = np.stack([np.bincount(c, minlength=K) / m for c in codes])
     theta2 = freq @ freq.T  # agreement by chance

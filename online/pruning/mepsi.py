@@ -162,7 +162,7 @@ class MEPSI:
         self.random_state = random_state
 
     # -----------------------------------------------------------------------------------------
-    def fit(self, trees, predictions, y, *, distances=None) -> "MEPSI":
+    def fit(self, trees, predictions, y, *, distances=None) -> MEPSI:
         """Select ``k`` of ``trees``.
 
         ``fit(trees, predictions, y, *, distances=None)``:
@@ -194,7 +194,11 @@ class MEPSI:
         rng = check_random_state(self.random_state)
 
         nc = np.array([t.n_nodes for t in trees], dtype=np.float64)  # NC(h)
-        costs = {"insert": self.insert_cost, "remove": self.remove_cost, "update": self.update_cost}
+        costs = {
+            "insert": self.insert_cost,
+            "remove": self.remove_cost,
+            "update": self.update_cost,
+        }
         if distances is not None:
             distances = np.asarray(distances, dtype=np.float64)
             if distances.shape != (T, T):
@@ -205,7 +209,9 @@ class MEPSI:
         self.n_internal_ = nc
 
         # Appendix C.1: lambda = C / ESM_avg, ESM_avg estimated by sampling
-        self.esm_avg_ = _ESM_AVG[self.esm_avg](nc, dist, self.k, self.n_esm_samples, rng)
+        self.esm_avg_ = _ESM_AVG[self.esm_avg](
+            nc, dist, self.k, self.n_esm_samples, rng
+        )
         lam = self.C / abs(self.esm_avg_) if self.esm_avg_ != 0 else float(self.C)
         self.lambda_ = lam
 
@@ -229,14 +235,19 @@ class MEPSI:
             scored.extend(batch.tolist())
             best = min(best, float(exact.min()))
             pos += _BATCH
-            if np.count_nonzero(bound <= best) > _FULL_SHARE * len(bound) and not dist.known.all():
+            if (
+                np.count_nonzero(bound <= best) > _FULL_SHARE * len(bound)
+                and not dist.known.all()
+            ):
                 dist.fill()  # most pairs need their TED: one batched matrix is cheaper
                 scored = list(range(len(bound)))
                 best = float(pair_obj(dist.lower).min())
                 break
         exact = pair_obj(dist.lower)
         scored = np.array(sorted(scored))
-        p = int(scored[np.flatnonzero(exact[scored] == best)[0]])  # first minimum in loop order
+        p = int(
+            scored[np.flatnonzero(exact[scored] == best)[0]]
+        )  # first minimum in loop order
         i, j = int(iu[p]), int(ju[p])
         comp = nc[i] + nc[j] - dist.lower[i, j]
         selected = [i, j]
@@ -252,7 +263,7 @@ class MEPSI:
         while len(selected) < self.k:
             err = _candidate_errors(codes, y_codes, total)
 
-            def cand_obj():
+            def cand_obj(err=err):
                 esm = nc - dist.lower[selected].min(axis=0)  # Definition 3.3
                 obj = err - lam * esm
                 obj[in_s] = np.inf
@@ -272,7 +283,9 @@ class MEPSI:
                 pos += _BATCH
             obj, esm = cand_obj()
             scored = np.array(sorted(scored))
-            h = int(scored[np.flatnonzero(obj[scored] == best)[0]])  # lowest index on ties
+            h = int(
+                scored[np.flatnonzero(obj[scored] == best)[0]]
+            )  # lowest index on ties
             selected.append(h)
             in_s[h] = True
             structure += esm[h]
@@ -291,7 +304,14 @@ class MEPSI:
         return {
             "format": "grove.pruning.mepsi",
             "version": 1,
-            "params": {k: getattr(self, k) for k in _PARAMS if not k == "random_state"},
+            # a seed is kept when it is a plain int (a RandomState object is not JSON)
+            "params": {
+                k: getattr(self, k)
+                for k in _PARAMS
+                if k != "random_state"
+                or self.random_state is None
+                or isinstance(self.random_state, int)
+            },
             "selected": self.selected_.copy(),
             "objective_history": np.array(self.objective_history_),
             "step_objectives": np.array(self.step_objectives_),
@@ -301,7 +321,7 @@ class MEPSI:
         }
 
     @classmethod
-    def from_state(cls, state: dict) -> "MEPSI":
+    def from_state(cls, state: dict) -> MEPSI:
         if state.get("format") != "grove.pruning.mepsi" or state.get("version") != 1:
             raise ValueError("not a grove.pruning.mepsi v1 state")
         m = cls(**state["params"])
@@ -314,7 +334,17 @@ class MEPSI:
         return m
 
 
-_PARAMS = ("k", "C", "n_esm_samples", "esm_avg", "ted_strategy", "insert_cost", "remove_cost", "update_cost", "random_state")
+_PARAMS = (
+    "k",
+    "C",
+    "n_esm_samples",
+    "esm_avg",
+    "ted_strategy",
+    "insert_cost",
+    "remove_cost",
+    "update_cost",
+    "random_state",
+)
 
 
 def _esm_avg_term(nc, dist, k, n_samples, rng) -> float:
@@ -325,7 +355,10 @@ def _esm_avg_term(nc, dist, k, n_samples, rng) -> float:
         size = min(int(rng.randint(1, max(k - 1, 1) + 1)), T - 1)
         members = rng.choice(T, size=size + 1, replace=False)
         draws.append((members[0], members[1:]))
-    dist.ensure(np.concatenate([G for _, G in draws]), np.concatenate([np.full(len(G), h) for h, G in draws]))
+    dist.ensure(
+        np.concatenate([G for _, G in draws]),
+        np.concatenate([np.full(len(G), h) for h, G in draws]),
+    )
     return float(np.mean([nc[h] - dist.lower[G, h].min() for h, G in draws]))
 
 
@@ -335,8 +368,14 @@ def _esm_avg_subset(nc, dist, k, n_samples, rng) -> float:
     vals = []
     subsets = [rng.choice(T, size=k, replace=False) for _ in range(n_samples)]
     ii, jj = np.triu_indices(k, 1)
-    dist.ensure(np.concatenate([S[ii] for S in subsets]), np.concatenate([S[jj] for S in subsets]))
-    dist.ensure(np.concatenate([S[jj] for S in subsets]), np.concatenate([S[ii] for S in subsets]))
+    dist.ensure(
+        np.concatenate([S[ii] for S in subsets]),
+        np.concatenate([S[jj] for S in subsets]),
+    )
+    dist.ensure(
+        np.concatenate([S[jj] for S in subsets]),
+        np.concatenate([S[ii] for S in subsets]),
+    )
     D = dist.lower
     for S in subsets:
         total = nc[S[0]] + nc[S[1]] - D[S[0], S[1]]
@@ -381,16 +420,24 @@ class _Distances:
             return
         n = np.array([t.n_nodes for t in trees], dtype=np.float64)
         n_feat = max((int(t.feature.max()) + 1 for t in trees if t.n_nodes), default=1)
-        F = np.stack([np.bincount(t.feature, minlength=n_feat) for t in trees]).astype(np.float64)
+        F = np.stack([np.bincount(t.feature, minlength=n_feat) for t in trees]).astype(
+            np.float64
+        )
         common = np.stack([np.minimum(F[i], F).sum(axis=1) for i in range(T)])
         M = np.minimum(n[:, None], n[None, :])
         u = min(costs["update"], costs["insert"] + costs["remove"])
-        self.lower = (n[:, None] - M) * costs["remove"] + (n[None, :] - M) * costs["insert"] + np.maximum(0.0, M - common) * u
+        self.lower = (
+            (n[:, None] - M) * costs["remove"]
+            + (n[None, :] - M) * costs["insert"]
+            + np.maximum(0.0, M - common) * u
+        )
         # the postorder string edit distance is a (usually much) tighter lower bound
         self.lower = np.maximum(self.lower, postorder_sed_matrix(trees, **costs))
         self.known = np.eye(T, dtype=bool)
         np.fill_diagonal(self.lower, 0.0)
-        if distances is not None:  # a partial matrix from an earlier fit (NaN = not computed)
+        if (
+            distances is not None
+        ):  # a partial matrix from an earlier fit (NaN = not computed)
             self.known |= ~np.isnan(distances)
             self.lower = np.where(self.known, np.nan_to_num(distances), self.lower)
 
@@ -412,7 +459,9 @@ class _Distances:
         pairs = np.unique(np.stack([I, J], axis=1), axis=0)
         for i in np.unique(pairs[:, 0]):
             js = pairs[pairs[:, 0] == i, 1]
-            vals = ted_cross([self.trees[i]], [self.trees[j] for j in js], **self.costs)[0]
+            vals = ted_cross(
+                [self.trees[i]], [self.trees[j] for j in js], **self.costs
+            )[0]
             self.lower[i, js] = vals
             self.known[i, js] = True
             if self.symmetric:
@@ -448,7 +497,9 @@ def _pair_errors_scores(scores, y_codes) -> np.ndarray:
         inv.append(v.reshape(-1))
     L = max(len(u) for u in uniq)
     out = np.zeros((T, T))
-    if L * L * K > 4 * m * K or L * L * K * T > 5e7:  # many distinct rows: vote sample by sample
+    if (
+        L * L * K > 4 * m * K or L * L * K * T > 5e7
+    ):  # many distinct rows: vote sample by sample
         for i in range(T - 1):
             pred = (scores[i][None] + scores[i + 1 :]).argmax(axis=2)
             out[i, i + 1 :] = np.mean(pred != y_codes[None, :], axis=1)
@@ -460,10 +511,18 @@ def _pair_errors_scores(scores, y_codes) -> np.ndarray:
     for i in range(T - 1):
         Li, rest = len(uniq[i]), np.arange(i + 1, T)
         n = len(rest)
-        code = ((np.arange(n)[:, None] * Li + inv[i][None, :]) * L + inv[rest]) * K + y_codes[None, :]
-        counts = np.bincount(code.ravel(), minlength=n * Li * L * K).reshape(n, Li, L, K)
-        winner = (U[i, :Li][None, :, None, :] + U[rest][:, None, :, :]).argmax(axis=3)  # Eq. (1)
-        correct = np.take_along_axis(counts, winner[..., None], axis=3).sum(axis=(1, 2, 3))
+        code = (
+            (np.arange(n)[:, None] * Li + inv[i][None, :]) * L + inv[rest]
+        ) * K + y_codes[None, :]
+        counts = np.bincount(code.ravel(), minlength=n * Li * L * K).reshape(
+            n, Li, L, K
+        )
+        winner = (U[i, :Li][None, :, None, :] + U[rest][:, None, :, :]).argmax(
+            axis=3
+        )  # Eq. (1)
+        correct = np.take_along_axis(counts, winner[..., None], axis=3).sum(
+            axis=(1, 2, 3)
+        )
         out[i, rest] = (m - correct) / m
     return out + out.T
 
@@ -476,5 +535,9 @@ def _candidate_errors(codes, y_codes, total) -> np.ndarray:
     best = total.max(axis=1)
     best_idx = total.argmax(axis=1)
     mine = total[np.arange(m)[None, :], codes] + 1.0
-    pred = np.where(mine > best, codes, np.where(mine == best, np.minimum(codes, best_idx), best_idx))
+    pred = np.where(
+        mine > best,
+        codes,
+        np.where(mine == best, np.minimum(codes, best_idx), best_idx),
+    )
     return np.mean(pred != y_codes[None, :], axis=1)

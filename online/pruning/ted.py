@@ -48,13 +48,15 @@ import numpy as np
 
 from online.pruning.trees import Tree
 
-__all__ = ["ted", "ted_cross", "ted_matrix", "postorder_sed_matrix"]
+__all__ = ["postorder_sed_matrix", "ted", "ted_cross", "ted_matrix"]
 
 #: cells (rows x columns) filled in one batch; bounds memory to roughly 60 bytes per cell
 DEFAULT_MAX_CELLS = 2_000_000
 
 
-def ted(h: Tree, g: Tree, *, insert: float = 1.0, remove: float = 1.0, update: float = 1.0) -> float:
+def ted(
+    h: Tree, g: Tree, *, insert: float = 1.0, remove: float = 1.0, update: float = 1.0
+) -> float:
     """TED(h, g): cost of turning ``h`` into ``g`` (Definition 3.2)."""
     return float(ted_cross([h], [g], insert=insert, remove=remove, update=update)[0, 0])
 
@@ -92,7 +94,11 @@ def ted_cross(
 
 
 def postorder_sed_matrix(
-    trees: Sequence[Tree], *, insert: float = 1.0, remove: float = 1.0, update: float = 1.0
+    trees: Sequence[Tree],
+    *,
+    insert: float = 1.0,
+    remove: float = 1.0,
+    update: float = 1.0,
 ) -> np.ndarray:
     """String edit distance between the postorder feature sequences: a lower bound of TED.
 
@@ -124,8 +130,12 @@ def postorder_sed_matrix(
         for r, label in enumerate(seqs[i], start=1):
             A = np.empty_like(D)
             A[:, 0] = r * remove
-            np.minimum(D[:, 1:] + remove, D[:, :-1] + update * (S[rest] != label), out=A[:, 1:])
-            D = np.minimum.accumulate(A - cols, axis=1) + cols  # the insertion chain along the row
+            np.minimum(
+                D[:, 1:] + remove, D[:, :-1] + update * (S[rest] != label), out=A[:, 1:]
+            )
+            D = (
+                np.minimum.accumulate(A - cols, axis=1) + cols
+            )  # the insertion chain along the row
         out[i, rest] = D[np.arange(len(rest)), n[rest]]
     if remove == insert:
         out = out + out.T
@@ -191,14 +201,20 @@ def _stack(blocks: list[dict]):
     return out
 
 
-def _fill(rows: dict, cols: dict, insert: float, remove: float, update: float) -> np.ndarray:
+def _fill(
+    rows: dict, cols: dict, insert: float, remove: float, update: float
+) -> np.ndarray:
     """Fill all forest-distance tables of the row trees x column trees; return root-to-root TEDs."""
     R, C = len(rows["local"]), len(cols["local"])
     N1, N2 = rows["n"], cols["n"]
     r_loc, c_loc = rows["local"], cols["local"]
     # integer costs (the unit costs of Definition 3.2) run on int32: less memory traffic
     integer = all(float(c).is_integer() for c in (insert, remove, update))
-    vtype = np.int32 if integer and (R * remove + C * insert + 1) * 4 < 2**30 else np.float64
+    vtype = (
+        np.int32
+        if integer and (R * remove + C * insert + 1) * 4 < 2**30
+        else np.float64
+    )
     itype = np.int32 if R * C + 1 < 2**31 and N1 * N2 + 1 < 2**31 else np.int64
     # base cells: empty forest on one side costs the removals / insertions of the other side
     fd = (r_loc[:, None] * remove + c_loc[None, :] * insert).astype(vtype).ravel()
@@ -214,7 +230,9 @@ def _fill(rows: dict, cols: dict, insert: float, remove: float, update: float) -
     key = key.astype(np.int16 if 2 * max_d + 2 < np.iinfo(np.int16).max else np.int32)
     order = np.argsort(key, kind="stable")
     counts = np.bincount(key, minlength=2 * max_d + 2)
-    idx = order[counts[:4].sum():].astype(itype)  # anti-diagonals 0 and 1 are base cells
+    idx = order[counts[:4].sum() :].astype(
+        itype
+    )  # anti-diagonals 0 and 1 are base cells
     counts = counts[4:].reshape(-1, 2)  # (anti-diagonal d >= 2, [both, other])
     a, b = np.divmod(idx, itype(C))
     x, y = rows["node"][a].astype(itype), cols["node"][b].astype(itype)
@@ -223,7 +241,9 @@ def _fill(rows: dict, cols: dict, insert: float, remove: float, update: float) -
     # else fd[l(x)-1][l(y)-1] + td[x][y]
     write_td = x * itype(N2) + y
     td_idx = np.where(both, itype(N1 * N2), write_td)
-    third_src = np.where(both, idx - itype(C + 1), (rows["sub"][a] * C + cols["sub"][b]).astype(itype))
+    third_src = np.where(
+        both, idx - itype(C + 1), (rows["sub"][a] * C + cols["sub"][b]).astype(itype)
+    )
     third_add = np.where(both & (rows["feat"][x] != cols["feat"][y]), update, vtype(0))
     left_src, up_src = idx - itype(1), idx - itype(C)
     del a, b, x, y, both
@@ -240,10 +260,14 @@ def _fill(rows: dict, cols: dict, insert: float, remove: float, update: float) -
         mid = lo + int(n_both)
         td[write_td[lo:mid]] = v[: int(n_both)]
         lo = hi
-    return td[:-1].reshape(N1, N2)[np.ix_(rows["roots"], cols["roots"])].astype(np.float64)
+    return (
+        td[:-1].reshape(N1, N2)[np.ix_(rows["roots"], cols["roots"])].astype(np.float64)
+    )
 
 
-def _cross(hs, gs, insert, remove, update, max_cells, symmetric, progress) -> np.ndarray:
+def _cross(
+    hs, gs, insert, remove, update, max_cells, symmetric, progress
+) -> np.ndarray:
     out = np.zeros((len(hs), len(gs)))
     nh = np.array([t.n_nodes for t in hs])
     ng = np.array([t.n_nodes for t in gs])

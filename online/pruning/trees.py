@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Tree", "from_sklearn_tree", "from_sklearn_forest", "forest_predictions"]
+__all__ = ["Tree", "forest_predictions", "from_sklearn_forest", "from_sklearn_tree"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -66,14 +66,16 @@ class Tree:
         n = len(feature)
         if n:
             if parent[0] != -1 or np.any(parent[1:] < 0) or np.any(parent >= n):
-                raise ValueError("node 0 must be the root (parent -1) and every other parent in range")
+                raise ValueError(
+                    "node 0 must be the root (parent -1) and every other parent in range"
+                )
             if not _is_tree(parent):
                 raise ValueError("parent links must form one tree rooted at node 0")
         object.__setattr__(self, "feature", feature)
         object.__setattr__(self, "parent", parent)
 
     @classmethod
-    def from_children(cls, feature, children) -> "Tree":
+    def from_children(cls, feature, children) -> Tree:
         """Build from per-node child lists (``children[v]`` = internal children of ``v`` in order).
 
         Nodes are renumbered in preorder so that siblings are ordered by index.
@@ -86,12 +88,15 @@ class Tree:
             order.append(v)
             new_v = len(order) - 1
             stack.extend((c, new_v) for c in reversed(list(children[v])))
-        return cls(np.array([feature[v] for v in order], dtype=np.int64), np.array(parent, dtype=np.int64))
+        return cls(
+            np.array([feature[v] for v in order], dtype=np.int64),
+            np.array(parent, dtype=np.int64),
+        )
 
     @property
     def n_nodes(self) -> int:
         """NC(h): the number of internal nodes."""
-        return int(len(self.feature))
+        return len(self.feature)
 
     def children(self) -> list[list[int]]:
         kids: list[list[int]] = [[] for _ in range(self.n_nodes)]
@@ -116,7 +121,10 @@ class Tree:
                 else:
                     stack.append((v, True))
                     stack.extend((c, False) for c in reversed(kids[v]))
-            self._post["post"] = (np.array(feats, dtype=np.int64), np.array(lml, dtype=np.int64))
+            self._post["post"] = (
+                np.array(feats, dtype=np.int64),
+                np.array(lml, dtype=np.int64),
+            )
         return self._post["post"]
 
     def postorder_features(self) -> np.ndarray:
@@ -127,10 +135,15 @@ class Tree:
         return self._postorder()[1]
 
     def to_state(self) -> dict:
-        return {"format": "grove.pruning.tree", "version": 1, "feature": self.feature.copy(), "parent": self.parent.copy()}
+        return {
+            "format": "grove.pruning.tree",
+            "version": 1,
+            "feature": self.feature.copy(),
+            "parent": self.parent.copy(),
+        }
 
     @classmethod
-    def from_state(cls, state: dict) -> "Tree":
+    def from_state(cls, state: dict) -> Tree:
         if state.get("format") != "grove.pruning.tree" or state.get("version") != 1:
             raise ValueError("not a grove.pruning.tree v1 state")
         return cls(np.asarray(state["feature"]), np.asarray(state["parent"]))

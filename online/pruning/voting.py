@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["encode", "votes", "vote", "vote_error", "vote_accuracy"]
+__all__ = ["encode", "vote", "vote_accuracy", "vote_error", "votes"]
 
 
 def encode(predictions, y) -> tuple[np.ndarray, np.ndarray]:
@@ -31,7 +31,9 @@ def encode(predictions, y) -> tuple[np.ndarray, np.ndarray]:
     y = np.asarray(y)
     if P.ndim == 3:
         if P.shape[1] != len(y):
-            raise ValueError("predictions must have shape (n_trees, n_samples, n_classes)")
+            raise ValueError(
+                "predictions must have shape (n_trees, n_samples, n_classes)"
+            )
         return P.astype(np.float64), np.arange(P.shape[2])
     if P.ndim != 2 or P.shape[1] != len(y):
         raise ValueError("predictions must have shape (n_trees, n_samples) matching y")

@@ -8,7 +8,13 @@ from sklearn.datasets import load_digits
 from sklearn.ensemble import RandomForestClassifier
 
 from online import MEPSI
-from online.pruning import METHODS, boosting_based, kappa_pruning, random_k, reduce_error
+from online.pruning import (
+    METHODS,
+    boosting_based,
+    kappa_pruning,
+    random_k,
+    reduce_error,
+)
 from online.pruning.mepsi import esm
 from online.pruning.ted import ted, ted_matrix
 from online.pruning.trees import Tree, forest_predictions, from_sklearn_forest
@@ -111,18 +117,27 @@ def test_matches_a_literal_algorithm_1(scores):
     if scores == "dense":  # a different score vector on every sample
         P = rng.dirichlet(np.ones(K), size=(Tn, m))
         P[: Tn // 2, np.arange(m), y] += 0.3
-    elif scores == "leaves":  # a few score vectors per tree, one per leaf, as trees give
+    elif (
+        scores == "leaves"
+    ):  # a few score vectors per tree, one per leaf, as trees give
         leaves = rng.dirichlet(np.ones(K), size=(Tn, 4))
         P = leaves[np.arange(Tn)[:, None], rng.integers(0, 4, (Tn, m))]
     else:
         P = np.where(rng.random((Tn, m)) < 0.6, y, rng.integers(0, K, (Tn, m)))
-    for C, esm_avg in [(0.75, "subset"), (0.05, "term"), (0.0, "subset"), (5.0, "term")]:
+    for C, esm_avg in [
+        (0.75, "subset"),
+        (0.05, "term"),
+        (0.0, "subset"),
+        (5.0, "term"),
+    ]:
         model = MEPSI(k=6, C=C, esm_avg=esm_avg, random_state=1).fit(trees, P, y)
         S, history = _algorithm_1(trees, P, y, 6, model.lambda_)
         assert model.selected_.tolist() == S
         assert np.allclose(model.step_objectives_, history)
         # the bounded (lazy) search computes fewer TEDs and reaches the same choices
-        lazy = MEPSI(k=6, C=C, esm_avg=esm_avg, ted_strategy="lazy", random_state=1).fit(trees, P, y)
+        lazy = MEPSI(
+            k=6, C=C, esm_avg=esm_avg, ted_strategy="lazy", random_state=1
+        ).fit(trees, P, y)
         assert lazy.selected_.tolist() == S and lazy.lambda_ == model.lambda_
         assert np.allclose(lazy.step_objectives_, history)
         known = ~np.isnan(lazy.distances_)
@@ -132,17 +147,25 @@ def test_matches_a_literal_algorithm_1(scores):
 def test_lazy_strategy_skips_pairs_that_cannot_win():
     rng = np.random.default_rng(5)
     Tn, m = 40, 80
-    trees = [_random_tree(rng, int(rng.integers(3, 12)), n_features=6) for _ in range(Tn)]
+    trees = [
+        _random_tree(rng, int(rng.integers(3, 12)), n_features=6) for _ in range(Tn)
+    ]
     y = rng.integers(0, 2, m)
     P = np.where(rng.random((Tn, m)) < np.linspace(0.5, 0.95, Tn)[:, None], y, 1 - y)
-    full = MEPSI(k=5, C=0.01, n_esm_samples=3, ted_strategy="full", random_state=0).fit(trees, P, y)
-    lazy = MEPSI(k=5, C=0.01, n_esm_samples=3, ted_strategy="lazy", random_state=0).fit(trees, P, y)
+    full = MEPSI(k=5, C=0.01, n_esm_samples=3, ted_strategy="full", random_state=0).fit(
+        trees, P, y
+    )
+    lazy = MEPSI(k=5, C=0.01, n_esm_samples=3, ted_strategy="lazy", random_state=0).fit(
+        trees, P, y
+    )
     assert lazy.selected_.tolist() == full.selected_.tolist()
     assert lazy.ted_evaluations_ < full.ted_evaluations_ == Tn * (Tn - 1) // 2
     # a partial matrix from one fit seeds the next (another C): only missing TEDs are computed
     again = MEPSI(k=5, C=0.2, n_esm_samples=3, ted_strategy="lazy", random_state=0)
     again.fit(trees, P, y, distances=lazy.distances_)
-    ref = MEPSI(k=5, C=0.2, n_esm_samples=3, random_state=0).fit(trees, P, y, distances=full.distances_)
+    ref = MEPSI(k=5, C=0.2, n_esm_samples=3, random_state=0).fit(
+        trees, P, y, distances=full.distances_
+    )
     assert again.selected_.tolist() == ref.selected_.tolist()
     assert again.ted_evaluations_ < lazy.ted_evaluations_ + Tn * (Tn - 1) // 2
 
@@ -153,7 +176,9 @@ def test_esm_avg_and_lambda():
     a = MEPSI(k=5, C=0.5, random_state=2).fit(trees, P, y, distances=D)
     b = MEPSI(k=5, C=0.5, random_state=2).fit(trees, P, y)
     assert a.selected_.tolist() == b.selected_.tolist() and a.esm_avg_ == b.esm_avg_
-    term = MEPSI(k=5, C=0.5, esm_avg="term", random_state=2).fit(trees, P, y, distances=D)
+    term = MEPSI(k=5, C=0.5, esm_avg="term", random_state=2).fit(
+        trees, P, y, distances=D
+    )
     # the subset reading sums k terms: larger scale, smaller lambda
     assert a.esm_avg_ > term.esm_avg_ > 0 and a.lambda_ < term.lambda_
     zero = MEPSI(k=5, C=0.0, random_state=2).fit(trees, P, y, distances=D)
@@ -184,7 +209,9 @@ def test_input_validation_and_state():
 def test_prunes_a_scikit_learn_forest():
     X, y = load_digits(return_X_y=True)
     Xtr, ytr, Xte, yte = X[:1000], y[:1000], X[1000:], y[1000:]
-    rf = RandomForestClassifier(n_estimators=40, criterion="entropy", ccp_alpha=0.2, random_state=0).fit(Xtr, ytr)
+    rf = RandomForestClassifier(
+        n_estimators=40, criterion="entropy", ccp_alpha=0.2, random_state=0
+    ).fit(Xtr, ytr)
     trees = from_sklearn_forest(rf)
     for scores in (False, True):
         P = forest_predictions(rf, Xtr, scores=scores)
@@ -192,7 +219,9 @@ def test_prunes_a_scikit_learn_forest():
         m = MEPSI(k=10, C=0.8, random_state=0).fit(trees, P, target)
         assert len(set(m.selected_.tolist())) == 10
     P_te = forest_predictions(rf, Xte, scores=True)
-    assert vote_accuracy(P_te, yte, np.arange(40)) == pytest.approx(rf.score(Xte, yte), abs=0.01)
+    assert vote_accuracy(P_te, yte, np.arange(40)) == pytest.approx(
+        rf.score(Xte, yte), abs=0.01
+    )
 
 
 def test_baselines():
@@ -217,6 +246,8 @@ def test_baselines():
         assert vote_error(codes, y_codes, K, s[: t + 1]) == best
     # Kappa: the least-agreeing pair comes first
     twin = np.vstack([P, P[0], 1 - P[0]])
-    assert sorted(kappa_pruning(twin, y, 2).tolist()) == [0, 11] or sorted(kappa_pruning(twin, y, 2).tolist()) == [10, 11]
+    assert sorted(kappa_pruning(twin, y, 2).tolist()) == [0, 11] or sorted(
+        kappa_pruning(twin, y, 2).tolist()
+    ) == [10, 11]
     assert sorted(random_k(P, y, 10, random_state=1).tolist()) == list(range(10))
     assert votes(codes, K, [0, 1]).sum() == 2 * m

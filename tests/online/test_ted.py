@@ -28,11 +28,23 @@ A_BC = T([0, 1, 2], [[1, 2], [], []])
         (A_BC, A_BC, 0),
         (A_BC, T([7, 1, 2], [[1, 2], [], []]), 1),  # UPDATE the root's feature
         (A_BC, T([0, 1, 9], [[1, 2], [], []]), 1),  # UPDATE a child
-        (T([0, 5, 1, 2], [[1], [2, 3], [], []]), A_BC, 1),  # REMOVE b: its children move up to a
-        (A_BC, T([0, 5, 1, 2], [[1], [2, 3], [], []]), 1),  # INSERT b above both children
+        (
+            T([0, 5, 1, 2], [[1], [2, 3], [], []]),
+            A_BC,
+            1,
+        ),  # REMOVE b: its children move up to a
+        (
+            A_BC,
+            T([0, 5, 1, 2], [[1], [2, 3], [], []]),
+            1,
+        ),  # INSERT b above both children
         (A_BC, T([0, 1], [[1], []]), 1),  # REMOVE a leaf-level internal node
         (A_BC, T([0, 1, 2, 3], [[1, 2, 3], [], [], []]), 1),  # INSERT a third child
-        (A_BC, T([0, 2, 1], [[1, 2], [], []]), 2),  # ordered trees: swapping children costs 2
+        (
+            A_BC,
+            T([0, 2, 1], [[1, 2], [], []]),
+            2,
+        ),  # ordered trees: swapping children costs 2
         (A_BC, T([0, 1, 2], [[1], [2], []]), 2),  # 2 moves under 1: REMOVE + INSERT
         (A_BC, T([4, 5, 6], [[1, 2], [], []]), 3),  # three UPDATEs
         (A_BC, T([9], [[]]), 3),  # two REMOVEs and one UPDATE
@@ -71,7 +83,7 @@ def _brute(h: Tree, g: Tree, ins=1.0, rem=1.0, upd=1.0) -> float:
     def size(F):
         return sum(1 + size(c) for _, c in F)
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def d(F, G):
         if not F and not G:
             return 0.0
@@ -83,7 +95,9 @@ def _brute(h: Tree, g: Tree, ins=1.0, rem=1.0, upd=1.0) -> float:
         return min(
             d(F[:-1] + fc, G) + rem,  # REMOVE the rightmost root of F
             d(F, G[:-1] + gc) + ins,  # INSERT the rightmost root of G
-            d(F[:-1], G[:-1]) + d(fc, gc) + (upd if fl != gl else 0.0),  # map the two roots
+            d(F[:-1], G[:-1])
+            + d(fc, gc)
+            + (upd if fl != gl else 0.0),  # map the two roots
         )
 
     return d(conv(h), conv(g))
@@ -106,7 +120,9 @@ def test_agrees_with_brute_force_on_random_trees(costs):
     for _ in range(60):
         h = _random_tree(rng, int(rng.integers(0, 8)))
         g = _random_tree(rng, int(rng.integers(0, 8)))
-        assert ted(h, g, insert=ins, remove=rem, update=upd) == pytest.approx(_brute(h, g, ins, rem, upd))
+        assert ted(h, g, insert=ins, remove=rem, update=upd) == pytest.approx(
+            _brute(h, g, ins, rem, upd)
+        )
 
 
 def test_batched_matrix_matches_pairs_whatever_the_chunking():
@@ -117,14 +133,19 @@ def test_batched_matrix_matches_pairs_whatever_the_chunking():
         assert np.array_equal(ted_matrix(trees, max_cells=max_cells), expected)
     asym = np.array([[_brute(a, b, 1.0, 2.0, 1.0) for b in trees[:5]] for a in trees])
     assert np.allclose(ted_cross(trees, trees[:5], remove=2.0, max_cells=300), asym)
-    assert np.allclose(ted_matrix(trees, remove=2.0), [[_brute(a, b, 1.0, 2.0, 1.0) for b in trees] for a in trees])
+    assert np.allclose(
+        ted_matrix(trees, remove=2.0),
+        [[_brute(a, b, 1.0, 2.0, 1.0) for b in trees] for a in trees],
+    )
 
 
 def test_metric_properties_on_sklearn_trees():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 6))
     y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(int)
-    forest = RandomForestClassifier(n_estimators=8, max_depth=5, random_state=0).fit(X, y)
+    forest = RandomForestClassifier(n_estimators=8, max_depth=5, random_state=0).fit(
+        X, y
+    )
     trees = from_sklearn_forest(forest)
     D = ted_matrix(trees)
     assert np.all(np.diag(D) == 0)
@@ -132,7 +153,9 @@ def test_metric_properties_on_sklearn_trees():
     n = np.array([t.n_nodes for t in trees])
     assert np.all(D >= np.abs(n[:, None] - n[None, :]))  # at least the size difference
     assert np.all(D <= n[:, None] + n[None, :])  # at most remove all + insert all
-    assert np.all(D[:, :, None] <= D[:, None, :] + D[None, :, :] + 1e-9)  # triangle inequality
+    assert np.all(
+        D[:, :, None] <= D[:, None, :] + D[None, :, :] + 1e-9
+    )  # triangle inequality
 
 
 def test_sklearn_adapter_keeps_internal_nodes_in_order():
@@ -166,7 +189,10 @@ def test_tree_validation_and_state_round_trip():
     with pytest.raises(ValueError):
         Tree(np.array([1, 2]), np.array([-1]))
     t = Tree.from_state(A_BC.to_state())
-    assert t.feature.tolist() == A_BC.feature.tolist() and t.parent.tolist() == A_BC.parent.tolist()
+    assert (
+        t.feature.tolist() == A_BC.feature.tolist()
+        and t.parent.tolist() == A_BC.parent.tolist()
+    )
     assert ted(t, A_BC) == 0
     with pytest.raises(ValueError):
         Tree.from_state({"format": "other", "version": 1})
@@ -182,5 +208,8 @@ def test_postorder_sed_is_a_lower_bound(costs):
     assert np.all(lb <= D + 1e-9)
     assert np.all(np.diag(lb) == 0)
     # on paths (every node has one child) postorder is the whole structure: SED equals TED
-    paths = [T(list(rng.integers(0, 3, k)), [[v + 1] for v in range(k - 1)] + [[]]) for k in (1, 3, 5, 6)]
+    paths = [
+        T(list(rng.integers(0, 3, k)), [[v + 1] for v in range(k - 1)] + [[]])
+        for k in (1, 3, 5, 6)
+    ]
     assert np.array_equal(postorder_sed_matrix(paths), ted_matrix(paths))
