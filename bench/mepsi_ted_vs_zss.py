@@ -1,6 +1,6 @@
 """Compare online.pruning.ted with the pure-Python zss package (pip install zss): CPU seconds.
 
-    nice -n 10 python bench/mepsi_ted_vs_zss.py
+nice -n 10 python bench/mepsi_ted_vs_zss.py
 """
 
 import sys
@@ -13,8 +13,8 @@ from sklearn.datasets import load_digits
 from sklearn.ensemble import RandomForestClassifier
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from online.pruning.ted import ted_cross, ted_matrix  # noqa: E402
-from online.pruning.trees import from_sklearn_forest  # noqa: E402
+from online.pruning.ted import ted_cross, ted_matrix
+from online.pruning.trees import from_sklearn_forest
 
 X, y = load_digits(return_X_y=True)
 
