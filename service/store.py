@@ -6,6 +6,7 @@ Every multi-key change goes through a Lua script (:mod:`service.scripts`); key n
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 
@@ -248,6 +249,56 @@ class Store:
         if status == "active":
             return Conflict(f"eventId {event_id!r} is already active")
         return StoreError(f"unexpected answer {status!r} for eventId {event_id!r}")
+
+    # -- tree selection (pruning job -> trainer) -------------------------------------------------
+    def request_tree_selection(
+        self, name: str, trees: list[int], n_trees: int, request_id: str, ttl: float = 86_400
+    ) -> None:
+        """Ask the app's trainer to keep only ``trees`` of its ``n_trees``-tree forest (replaces
+        any earlier command; the trainer applies it and publishes, see
+        :func:`service.keys.tree_selection`)."""
+        key = keys.tree_selection(name)
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.delete(key)
+        pipe.hset(
+            key,
+            mapping={
+                "trees": json.dumps([int(t) for t in trees]),
+                "nTrees": int(n_trees),
+                "id": request_id,
+                "requestedAt": int(time.time() * 1000),
+                "status": "pending",
+            },
+        )
+        pipe.expire(key, max(1, int(ttl)))
+        pipe.execute()
+
+    def tree_selection(self, name: str) -> dict | None:
+        """The app's tree-selection command (trees as a list, nTrees and version as ints)."""
+        raw = self.redis.hgetall(keys.tree_selection(name))
+        if not raw:
+            return None
+        command = {_s(k): _s(v) for k, v in raw.items()}
+        command["trees"] = json.loads(command["trees"])
+        for field in ("nTrees", "version", "requestedAt"):
+            if field in command:
+                command[field] = int(command[field])
+        return command
+
+    def settle_tree_selection(self, name: str, request_id: str, status: str, **fields) -> bool:
+        """Mark the command ``request_id`` applied or rejected (False if it was replaced)."""
+        key = keys.tree_selection(name)
+        with self.redis.pipeline() as pipe:
+            try:
+                pipe.watch(key)
+                if _s(pipe.hget(key, "id")) != request_id:
+                    return False
+                pipe.multi()
+                pipe.hset(key, mapping={"status": status, **fields})
+                pipe.execute()
+                return True
+            except redis.WatchError:
+                return False
 
     # -- status --------------------------------------------------------------------------------
     def app_status(self, name: str) -> dict:

@@ -104,6 +104,7 @@ class Trainer:
         """One pass over the owned apps; returns how much work it found (0: idle)."""
         if time.monotonic() >= self._next_lease_check:
             self.refresh_leases()
+            self.apply_tree_selections()
         work = 0
         for name in list(self.owned):
             try:
@@ -208,6 +209,54 @@ class Trainer:
         )
         owned.config = config
 
+    # -- tree selections (the pruning job's commands) ----------------------------------------
+    def apply_tree_selections(self) -> None:
+        """Apply pending "keep these trees" commands (:func:`service.keys.tree_selection`).
+
+        The pruning job never writes a model: it asks the trainer, the single writer, to keep
+        some trees of its current learner (``select_trees``: tree indices are those of the
+        trees' creation, stable while the forest learns) and to publish a snapshot at once. A
+        selection made on a forest of another size (pruned since) is rejected. If the snapshot
+        cannot be published (lease lost), the command stays pending for the next owner.
+        """
+        for name in list(self.owned):
+            try:
+                command = self.store.tree_selection(name)
+                if command is None or command.get("status") != "pending":
+                    continue
+                owned = self.owned[name]
+                request = command.get("id", "")
+                select = getattr(owned.learner, "select_trees", None)
+                n_trees = getattr(owned.learner, "n_trees", None)
+                if select is None:
+                    reason = f"policy kind {owned.kind.name!r} cannot keep a subset of trees"
+                elif n_trees != command["nTrees"]:
+                    reason = (
+                        f"the forest has {n_trees} trees; the selection was made on a forest "
+                        f"of {command['nTrees']}"
+                    )
+                else:
+                    try:
+                        learner = select(command["trees"])
+                    except ValueError as exc:
+                        reason = str(exc)
+                    else:
+                        owned.learner = learner
+                        owned.unpublished += 1  # the model changed: publish without new events
+                        if self.maybe_publish(name, force=True):
+                            self.store.settle_tree_selection(
+                                name, request, "applied", version=owned.version
+                            )
+                            log.info(
+                                "app %s: kept %d of %d trees (request %s), version %d",
+                                name, len(command["trees"]), n_trees, request, owned.version,
+                            )
+                        continue
+                self.store.settle_tree_selection(name, request, "rejected", reason=reason)
+                log.warning("app %s: tree selection %s rejected: %s", name, request, reason)
+            except (redis.ResponseError, ValueError, KeyError) as exc:  # a malformed command
+                log.warning("app %s: cannot apply the tree selection: %s", name, exc)
+
     # -- work ----------------------------------------------------------------------------------
     def expire(self, name: str) -> int:
         """Turn decisions past their deadline into learning events (default or summed reward)."""
@@ -293,7 +342,8 @@ class Trainer:
         owned.unpublished = 0
         owned.last_publish = time.monotonic()
         stream = keys.stream(name)
-        self.redis.xack(stream, keys.TRAINER_GROUP, *owned.to_ack)
+        if owned.to_ack:  # none when only the model changed (a tree selection)
+            self.redis.xack(stream, keys.TRAINER_GROUP, *owned.to_ack)
         owned.to_ack.clear()
         self._trim(stream, owned.offset)
         return True

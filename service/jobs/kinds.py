@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from service.jobs import feature_selection
+from service.jobs import feature_selection, pruning
 from service.jobs.dataset import Dataset
 
 Progress = Callable[[float, str], None]
@@ -52,6 +52,13 @@ KINDS: dict[str, JobKind] = {
             feature_selection.run,
             "R-MOTiFS: which input columns predict the target column (k-NN accuracy)",
             preload=("online.selection.r_motifs",),
+        ),
+        JobKind(
+            "pruning",
+            pruning.PruningParams,
+            pruning.run,
+            "MEPSI ensemble pruning: a random forest from uploaded data, or an app's Bandit Forest",
+            preload=("sklearn.ensemble", "online.pruning", "online.bandit.forest"),
         ),
     )
 }
