@@ -183,7 +183,8 @@ _CATEGORIES = [
     ("dependencies (auth, settings)", ("solve_dependencies",)),
     ("thread pool hop (anyio: queue handoff, GIL)", ("run_sync_in_worker_thread", "to_thread",
                                                      "WorkerThread", "Queue.put")),
-    ("metrics middleware", ("MetricsMiddleware", "Histogram.observe", "Counter.inc")),
+    ("metrics (prometheus-client)", ("Histogram.observe", "Counter.inc", "MetricWrapperBase")),
+    ("HTTP response write (socket)", ("RequestResponseCycle.send", "_SelectorSocketTransport")),
     ("HTTP parsing (uvicorn h11)", ("H11Protocol", "h11")),
 ]
 _IDLE = ("EpollSelector.select", "Condition.wait", "Queue.get", "Event.wait")

@@ -49,7 +49,9 @@ def test_app_keys_only_open_their_own_app(client):
     answer = client.get("/apps/news", headers=shop)
     assert answer.status_code == 403 and "news" in answer.json()["detail"]
     for route in ("decide", "reward", "activate"):
-        body = {"context": {}} if route == "decide" else {"eventId": "e1"}
+        body = {"decide": {"context": {}}, "reward": {"eventId": "e1", "reward": 1}}.get(
+            route, {"eventId": "e1"}
+        )
         assert client.post(f"/apps/news/{route}", json=body, headers=shop).status_code == 403
     # another app's key is 403 whether or not the app exists: names are not probed
     assert client.get("/apps/nope", headers=shop).status_code == 403

@@ -5,8 +5,17 @@ from __future__ import annotations
 import uuid
 
 from fastapi import APIRouter, HTTPException
+from fastapi.concurrency import run_in_threadpool
 
-from service.api.deps import AppVersionDep, ModelsDep, SettingsDep, StoreDep
+from service.api.deps import (
+    AppName,
+    AppVersionDep,
+    BearerDep,
+    ModelsDep,
+    SettingsDep,
+    StoreDep,
+    app_with_version,
+)
 from service.api.model_cache import ServedModel
 from service.api.schemas import (
     ActivateRequest,
@@ -85,16 +94,25 @@ def _decide_one(
     return record, answer
 
 
+# decide and reward are the hot path: ``async`` routes whose blocking part (auth, model, Redis)
+# runs in ONE thread-pool call. As sync routes with the sync AppVersionDep, FastAPI made two
+# thread hops per request (the dependency, then the route); on a busy machine each hop waits for
+# the GIL and the pool's queue (bench/README_http.md).
 @router.post("/decide", response_model=DecideResponse)
-def decide(
+async def decide(
+    app: AppName,
     body: DecideRequest,
-    app_version: AppVersionDep,
+    credentials: BearerDep,
     store: StoreDep,
     models: ModelsDep,
     settings: SettingsDep,
 ) -> dict:
     """Choose an action for a context; the decision waits ``rewardWaitTime`` for its reward."""
-    config, version = app_version
+    return await run_in_threadpool(_decide, app, body, credentials, store, models, settings)
+
+
+def _decide(app, body, credentials, store, models, settings) -> dict:
+    config, version = app_with_version(app, credentials, settings, store)
     model = models.get(store, config, version)
     record, answer = _decide_one(config, model, body, settings.max_features)
     store.record_decisions(config, [record])
@@ -131,9 +149,15 @@ def decide_batch(
 
 
 @router.post("/reward", response_model=RewardResponse)
-def reward(body: RewardRequest, app_version: AppVersionDep, store: StoreDep) -> dict:
+async def reward(
+    app: AppName, body: RewardRequest, credentials: BearerDep, store: StoreDep, settings: SettingsDep
+) -> dict:
     """Report the reward of a decision; it joins the decision atomically and is queued to learn."""
-    config, _ = app_version
+    return await run_in_threadpool(_reward, app, body, credentials, store, settings)
+
+
+def _reward(app, body, credentials, store, settings) -> dict:
+    config, _ = app_with_version(app, credentials, settings, store)
     low, high = config.reward_range
     if not low <= body.reward <= high:
         raise HTTPException(
