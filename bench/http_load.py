@@ -41,8 +41,18 @@ from tqdm import tqdm
 ROOT = Path(__file__).resolve().parents[1]
 ADMIN_KEY = "bench-admin-key"
 #: the same for both servers (uvicorn's defaults spelled out: what differs is the app only)
-UVICORN = ["--host", "127.0.0.1", "--loop", "asyncio", "--http", "h11", "--no-access-log",
-           "--log-level", "warning", "--factory"]
+UVICORN = [
+    "--host",
+    "127.0.0.1",
+    "--loop",
+    "asyncio",
+    "--http",
+    "h11",
+    "--no-access-log",
+    "--log-level",
+    "warning",
+    "--factory",
+]
 
 
 def bare_app():
@@ -81,9 +91,7 @@ def _free_port() -> int:
 
 
 def _start(args: list[str], env: dict, log: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        args, env=env, cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT
-    )
+    return subprocess.Popen(args, env=env, cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT)
 
 
 def _wait_ready(url: str, timeout: float = 60.0) -> None:
@@ -105,8 +113,15 @@ def _pct(values: list[float], q: int) -> float:
 
 
 async def _load(
-    url: str, app: str, headers: dict, clients: int, seconds: float, warmup: float, label: str,
-    features: int, n_actions: int,
+    url: str,
+    app: str,
+    headers: dict,
+    clients: int,
+    seconds: float,
+    warmup: float,
+    label: str,
+    features: int,
+    n_actions: int,
 ) -> dict:
     """``clients`` tasks loop decide -> reward for ``warmup + seconds``; only the last
     ``seconds`` are counted."""
@@ -127,8 +142,9 @@ async def _load(
                 context = {f"f{j}": rng.random() for j in range(features)}
                 context["site"] = rng.choice("abcde")
                 t0 = time.perf_counter()
-                d = await client.post(f"/apps/{app}/decide", json={"context": context},
-                                      headers=headers)
+                d = await client.post(
+                    f"/apps/{app}/decide", json={"context": context}, headers=headers
+                )
                 t1 = time.perf_counter()
                 if d.status_code != 200:
                     errors[f"decide {d.status_code}"] += 1
@@ -136,9 +152,11 @@ async def _load(
                 answer = d.json()
                 best = f"ad{int(context['f0'] * n_actions)}"  # the rule to learn
                 reward = 1.0 if answer["action"] == best else float(rng.random() < 0.1)
-                r = await client.post(f"/apps/{app}/reward",
-                                      json={"eventId": answer["eventId"], "reward": reward},
-                                      headers=headers)
+                r = await client.post(
+                    f"/apps/{app}/reward",
+                    json={"eventId": answer["eventId"], "reward": reward},
+                    headers=headers,
+                )
                 t2 = time.perf_counter()
                 if r.status_code != 200:
                     errors[f"reward {r.status_code}"] += 1
@@ -178,11 +196,15 @@ _CATEGORIES = [
     ("reward join (Redis Lua)", ("Store.reward",)),
     ("event log line", ("log_decision", "log_event")),
     ("response validation + JSON", ("serialize_response", "jsonable_encoder", "JSONResponse")),
-    ("request body parsing + validation", ("request_body_to_args", "Request.json",
-                                           "Request.body", "_validate_")),
+    (
+        "request body parsing + validation",
+        ("request_body_to_args", "Request.json", "Request.body", "_validate_"),
+    ),
     ("dependencies (auth, settings)", ("solve_dependencies",)),
-    ("thread pool hop (anyio: queue handoff, GIL)", ("run_sync_in_worker_thread", "to_thread",
-                                                     "WorkerThread", "Queue.put")),
+    (
+        "thread pool hop (anyio: queue handoff, GIL)",
+        ("run_sync_in_worker_thread", "to_thread", "WorkerThread", "Queue.put"),
+    ),
     ("metrics (prometheus-client)", ("Histogram.observe", "Counter.inc", "MetricWrapperBase")),
     ("HTTP response write (socket)", ("RequestResponseCycle.send", "_SelectorSocketTransport")),
     ("HTTP parsing (uvicorn h11)", ("H11Protocol", "h11")),
@@ -239,38 +261,71 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="grove-http-load-"))
     redis = RedisServer(work / "redis").start()
-    env = {**os.environ, "REDIS_URL": redis.url, "GROVE_ADMIN_KEY": ADMIN_KEY,
-           "GROVE_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "REDIS_URL": redis.url,
+        "GROVE_ADMIN_KEY": ADMIN_KEY,
+        "GROVE_LOG_LEVEL": "WARNING",
+        "PYTHONPATH": str(ROOT),
+    }
     ports = {"bare": _free_port(), "grove": _free_port()}
     urls = {k: f"http://127.0.0.1:{v}" for k, v in ports.items()}
     targets = {"bare": "bench.http_load:bare_app", "grove": "service.api.main:create_app"}
     procs: dict[str, subprocess.Popen] = {}
     results: dict[str, list[dict]] = {"bare": [], "grove": []}
     try:
-        procs["trainer"] = _start([sys.executable, "-m", "service.cli", "trainer"], env,
-                                  work / "trainer.log")
+        procs["trainer"] = _start(
+            [sys.executable, "-m", "service.cli", "trainer"], env, work / "trainer.log"
+        )
         for name in ("bare", "grove"):
             procs[name] = _start(
-                [sys.executable, "-m", "uvicorn", targets[name], "--port", str(ports[name]),
-                 *UVICORN], env, work / f"{name}.log")
+                [
+                    sys.executable,
+                    "-m",
+                    "uvicorn",
+                    targets[name],
+                    "--port",
+                    str(ports[name]),
+                    *UVICORN,
+                ],
+                env,
+                work / f"{name}.log",
+            )
         for url in urls.values():
             _wait_ready(url)
         admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
         app = f"load-{uuid.uuid4().hex[:8]}"
         created = httpx.post(
             urls["grove"] + "/apps",
-            json={"name": app, "actions": [f"ad{k}" for k in range(args.actions)],
-                  "rewardWaitTime": 3600,
-                  "policy": {"kind": "bandit-forest", "params": {"n_trees": args.trees,
-                                                                 "seed": 1}}},
-            headers=admin, timeout=30.0)
+            json={
+                "name": app,
+                "actions": [f"ad{k}" for k in range(args.actions)],
+                "rewardWaitTime": 3600,
+                "policy": {"kind": "bandit-forest", "params": {"n_trees": args.trees, "seed": 1}},
+            },
+            headers=admin,
+            timeout=30.0,
+        )
         created.raise_for_status()
-        headers = {"grove": {"Authorization": f"Bearer {created.json()['apiKey']}"},
-                   "bare": {"Authorization": "Bearer unused"}}
+        headers = {
+            "grove": {"Authorization": f"Bearer {created.json()['apiKey']}"},
+            "bare": {"Authorization": "Bearer unused"},
+        }
         # first calls compile the forest's numba kernels (seconds): not part of any round
         for name in ("bare", "grove"):
-            asyncio.run(_load(urls[name], app, headers[name], 1, 2.0, 0.0, f"{name} warm-up",
-                              args.features, args.actions))
+            asyncio.run(
+                _load(
+                    urls[name],
+                    app,
+                    headers[name],
+                    1,
+                    2.0,
+                    0.0,
+                    f"{name} warm-up",
+                    args.features,
+                    args.actions,
+                )
+            )
         profiler = None
         for r in range(args.rounds):
             for name in ("bare", "grove"):
@@ -279,18 +334,45 @@ def main(argv: list[str] | None = None) -> int:
                         print("py-spy not found: pip install py-spy", file=sys.stderr)
                     else:
                         profiler = subprocess.Popen(
-                            ["py-spy", "record", "--pid", str(procs["grove"].pid), "--rate", "250",
-                             "--duration", str(int(args.warmup + args.seconds)), "--format", "raw",
-                             "--nonblocking", "-o", str(work / "profile.raw")],
-                            stdout=subprocess.DEVNULL, stderr=(work / "py-spy.log").open("w"))
-                figures = asyncio.run(_load(
-                    urls[name], app, headers[name], args.clients, args.seconds, args.warmup,
-                    f"{name} round {r + 1}/{args.rounds}", args.features, args.actions))
+                            [
+                                "py-spy",
+                                "record",
+                                "--pid",
+                                str(procs["grove"].pid),
+                                "--rate",
+                                "250",
+                                "--duration",
+                                str(int(args.warmup + args.seconds)),
+                                "--format",
+                                "raw",
+                                "--nonblocking",
+                                "-o",
+                                str(work / "profile.raw"),
+                            ],
+                            stdout=subprocess.DEVNULL,
+                            stderr=(work / "py-spy.log").open("w"),
+                        )
+                figures = asyncio.run(
+                    _load(
+                        urls[name],
+                        app,
+                        headers[name],
+                        args.clients,
+                        args.seconds,
+                        args.warmup,
+                        f"{name} round {r + 1}/{args.rounds}",
+                        args.features,
+                        args.actions,
+                    )
+                )
                 results[name].append(figures)
         rewards = httpx.get(urls["grove"] + f"/apps/{app}", headers=admin).json()["stats"]
         deadline = time.monotonic() + 120  # the trainer catching up with every reward
-        while (learned := httpx.get(urls["grove"] + f"/apps/{app}", headers=admin).json()[
-                "eventsLearned"]) < rewards.get("rewarded", 0) and time.monotonic() < deadline:
+        while (
+            learned := httpx.get(urls["grove"] + f"/apps/{app}", headers=admin).json()[
+                "eventsLearned"
+            ]
+        ) < rewards.get("rewarded", 0) and time.monotonic() < deadline:
             time.sleep(0.5)
         if profiler is not None:
             profiler.wait(timeout=120)
@@ -307,34 +389,50 @@ def main(argv: list[str] | None = None) -> int:
     def median(name: str, key: str) -> float:
         return statistics.median(f[key] for f in results[name])
 
-    print(f"{args.clients} concurrent clients (httpx, asyncio), {args.rounds} rounds x "
-          f"{args.seconds:g}s measured per server, Bandit Forest n_trees={args.trees}, "
-          f"{args.actions} actions, {args.features + 1} context features; load average "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"{'server':8} {'pairs/s':>8} {'req/s':>8} {'decide p50/p99 ms':>18} "
-          f"{'reward p50/p99 ms':>18} {'all p50/p99 ms':>15}  errors")
+    print(
+        f"{args.clients} concurrent clients (httpx, asyncio), {args.rounds} rounds x "
+        f"{args.seconds:g}s measured per server, Bandit Forest n_trees={args.trees}, "
+        f"{args.actions} actions, {args.features + 1} context features; load average "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
+    print(
+        f"{'server':8} {'pairs/s':>8} {'req/s':>8} {'decide p50/p99 ms':>18} "
+        f"{'reward p50/p99 ms':>18} {'all p50/p99 ms':>15}  errors"
+    )
     for name in ("bare", "grove"):
         for f in results[name]:
-            print(f"{name:8} {f['pairs_per_s']:8.1f} {f['requests_per_s']:8.1f} "
-                  f"{f['decide_p50_ms']:8.1f}/{f['decide_p99_ms']:<8.1f} "
-                  f"{f['reward_p50_ms']:8.1f}/{f['reward_p99_ms']:<8.1f} "
-                  f"{f['p50_ms']:6.1f}/{f['p99_ms']:<7.1f}  {f['errors'] or '-'}")
+            print(
+                f"{name:8} {f['pairs_per_s']:8.1f} {f['requests_per_s']:8.1f} "
+                f"{f['decide_p50_ms']:8.1f}/{f['decide_p99_ms']:<8.1f} "
+                f"{f['reward_p50_ms']:8.1f}/{f['reward_p99_ms']:<8.1f} "
+                f"{f['p50_ms']:6.1f}/{f['p99_ms']:<7.1f}  {f['errors'] or '-'}"
+            )
     throughput = median("grove", "pairs_per_s") / median("bare", "pairs_per_s")
     p99 = median("grove", "p99_ms") / median("bare", "p99_ms")
-    print(f"Grove / bare (medians over rounds): throughput {throughput:.2f}x "
-          f"(target >= 0.5: {'met' if throughput >= 0.5 else 'MISSED'}), "
-          f"p99 {p99:.2f}x (target <= 2: {'met' if p99 <= 2 else 'MISSED'}); "
-          f"trainer learned {learned} events")
-    summary = {"args": vars(args), "results": results, "throughput_ratio": throughput,
-               "p99_ratio": p99, "events_learned": learned, "load_average": os.getloadavg()}
+    print(
+        f"Grove / bare (medians over rounds): throughput {throughput:.2f}x "
+        f"(target >= 0.5: {'met' if throughput >= 0.5 else 'MISSED'}), "
+        f"p99 {p99:.2f}x (target <= 2: {'met' if p99 <= 2 else 'MISSED'}); "
+        f"trainer learned {learned} events"
+    )
+    summary = {
+        "args": vars(args),
+        "results": results,
+        "throughput_ratio": throughput,
+        "p99_ratio": p99,
+        "events_learned": learned,
+        "load_average": os.getloadavg(),
+    }
     raw = work / "profile.raw"
     if args.profile and raw.exists():
         top, idle = _profile_summary(raw)
         lines = [f"{share:5.1f}%  {label}" for label, share in top]
         Path(args.profile_out).write_text("\n".join(lines) + "\n")
         shutil.copy(raw, Path(args.profile_out).with_suffix(".raw"))
-        print(f"py-spy, Grove server, all threads, last round: {idle:.0f}% of samples idle; "
-              f"the busy samples go to:")
+        print(
+            f"py-spy, Grove server, all threads, last round: {idle:.0f}% of samples idle; "
+            f"the busy samples go to:"
+        )
         print("\n".join(lines))
         summary["profile"] = {"idle_share": idle, "busy_shares": top}
     if args.json:

@@ -96,9 +96,7 @@ def test_keys_and_errors_in_personalizers_shape(client, news):
     assert client.post("/personalizer/v1.0/rank", json=body, headers=bearer).status_code == 201
     bad = client.post("/personalizer/v1.0/rank", json={"actions": []}, headers=news)
     assert bad.status_code == 422 and bad.json()["error"]["code"] == "BadArgument"
-    unknown = client.post(
-        "/personalizer/v1.0/events/nope/reward", json={"value": 1}, headers=news
-    )
+    unknown = client.post("/personalizer/v1.0/events/nope/reward", json={"value": 1}, headers=news)
     assert unknown.status_code == 404 and "nope" in unknown.json()["error"]["message"]
     deep = {"contextFeatures": [{"a": {"b": {"c": {"d": {"e": 1}}}}}], "actions": [{"id": "x"}]}
     answer = client.post("/personalizer/v1.0/rank", json=deep, headers=news)

@@ -45,7 +45,9 @@ def test_bodies_over_the_limit_are_413_also_when_chunked(redis_url):
         assert client.post("/apps/shop/decide", json=small, headers=headers).status_code == 200
         big = json.dumps({"context": {f"f{i}": i for i in range(400)}}).encode()
         answer = client.post(
-            "/apps/shop/decide", content=big, headers={**headers, "Content-Type": "application/json"}
+            "/apps/shop/decide",
+            content=big,
+            headers={**headers, "Content-Type": "application/json"},
         )
         assert answer.status_code == 413 and "GROVE_MAX_BODY" in answer.json()["detail"]
 

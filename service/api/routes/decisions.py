@@ -150,7 +150,11 @@ def decide_batch(
 
 @router.post("/reward", response_model=RewardResponse)
 async def reward(
-    app: AppName, body: RewardRequest, credentials: BearerDep, store: StoreDep, settings: SettingsDep
+    app: AppName,
+    body: RewardRequest,
+    credentials: BearerDep,
+    store: StoreDep,
+    settings: SettingsDep,
 ) -> dict:
     """Report the reward of a decision; it joins the decision atomically and is queued to learn."""
     return await run_in_threadpool(_reward, app, body, credentials, store, settings)

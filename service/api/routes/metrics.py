@@ -85,7 +85,9 @@ class AppCollector:
             labels=["app"],
         )
         age = GaugeMetricFamily(
-            "grove_app_snapshot_age_seconds", "seconds since the snapshot was published", labels=["app"]
+            "grove_app_snapshot_age_seconds",
+            "seconds since the snapshot was published",
+            labels=["app"],
         )
         size = GaugeMetricFamily(
             "grove_app_snapshot_bytes", "encoded snapshot size", labels=["app", "part"]

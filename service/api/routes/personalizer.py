@@ -105,7 +105,9 @@ def _ranking(answer: dict, excluded: list[str]) -> list[dict]:
     others.sort(key=lambda r: -r["probability"])  # stable: ties keep Grove's order
     ranked = [{"id": chosen, "probability": answer["probability"]}, *others]
     seen = {r["id"] for r in ranked}
-    return ranked + [{"id": a, "probability": 0.0} for a in dict.fromkeys(excluded) if a not in seen]
+    return ranked + [
+        {"id": a, "probability": 0.0} for a in dict.fromkeys(excluded) if a not in seen
+    ]
 
 
 @router.post("/rank", status_code=201, response_model=RankResponse)
