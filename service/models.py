@@ -25,8 +25,47 @@ class Choice:
 
 
 @dataclass(frozen=True)
+class Prediction:
+    """A supervised kind's answer: P(y = 1 | x) and the interactions that produced it."""
+
+    probability: float
+    interactions: list[str]  # the leaf conjunctions ``x`` falls in, one per distinct leaf
+    trees: list[dict[str, Any]]  # per tree: root field, leaf (or None), leaf mean, weight
+
+
+class WrongKind(ValueError):
+    """An operation the app's model kind does not serve (the API answers 422)."""
+
+
+#: what each ModelKind operation is, for the API's messages
+_ROUTES = {
+    "decide": "POST /apps/{app}/decide",
+    "learn": "POST /apps/{app}/reward",
+    "predict": "POST /apps/{app}/predict",
+    "learn_labeled": "POST /apps/{app}/learn",
+    "interactions": "GET /apps/{app}/interactions",
+}
+
+
+def _not_served(operation: str, kind: str, instead: str) -> Callable[..., Any]:
+    """A stand-in for an operation ``kind`` has no meaning for; calling it raises WrongKind."""
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise WrongKind(f"policy kind {kind!r} does not {operation}: {instead}")
+
+    refuse.not_served = True  # type: ignore[attr-defined]
+    return refuse
+
+
+@dataclass(frozen=True)
 class ModelKind:
-    """What the service needs from a learner; every callable takes the learner first."""
+    """What the service needs from a learner; every callable takes the learner first.
+
+    Bandit kinds serve ``decide`` and learn from rewards (``learn``); supervised kinds serve
+    ``predict`` and learn from labeled events (``learn_labeled``, the same stream, trainer and
+    snapshots as rewards). Routes ask :meth:`require` for an operation: an app whose kind does
+    not serve it is a 422 with a message naming the routes it does serve.
+    """
 
     name: str
     learner: str  # "module:Class", imported on first use
@@ -38,6 +77,31 @@ class ModelKind:
     dump_serving: Callable[[Any], dict] | None = None
     #: how an API process turns a serving state into its own learner (default: ``load``)
     load_serving: Callable[[type, dict], Any] | None = None
+    #: supervised kinds: P(y = 1 | x) with the interactions used (learner, x)
+    predict: Callable[[Any, dict[str, Any]], Prediction] | None = None
+    #: supervised kinds: learn one labeled event (learner, x, y in {0, 1})
+    learn_labeled: Callable[[Any, dict[str, Any], int], None] | None = None
+    #: supervised kinds: the selected interactions (learner, top, alpha, leaves_only) -> dict
+    interactions: Callable[[Any, int | None, float, bool], dict] | None = None
+    #: whether apps of this kind have actions (bandits) or none (predictors)
+    uses_actions: bool = True
+
+    def serves(self, operation: str) -> bool:
+        """Whether ``operation`` (a callable field: decide, predict, ...) means something here."""
+        fn = getattr(self, operation, None)
+        return fn is not None and not getattr(fn, "not_served", False)
+
+    def require(self, operation: str, app: str) -> Callable[..., Any]:
+        """The ``operation`` callable, or WrongKind naming the routes ``app`` does serve."""
+        if self.serves(operation):
+            return getattr(self, operation)
+        others = sorted(k.name for k in MODEL_KINDS.values() if k.serves(operation))
+        served = [route.format(app=app) for op, route in _ROUTES.items() if self.serves(op)]
+        raise WrongKind(
+            f"app {app!r} is a {self.name!r} app: {_ROUTES[operation].format(app=app)} is for "
+            f"{' or '.join(repr(k) for k in others) or 'no'} apps; this one serves "
+            f"{', '.join(served)}"
+        )
 
     @property
     def cls(self) -> type:
@@ -111,6 +175,38 @@ def _forest_change_actions(policy: Any, added: list[str], removed: list[str]) ->
             policy.remove_action(action)
 
 
+# -- MCTS-IS (online.MCTSInteractions): a click-probability predictor ---------------------------
+def _mcts_build(cls: type, params: dict[str, Any], actions: list[str]) -> Any:
+    return cls(**params)  # no actions: POST /apps refuses them for this kind
+
+
+def _mcts_predict(model: Any, x: dict) -> Prediction:
+    explained = model.explain_one(x)
+    leaves = [t["leaf"] for t in explained["trees"] if t["leaf"] is not None]
+    return Prediction(
+        probability=float(explained["probability"]),
+        interactions=list(dict.fromkeys(leaves)),
+        trees=explained["trees"],
+    )
+
+
+def _mcts_learn_labeled(model: Any, x: dict, y: int) -> None:
+    model.learn_one(x, int(y))
+
+
+def _mcts_interactions(model: Any, top: int | None, alpha: float, leaves_only: bool) -> dict:
+    return {
+        "interactions": model.interactions(alpha=alpha, leaves_only=leaves_only, top=top),
+        "trees": model.trees(),
+    }
+
+
+_MCTS_INSTEAD = (
+    "it predicts P(y = 1 | x) and has no actions; use POST /apps/{app}/predict and "
+    "POST /apps/{app}/learn"
+)
+
+
 MODEL_KINDS: dict[str, ModelKind] = {
     "bandit-forest": ModelKind(
         name="bandit-forest",
@@ -122,6 +218,18 @@ MODEL_KINDS: dict[str, ModelKind] = {
         # without the exploring stumps' counts: an order of magnitude smaller, decides the same
         dump_serving=lambda forest: forest.to_state(statistics=False),
         load_serving=_forest_load_serving,
+    ),
+    "mcts-is": ModelKind(
+        name="mcts-is",
+        learner="online:MCTSInteractions",
+        build=_mcts_build,
+        decide=_not_served("decide", "mcts-is", _MCTS_INSTEAD),
+        learn=_not_served("learn from rewards", "mcts-is", _MCTS_INSTEAD),
+        change_actions=lambda model, added, removed: None,
+        predict=_mcts_predict,
+        learn_labeled=_mcts_learn_labeled,
+        interactions=_mcts_interactions,
+        uses_actions=False,
     ),
 }
 

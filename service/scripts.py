@@ -155,6 +155,21 @@ return {'ok', learned, dropped}
 """
 )
 
+# KEYS: config, stream, stats
+# ARGV: uid, eventId, context, label (0|1)
+# A labeled event of a supervised kind (POST /apps/{app}/learn): straight into the learning
+# stream, learned by the trainer exactly like a joined reward.
+LABEL = (
+    _SAME_APP
+    + _NOW
+    + """
+local id = redis.call('XADD', KEYS[2], '*', 'eventId', ARGV[2], 'context', ARGV[3],
+                      'label', ARGV[4], 'source', 'label', 'receivedAt', now)
+redis.call('HINCRBY', KEYS[3], 'labeled', 1)
+return {'queued', id}
+"""
+)
+
 # KEYS: config, lease
 # ARGV: uid, trainer id, ttl ms     -> 1 if the caller holds the lease afterwards
 ACQUIRE_LEASE = """
@@ -204,6 +219,7 @@ class Scripts:
         self.reward = client.register_script(REWARD)
         self.activate = client.register_script(ACTIVATE)
         self.expire = client.register_script(EXPIRE)
+        self.label = client.register_script(LABEL)
         self.acquire_lease = client.register_script(ACQUIRE_LEASE)
         self.release_lease = client.register_script(RELEASE_LEASE)
         self.publish = client.register_script(PUBLISH)

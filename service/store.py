@@ -218,6 +218,17 @@ class Store:
             return RewardOutcome("accumulating", float(result[1]), int(result[2]))
         raise self._event_error(status, name, event_id)
 
+    def learn_labeled(self, config: AppConfig, event_id: str, context: dict, label: int) -> str:
+        """Queue a labeled event (supervised kinds) in the app's learning stream; its stream id."""
+        name = config.name
+        result = self.scripts.label(
+            keys=[keys.config(name), keys.stream(name), keys.stats(name)],
+            args=[config.uid, event_id, codec.pack(context), int(label)],
+        )
+        if _s(result[0]) == "gone":
+            raise NotFound(f"app {name!r} not found")
+        return _s(result[1])
+
     def activate(self, config: AppConfig, event_id: str) -> None:
         name = config.name
         result = self.scripts.activate(
@@ -313,8 +324,10 @@ class Store:
         offset = info.offset if info else "0-0"
         counters = {_s(k): int(float(v)) for k, v in stats.items()}
         learned = (info.events_learned + info.events_rejected) if info else 0
-        # every append to the stream counts one 'rewarded' or 'defaulted' (scripts REWARD, EXPIRE)
-        lag = max(0, counters.get("rewarded", 0) + counters.get("defaulted", 0) - learned)
+        # every append to the stream counts one 'rewarded', 'defaulted' (scripts REWARD, EXPIRE)
+        # or 'labeled' (script LABEL)
+        appended = sum(counters.get(c, 0) for c in ("rewarded", "defaulted", "labeled"))
+        lag = max(0, appended - learned)
         # the oldest event appended after the snapshot's offset: how stale the served model is
         oldest = self.redis.xrange(keys.stream(name), min=f"({offset}", count=1)
         now_ms = int(now[0]) * 1000 + int(now[1]) // 1000

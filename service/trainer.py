@@ -6,7 +6,8 @@ apps between them), the trainer
 1. turns expired decisions into learning events with the app's ``defaultReward`` (or the sum of
    the rewards received, under ``rewardAggregation: sum``), atomically (Lua ``EXPIRE``);
 2. reads the app's learning stream through the consumer group ``trainers`` and updates the
-   learner, rescaling rewards to [0, 1];
+   learner, rescaling rewards to [0, 1] (a labeled event of a supervised kind, queued by
+   ``POST /apps/{app}/learn``, goes to the kind's ``learn_labeled`` instead);
 3. publishes a snapshot (learner state + the stream offset it includes + ``eventsLearned``) at
    most every ``snapshot_interval`` seconds or ``snapshot_events`` events, then acknowledges the
    events it contains.
@@ -288,13 +289,18 @@ class Trainer:
             entry_id = _s(entry_id)
             fields = {_s(k): v for k, v in fields.items()}
             try:
-                owned.kind.learn(
-                    owned.learner,
-                    codec.unpack(fields["context"]),
-                    _s(fields["action"]),
-                    owned.config.rescale(float(fields["reward"])),
-                    float(fields["probability"]),
-                )
+                if "label" in fields:  # a labeled event (POST /apps/{app}/learn, script LABEL)
+                    owned.kind.require("learn_labeled", name)(
+                        owned.learner, codec.unpack(fields["context"]), int(fields["label"])
+                    )
+                else:  # a decision joined with its reward
+                    owned.kind.learn(
+                        owned.learner,
+                        codec.unpack(fields["context"]),
+                        _s(fields["action"]),
+                        owned.config.rescale(float(fields["reward"])),
+                        float(fields["probability"]),
+                    )
                 owned.events_learned += 1
             except Exception:
                 # one bad event (or a learner bug on it) must not stop the app's learning, nor

@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from service.api import deps, errors
 from service.api.limits import BodyLimitMiddleware
 from service.api.model_cache import ModelCache
-from service.api.routes import apps, decisions, health, jobs, metrics, personalizer
+from service.api.routes import apps, decisions, health, jobs, metrics, personalizer, predictions
 from service.redis_client import connect
 from service.settings import Settings, get_settings
 from service.store import Store
@@ -47,6 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(apps.router)
     app.include_router(decisions.router)
+    app.include_router(predictions.router)
     app.include_router(metrics.router)
     app.include_router(jobs.router)
     app.include_router(personalizer.router)

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from service.models import MODEL_KINDS
 from service.records import Aggregation
 
 APP_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -71,7 +72,12 @@ def _action_specs(actions: list[str | ActionSpec] | None) -> list[ActionSpec] | 
 
 
 class PolicySpec(Schema):
-    kind: str = Field(default="bandit-forest", description="model kind, e.g. 'bandit-forest'")
+    kind: str = Field(
+        default="bandit-forest",
+        description="model kind: 'bandit-forest' (decides among the app's actions, learns from "
+        "rewards) or 'mcts-is' (predicts P(y = 1 | x) with the interactions it selected, learns "
+        "from labeled events; takes no actions)",
+    )
     params: dict[str, Any] = Field(
         default_factory=dict, description="the learner's hyperparameters"
     )
@@ -80,13 +86,28 @@ class PolicySpec(Schema):
 class AppCreate(Schema):
     name: str = Field(pattern=APP_NAME)
     policy: PolicySpec = Field(default_factory=PolicySpec)
-    actions: list[str | ActionSpec] = Field(default_factory=list, max_length=10_000)
+    actions: list[str | ActionSpec] = Field(
+        default_factory=list,
+        max_length=10_000,
+        description="the actions to decide among (bandit kinds); 'mcts-is' apps take none, and "
+        "their reward settings are unused",
+    )
     reward_wait_time: float = Field(default=600.0, gt=0, le=30 * 86400, description="seconds")
     default_reward: float = 0.0
     reward_range: tuple[float, float] = (0.0, 1.0)
     reward_aggregation: Aggregation = Aggregation.earliest
 
     _actions = field_validator("actions")(_action_specs)
+
+    @model_validator(mode="after")
+    def _check_actions(self) -> AppCreate:
+        kind = MODEL_KINDS.get(self.policy.kind)
+        if kind is not None and not kind.uses_actions and self.actions:
+            raise ValueError(
+                f"policy kind {kind.name!r} takes no actions (it predicts P(y = 1 | x)): "
+                "leave 'actions' out"
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_rewards(self) -> AppCreate:
@@ -128,7 +149,7 @@ class AppPublic(Schema):
     snapshot_age: float | None
     stats: dict[str, int] = Field(
         description="decisions, rewarded, defaulted (learned with defaultReward), "
-        "dropped (deferred, never activated)"
+        "dropped (deferred, never activated), labeled (events queued by POST /apps/{app}/learn)"
     )
 
 
@@ -197,3 +218,71 @@ class ActivateRequest(Schema):
 class ActivateResponse(Schema):
     event_id: str
     activated: bool = True
+
+
+# -- supervised kinds (mcts-is): predict, learn, interactions ---------------------------------
+class PredictRequest(Schema):
+    x: dict[str, FeatureValue] = Field(description="the fields, name -> category (flat)")
+
+    _flat = field_validator("x", mode="before")(_flat_features)
+    _finite = field_validator("x")(_finite_features)
+
+
+class LeafUsed(Schema):
+    root: str = Field(description="the field the tree's root splits on")
+    leaf: str | None = Field(description="the conjunction x falls in (None: no split applies)")
+    mean: float = Field(description="the leaf's mean response")
+    weight: float = Field(description="the tree's weight in the probability")
+
+
+class PredictResponse(Schema):
+    probability: float = Field(description="P(y = 1 | x)")
+    interactions: list[str] = Field(description="the leaf interactions x falls in")
+    trees: list[LeafUsed]
+    model_version: int
+
+
+class LearnRequest(Schema):
+    event_id: str | None = Field(default=None, pattern=EVENT_ID)
+    x: dict[str, FeatureValue]
+    y: Literal[0, 1] = Field(description="the label: 1 (e.g. a click) or 0")
+
+    _flat = field_validator("x", mode="before")(_flat_features)
+    _finite = field_validator("x")(_finite_features)
+
+    @field_validator("y", mode="before")
+    @classmethod
+    def _strict_label(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int):
+            # a ValueError, not a TypeError: pydantic turns only ValueError into a 422
+            raise ValueError("y must be the number 0 or 1")  # noqa: TRY004
+        return value
+
+
+class LearnResponse(Schema):
+    event_id: str
+    state: Literal["queued"] = Field(description="in the learning stream; the trainer learns it")
+
+
+class Interaction(Schema):
+    terms: dict[str, FeatureValue] = Field(description="field -> category of the conjunction")
+    rule: str
+    support: float = Field(description="estimated share of the samples in the conjunction")
+    count: float
+    mean: float = Field(description="mean response in the conjunction")
+    chi2: float
+    p_value: float = Field(description="Bonferroni-corrected")
+    tree: str = Field(description="root field of the tree holding it")
+    leaf: bool = Field(description="a leaf of that tree's extracted decision tree")
+
+
+class ExtractedTree(Schema):
+    root: str
+    loss: float
+    leaves: list[str]
+
+
+class InteractionsResponse(Schema):
+    interactions: list[Interaction]
+    trees: list[ExtractedTree]
+    model_version: int
