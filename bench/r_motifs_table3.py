@@ -174,7 +174,8 @@ def summary(path, simulations=None):
             if m not in t.index:
                 return "-"
             r = t.loc[m]
-            s = f"{r.accuracy:.3f}" + (f" ± {r.std_runs:.3f}" if std else "") + f" / {r.n_features:.1f}"
+            spread = f" ± {r.std_runs:.3f}" if std and r.runs > 1 else ""
+            s = f"{r.accuracy:.3f}{spread} / {r.n_features:.1f}"
             return s
 
         p = PAPER.get(name)
