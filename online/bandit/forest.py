@@ -307,8 +307,9 @@ class BanditForest(bandit.base.ContextualPolicy):
         allowed[known[known >= 0]] = True
         per_tree = np.full(len(self._roots), -1, np.int64)
         greedy_actions(xb, self._roots, store.node_kind, store.node_var, store.node_child,
-                       store.node_ref, store.slot_T, store.slot_W, store.slot_T1, store.slot_W1,
-                       store.slot_R, store.slot_A, store.slot_best, store.slot_vars, store.leaf_T,
+                       store.node_ref, store.slot_T, store.slot_W, store.slot_Rt, store.slot_T1,
+                       store.slot_W1, store.slot_R1, store.slot_A, store.slot_best, store.slot_vars,
+                       store.leaf_T,
                        store.leaf_W, store.leaf_R, store.leaf_A, store.active, allowed, per_tree)
         votes = np.bincount(per_tree[per_tree >= 0], minlength=store.act_cap)
         counts = np.where(known >= 0, votes[known], 0)
@@ -387,8 +388,9 @@ class BanditForest(bandit.base.ContextualPolicy):
         store = self._store
         self._learn_args = (
             self._roots, store.node_kind, store.node_var, store.node_child, store.node_ref,
-            self._tree_eps, self._tree_depth, store.slot_vars, store.slot_nvars, store.slot_T,
-            store.slot_W, store.slot_T1, store.slot_W1, store.slot_R, store.slot_A,
+            self._tree_eps, self._tree_depth, store.slot_vars, store.slot_nvars, store.slot_in,
+            store.slot_T, store.slot_W, store.slot_Rt, store.slot_T1, store.slot_W1,
+            store.slot_R1, store.slot_A,
             store.slot_union, store.slot_n, store.slot_best, store.leaf_T, store.leaf_W,
             store.leaf_R, store.leaf_A, store.active)
         self._decide_args = (
@@ -474,9 +476,10 @@ class BanditForest(bandit.base.ContextualPolicy):
             store.leaf_A[leaf] = store.active
         else:
             t1, w1 = store.slot_T1[slot, :, var], store.slot_W1[slot, :, var]
+            r1 = store.slot_R1[slot, :, var]
             store.leaf_T[leaf] = [store.slot_T[slot] - t1, t1]
             store.leaf_W[leaf] = [store.slot_W[slot] - w1, w1]
-            store.leaf_R[leaf] = store.slot_R[slot, :, var, :].T
+            store.leaf_R[leaf] = [store.slot_Rt[slot] - r1, r1]
             store.leaf_A[leaf] = store.slot_A[slot, var]
         store.node_kind[node] = LEAF
         store.node_var[node] = var
@@ -546,8 +549,9 @@ class BanditForest(bandit.base.ContextualPolicy):
         allowed = store.active.copy()
         out = np.full(self.n_trees, -1, np.int64)
         greedy_actions(xb, self._roots, store.node_kind, store.node_var, store.node_child,
-                       store.node_ref, store.slot_T, store.slot_W, store.slot_T1, store.slot_W1,
-                       store.slot_R, store.slot_A, store.slot_best, store.slot_vars, store.leaf_T,
+                       store.node_ref, store.slot_T, store.slot_W, store.slot_Rt, store.slot_T1,
+                       store.slot_W1, store.slot_R1, store.slot_A, store.slot_best, store.slot_vars,
+                       store.leaf_T,
                        store.leaf_W, store.leaf_R, store.leaf_A, store.active, allowed, out)
         return [self._actions[k] if k >= 0 else None for k in out.tolist()]
 

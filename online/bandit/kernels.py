@@ -6,10 +6,12 @@ split with two new paths, or a leaf) are left to Python: they are rare, and they
 subsets of variables.
 
 Notation (Algorithm 6): for an exploring path c (a *slot*), ``T[s, k]`` = t_{c,k};
-``W[s, k]`` = sum of the IPS weights of those plays; ``T1[s, k, i]``, ``W1[s, k, i]`` = the same
-restricted to x_i = 1 (x_i = 0 is the difference); ``R[s, k, i, v]`` = sum of weight * reward with
-x_i = v; ``A[s, i, v, k]`` = action k is still in A_{c,i,v}; ``union[s, k]`` = k is in some
-A_{c,i,v} of a remaining variable i. A *leaf* (depth D_theta, variable selected) keeps the same
+``W[s, k]`` = sum of the IPS weights of those plays; ``Rt[s, k]`` = sum of weight * reward;
+``T1[s, k, i]``, ``W1[s, k, i]``, ``R1[s, k, i]`` = the same restricted to x_i = 1. The x_i = 0
+parts are the differences (``T - T1``, ...), so an event only touches the variables it sets:
+contexts are sparse (one-hot categories, one bin out of five). ``inS[s, i]``: i is still in S_c;
+``A[s, i, v, k]`` = action k is still in A_{c,i,v}; ``union[s, k]`` = k is in some A_{c,i,v} of
+a remaining variable i. A *leaf* (depth D_theta, variable selected) keeps the same
 sums for its variable only: ``leaf_*[l, v, k]``.
 """
 
@@ -81,8 +83,8 @@ def eliminate_actions(T, W, R, A, active, n_active, eps, L, delta, radii):
 
 
 @njit(cache=True)
-def eliminate_in_slot(x, s, vars_, n_vars, T, W, T1, W1, R, A, union, best_var, active,
-                      n_active, M, D, L, eps, delta, radii):
+def eliminate_in_slot(x, s, vars_, n_vars, inS, T, W, Rt, T1, W1, R1, A, union, best_var,
+                      active, n_active, M, D, L, eps, delta, radii):
     """End of a round of a stump: VE with eq. (3), then AE with eq. (4) on the cells (i, x_i).
 
     As in Algorithm 4 (line 11), AE runs on the cell of the value each remaining variable takes
@@ -110,14 +112,17 @@ def eliminate_in_slot(x, s, vars_, n_vars, T, W, T1, W1, R, A, union, best_var, 
         for j in range(n):
             i = vars_[s, j]
             total = 0.0
-            for v in range(2):
-                top = -np.inf
-                for k in range(K):
-                    if active[k] and union[s, k]:
-                        value = R[s, k, i, v] * inv_w[k]
-                        if value > top:
-                            top = value
-                total += top
+            top0 = -np.inf
+            top1 = -np.inf
+            for k in range(K):
+                if active[k] and union[s, k]:
+                    value1 = R1[s, k, i] * inv_w[k]
+                    value0 = Rt[s, k] * inv_w[k] - value1
+                    if value1 > top1:
+                        top1 = value1
+                    if value0 > top0:
+                        top0 = value0
+            total = top0 + top1
             mu[j] = total
             if total > mu[best_j]:
                 best_j = j
@@ -131,6 +136,8 @@ def eliminate_in_slot(x, s, vars_, n_vars, T, W, T1, W1, R, A, union, best_var, 
                     best_j_new = kept
                 vars_[s, kept] = vars_[s, j]
                 kept += 1
+            else:
+                inS[s, vars_[s, j]] = False
         n_vars[s] = kept
         n = kept
         best_var[s] = vars_[s, best_j_new]
@@ -151,12 +158,14 @@ def eliminate_in_slot(x, s, vars_, n_vars, T, W, T1, W1, R, A, union, best_var, 
                 counts[k] = 0
                 if A[s, i, v, k] and active[k]:
                     if v == 1:
-                        t, w = T1[s, k, i], W1[s, k, i]
+                        t, w, r = T1[s, k, i], W1[s, k, i], R1[s, k, i]
                     else:
-                        t, w = T[s, k] - T1[s, k, i], W[s, k] - W1[s, k, i]
+                        t = T[s, k] - T1[s, k, i]
+                        w = W[s, k] - W1[s, k, i]
+                        r = Rt[s, k] - R1[s, k, i]
                     if t > 0:
                         counts[k] = t
-                        means[k] = R[s, k, i, v] / w
+                        means[k] = r / w
                         if means[k] > best_mean:
                             best, best_mean = k, means[k]
             if best < 0:
@@ -186,7 +195,7 @@ def eliminate_in_slot(x, s, vars_, n_vars, T, W, T1, W1, R, A, union, best_var, 
 
 @njit(cache=True)
 def learn_event(x, k, y, w, roots, node_kind, node_var, node_child, node_ref, tree_eps, tree_depth,
-                vars_, n_vars, T, W, T1, W1, R, A, union, slot_n, best_var,
+                vars_, n_vars, inS, T, W, Rt, T1, W1, R1, A, union, slot_n, best_var,
                 leaf_T, leaf_W, leaf_R, leaf_A, active, n_active, M, delta, radii, ready):
     """Algorithm 6, lines 9-21 for one event: update every tree's path with (x, k, y, w).
 
@@ -196,22 +205,31 @@ def learn_event(x, k, y, w, roots, node_kind, node_var, node_child, node_ref, tr
     L = roots.shape[0]
     wy = w * y
     n_ready = 0
+    capacity = inS.shape[1]
+    ones = np.empty(x.shape[0], np.int64)  # the variables x sets (the only ones updated)
+    n_ones = 0
+    for i in range(min(x.shape[0], capacity)):
+        if x[i]:
+            ones[n_ones] = i
+            n_ones += 1
     for theta in range(L):
         node = find_path(x, roots[theta], node_kind, node_var, node_child)
         if node_kind[node] == SLOT:
             s = node_ref[node]
             T[s, k] += 1
             W[s, k] += w
+            Rt[s, k] += wy
             slot_n[s] += 1
-            for j in range(n_vars[s]):  # VE lines 2-5 and AE line 2, for the played action
-                i = vars_[s, j]
-                v = x[i]
-                T1[s, k, i] += v  # branch-free: x_i is 0 or 1
-                W1[s, k, i] += w * v
-                R[s, k, i, v] += wy
+            for a in range(n_ones):  # VE lines 2-5 and AE line 2, for the played action
+                i = ones[a]
+                if inS[s, i]:
+                    T1[s, k, i] += 1
+                    W1[s, k, i] += w
+                    R1[s, k, i] += wy
             # "if k = LastAction(A)": with random draws, a round is n_active plays of the path
             if slot_n[s] % n_active == 0:
-                left = eliminate_in_slot(x, s, vars_, n_vars, T, W, T1, W1, R, A, union, best_var,
+                left = eliminate_in_slot(x, s, vars_, n_vars, inS, T, W, Rt, T1, W1, R1, A, union,
+                                         best_var,
                                          active, n_active, M, tree_depth[theta], L,
                                          tree_eps[theta], delta, radii)
                 if left <= 1:
@@ -268,7 +286,7 @@ def paths_status(x, roots, node_kind, node_var, node_child, node_ref, union, lea
 
 
 @njit(cache=True)
-def greedy_actions(x, roots, node_kind, node_var, node_child, node_ref, T, W, T1, W1, R, A,
+def greedy_actions(x, roots, node_kind, node_var, node_child, node_ref, T, W, Rt, T1, W1, R1, A,
                    best_var, vars_, leaf_T, leaf_W, leaf_R, leaf_A, active, allowed, out):
     """``out[theta]``: the best remaining allowed action of tree theta's path by its estimates.
 
@@ -288,10 +306,10 @@ def greedy_actions(x, roots, node_kind, node_var, node_child, node_ref, T, W, T1
             for k in range(K):
                 if A[s, i, v, k] and active[k] and allowed[k]:
                     if v == 1:
-                        wk = W1[s, k, i]
+                        wk, rk = W1[s, k, i], R1[s, k, i]
                     else:
-                        wk = W[s, k] - W1[s, k, i]
-                    mean = R[s, k, i, v] / wk if wk > 0 else 0.0
+                        wk, rk = W[s, k] - W1[s, k, i], Rt[s, k] - R1[s, k, i]
+                    mean = rk / wk if wk > 0 else 0.0
                     if mean > best_mean:
                         best, best_mean = k, mean
         else:

@@ -46,11 +46,13 @@ class ForestStorage:
     def _alloc_slots(self, cap: int, M: int, K: int) -> None:
         self.slot_vars = np.zeros((cap, M), np.int32)
         self.slot_nvars = np.zeros(cap, np.int32)
+        self.slot_in = np.zeros((cap, M), bool)
         self.slot_T = np.zeros((cap, K), np.int64)
         self.slot_W = np.zeros((cap, K))
-        self.slot_T1 = np.zeros((cap, K, M), np.int64)
+        self.slot_Rt = np.zeros((cap, K))
+        self.slot_T1 = np.zeros((cap, K, M), np.int32)
         self.slot_W1 = np.zeros((cap, K, M))
-        self.slot_R = np.zeros((cap, K, M, 2))
+        self.slot_R1 = np.zeros((cap, K, M))
         self.slot_A = np.zeros((cap, M, 2, K), bool)
         self.slot_union = np.zeros((cap, K), bool)
         self.slot_n = np.zeros(cap, np.int64)
@@ -62,8 +64,8 @@ class ForestStorage:
         self.leaf_R = np.zeros((cap, 2, K))
         self.leaf_A = np.zeros((cap, 2, K), bool)
 
-    SLOT_ARRAYS = ("slot_vars", "slot_nvars", "slot_T", "slot_W", "slot_T1", "slot_W1", "slot_R",
-                   "slot_A", "slot_union", "slot_n", "slot_best")
+    SLOT_ARRAYS = ("slot_vars", "slot_nvars", "slot_in", "slot_T", "slot_W", "slot_Rt", "slot_T1",
+                   "slot_W1", "slot_R1", "slot_A", "slot_union", "slot_n", "slot_best")
     LEAF_ARRAYS = ("leaf_T", "leaf_W", "leaf_R", "leaf_A")
 
     def _regrow(self, names, rows: int, M: int, K: int) -> None:
@@ -126,11 +128,14 @@ class ForestStorage:
             self.n_slots += 1
         self.slot_vars[s, : len(variables)] = variables
         self.slot_nvars[s] = len(variables)
+        self.slot_in[s] = False
+        self.slot_in[s, variables] = True
         self.slot_T[s] = 0
         self.slot_W[s] = 0.0
+        self.slot_Rt[s] = 0.0
         self.slot_T1[s] = 0
         self.slot_W1[s] = 0.0
-        self.slot_R[s] = 0.0
+        self.slot_R1[s] = 0.0
         self.slot_A[s] = False
         self.slot_A[s, variables] = self.active
         self.slot_union[s] = self.active
@@ -140,6 +145,7 @@ class ForestStorage:
 
     def free_slot(self, s: int) -> None:
         self.slot_nvars[s] = 0
+        self.slot_in[s] = False
         self.free_slots.append(s)
 
     def new_leaf(self) -> int:
@@ -202,6 +208,7 @@ class ForestStorage:
         state["node_ref"] = ref
         state["slot_nvars"] = self.slot_nvars[live].copy()
         state["slot_vars"] = self.slot_vars[live, :M].copy()
+        state["slot_in"] = self.slot_in[live, :M].copy()
         state["slot_union"] = self.slot_union[live, :K].copy()
         state["slot_A"] = self.slot_A[live, :M, :, :K].copy()
         state["slot_best"] = self.slot_best[live].copy()
@@ -209,9 +216,10 @@ class ForestStorage:
         if statistics:
             state["slot_T"] = self.slot_T[live, :K].copy()
             state["slot_W"] = self.slot_W[live, :K].copy()
+            state["slot_Rt"] = self.slot_Rt[live, :K].copy()
             state["slot_T1"] = self.slot_T1[live, :K, :M].copy()
             state["slot_W1"] = self.slot_W1[live, :K, :M].copy()
-            state["slot_R"] = self.slot_R[live, :K, :M].copy()
+            state["slot_R1"] = self.slot_R1[live, :K, :M].copy()
             state["slot_n"] = self.slot_n[live].copy()
             state["leaf_T"] = self.leaf_T[: self.n_leaves, :, :K].copy()
             state["leaf_W"] = self.leaf_W[: self.n_leaves, :, :K].copy()

@@ -107,17 +107,15 @@ def hand_built_stump(eps: float, x0: int = 1):
     store.slot_W[s, :2] = 100.0
     store.slot_T1[s, :2, :2] = 50
     store.slot_W1[s, :2, :2] = 50.0
-    R = store.slot_R
-    R[s, 0, 0] = [0, 40]
-    R[s, 1, 0] = [30, 5]
-    R[s, 0, 1] = [20, 20]
-    R[s, 1, 1] = [15, 20]
+    store.slot_Rt[s, :2] = [40, 35]  # each action's reward sum, whatever x
+    store.slot_R1[s, 0, :2] = [40, 20]  # with x_0 = 1, with x_1 = 1 (k0)
+    store.slot_R1[s, 1, :2] = [5, 20]  # (k1)
     radii = kernels.radius_table(1024, 2, 0.05, 1)
     x = np.array([x0, 0], np.int8)
     left = kernels.eliminate_in_slot(
-        x, s, store.slot_vars, store.slot_nvars, store.slot_T, store.slot_W, store.slot_T1,
-        store.slot_W1, store.slot_R, store.slot_A, store.slot_union, store.slot_best,
-        store.active, 2, 2, 1, 1, eps, 0.05, radii)
+        x, s, store.slot_vars, store.slot_nvars, store.slot_in, store.slot_T, store.slot_W,
+        store.slot_Rt, store.slot_T1, store.slot_W1, store.slot_R1, store.slot_A, store.slot_union,
+        store.slot_best, store.active, 2, 2, 1, 1, eps, 0.05, radii)
     return left, store.slot_vars[s, :left].tolist(), store.slot_A[s, :, :, :2]
 
 
@@ -209,8 +207,8 @@ def test_state_round_trip_is_exact_and_json_able():
         reward = rng.random()
         forest.learn_one(x, "k2", reward, 0.5)
         clone.learn_one(x, "k2", reward, 0.5)
-    assert clone.to_state()["storage"]["slot_R"].tobytes() == \
-        forest.to_state()["storage"]["slot_R"].tobytes()
+    assert clone.to_state()["storage"]["slot_R1"].tobytes() == \
+        forest.to_state()["storage"]["slot_R1"].tobytes()
 
 
 def test_state_without_statistics_decides_the_same_but_cannot_learn():
