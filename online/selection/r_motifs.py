@@ -134,7 +134,7 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
     history_ : list of dict
         One entry per recursion (tree): ``recursion``, ``n_input_features``, ``subset`` (the
         tree's best subset, column indices), ``accuracy`` (its reward) and ``accepted``
-        (whether it became the optimal subset and fed the next recursion), named ``accepted``.
+        (whether it became the optimal subset and fed the next recursion).
     n_evaluations_, n_cache_hits_ : int
         Reward computations and repeated subsets answered from the cache.
 
@@ -165,6 +165,12 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
     - A new node's ``max(Q)`` is set by its first backup (it is always backed up at once).
     - The empty subset has reward 0.
     - Features keep their column order along the tree's levels in every recursion.
+    - Exact ties in distance at the k-th neighbour are broken by ``numpy.argpartition`` (up to
+      about 550 rows) or scikit-learn's k-nearest search (above); see ``KNNReward``.
+    - The search runs with BLAS / OpenMP limited to one thread (threadpoolctl, installed with
+      scikit-learn): its matrices are small, and on busy cores extra threads made it 5x slower.
+    - ``max_validation_samples`` (off by default) is not in the paper: a cost bound for
+      large data that scores a random subset of rows.
     - Progress fraction: the number of recursions is unknown in advance, so the fraction is
       ``1 - 2 ** -(r + s / S)`` after ``r`` finished recursions and ``s`` simulations of the
       current one (each recursion is assumed to halve what is left), then 1.0 at the end.
