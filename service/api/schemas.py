@@ -277,9 +277,10 @@ class Interaction(Schema):
 
 
 class ExtractedTree(Schema):
-    root: str
-    loss: float
-    leaves: list[str]
+    root: str = Field(description="the field its root splits on (Appendix B.3)")
+    loss: float = Field(description="estimated squared loss L* of the extracted tree (eq. 7)")
+    leaves: list[str] = Field(description="its leaves' conjunctions (at most maxLeaves)")
+    n_leaves: int = Field(description="how many leaves it has")
 
 
 class InteractionsResponse(Schema):

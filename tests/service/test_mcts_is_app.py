@@ -68,6 +68,10 @@ def check_xor_model(client, headers: dict, app: str = "ctr") -> None:
     assert {t["root"] for t in found["trees"]} == {"a", "b", "c"}
     tree_a = next(t for t in found["trees"] if t["root"] == "a")
     assert sorted(tree_a["leaves"]) == ["a=0 & b=0", "a=0 & b=1", "a=1 & b=0", "a=1 & b=1"]
+    assert tree_a["nLeaves"] == 4
+    capped = client.get(f"/apps/{app}/interactions", params={"maxLeaves": 1}, headers=headers)
+    tree_a = next(t for t in capped.json()["trees"] if t["root"] == "a")
+    assert len(tree_a["leaves"]) == 1 and tree_a["nLeaves"] == 4
 
 
 def test_learn_xor_through_the_trainer_then_predict_and_list_interactions(client, trainer, store):
@@ -165,7 +169,13 @@ def test_bad_bodies_are_422(client, store):
     too_many = {"x": {f"f{i}": 1 for i in range(2000)}, "y": 1}
     answer = client.post("/apps/ctr/learn", json=too_many, headers=headers)
     assert answer.status_code == 422 and "GROVE_MAX_FEATURES" in answer.json()["detail"]
-    for params in [{"top": 0}, {"alpha": 0}, {"alpha": 2}, {"leavesOnly": "maybe"}]:
+    for params in [
+        {"top": 0},
+        {"alpha": 0},
+        {"alpha": 2},
+        {"leavesOnly": "maybe"},
+        {"maxLeaves": -1},
+    ]:
         answer = client.get("/apps/ctr/interactions", params=params, headers=headers)
         assert answer.status_code == 422, (params, answer.text)
     assert store.redis.xlen(keys.stream("ctr")) == 0  # nothing refused was queued

@@ -98,6 +98,9 @@ def interactions(
         bool,
         Query(alias="leavesOnly", description="only the leaves of the extracted trees"),
     ] = False,
+    max_leaves: Annotated[
+        int, Query(alias="maxLeaves", ge=0, le=100_000, description="leaves listed per tree")
+    ] = 100,
 ) -> dict:
     """The selected interactions ranked by chi-square, and each extracted tree's leaves."""
     config, version = app_version
@@ -105,4 +108,8 @@ def interactions(
     model = models.get(store, config, version)
     with model.lock:
         found = interactions_fn(model.learner, top, alpha, leaves_only)
-    return {**found, "model_version": model.version}
+    trees = [
+        {**tree, "leaves": tree["leaves"][:max_leaves], "n_leaves": len(tree["leaves"])}
+        for tree in found["trees"]
+    ]
+    return {"interactions": found["interactions"], "trees": trees, "model_version": model.version}
