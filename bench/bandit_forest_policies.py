@@ -74,10 +74,12 @@ class ReferencePlayer(Player):
 
     name = "reference"
 
-    def __init__(self, data: Recoded, seed: int = 0, n_estimators: int = 100):
+    def __init__(self, data: Recoded, seed: int = 0, n_estimators: int = 100, max_depth: int | None = None):
         from sklearn.ensemble import RandomForestClassifier
 
-        self.model = RandomForestClassifier(n_estimators=n_estimators, random_state=seed, n_jobs=1)
+        self.model = RandomForestClassifier(
+            n_estimators=n_estimators, max_depth=max_depth, random_state=seed, n_jobs=1
+        )
         self.model.fit(data.X, data.y)
 
     def play(self, X, y):
@@ -250,4 +252,7 @@ PLAYERS = {
     "vw_eps": lambda data, seed, _: VWEpsilonPlayer(data, seed),
     "vw_squarecb": lambda data, seed, _: VWSquareCBPlayer(data, seed),
     "reference": lambda data, seed, _: ReferencePlayer(data, seed),
+    # not in the paper: the same full-information forest with depth <= 6, the forest's default
+    # maximal depth, to tell the cost of shallow trees from the cost of bandit feedback
+    "reference_d6": lambda data, seed, _: ReferencePlayer(data, seed, max_depth=6),
 }

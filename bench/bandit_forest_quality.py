@@ -33,9 +33,10 @@ from bandit_forest_policies import PLAYERS  # noqa: E402
 from bandit_forest_speed import state_nbytes  # noqa: E402
 from streams import BanditStream, load  # noqa: E402
 
-ORDER = ["reference", "forest", "tree", "linucb", "linucb_river", "vw_eps", "vw_squarecb", "uniform"]
+ORDER = ["reference", "reference_d6", "forest", "tree", "linucb", "linucb_river", "vw_eps", "vw_squarecb", "uniform"]
 LABELS = {
     "reference": "reference RF (offline, full info)",
+    "reference_d6": "RF depth <= 6 (offline, full info)",
     "forest": "Bandit Forest (L=100)",
     "tree": "Bandit Tree (L=1)",
     "linucb": "LinUCB disjoint (river's maths, numpy)",
@@ -220,7 +221,7 @@ def main(argv=None):
     p.add_argument("--data", default="letter,shuttle,adult", help="comma-separated: adult,letter,shuttle")
     p.add_argument("--steps", type=int, default=None, help="default: 1M (letter, shuttle), 200k (adult)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--policies", default=",".join(o for o in ORDER if o != "linucb_river"), help=f"comma-separated from {sorted(PLAYERS)}")
+    p.add_argument("--policies", default=",".join(o for o in ORDER if o not in ("linucb_river", "reference_d6")), help=f"comma-separated from {sorted(PLAYERS)}")
     p.add_argument("--out", type=Path, default=Path("bench/out/bandit_forest"), help="run results + table")
     p.add_argument("--plots", type=Path, default=Path("bench/plots"), help="where the PNGs go")
     p.add_argument("--every", type=int, default=1000, help="record the cumulative reward every N steps")
