@@ -53,11 +53,12 @@ def best_lr(blocks, y, parts):
     for C in LR_C:
         lr = LogisticRegression(C=C, max_iter=2000, solver="liblinear")
         lr.fit(blocks[0], y[tr])
-        auc_va = roc_auc_score(y[va], lr.predict_proba(blocks[1])[:, 1])
-        if best is None or auc_va > best[0]:
+        p_va = np.clip(lr.predict_proba(blocks[1])[:, 1], 1e-7, 1 - 1e-7)
+        key = (roc_auc_score(y[va], p_va), -log_loss(y[va], p_va))  # ties in AUC: log loss
+        if best is None or key > best[4]:
             p = np.clip(lr.predict_proba(blocks[2])[:, 1], 1e-7, 1 - 1e-7)
-            best = (auc_va, roc_auc_score(y[te], p), log_loss(y[te], p), C)
-    return best
+            best = (key[0], roc_auc_score(y[te], p), log_loss(y[te], p), C, key)
+    return best[:4]
 
 
 def lightgbm_leaves(Xc, y, tr, n_trees, leaves, seed):
@@ -120,7 +121,7 @@ def run(name, seed, args, out):
         L = lightgbm_leaves(Xc, y, tr, n_trees, leaves, seed)
         hot = onehot(L[tr], L[va], L[te])
         res = best_lr([sp.hstack([r, h]).tocsr() for r, h in zip(raw, hot)], y, parts)
-        if best is None or res[0] > best[0][0]:
+        if best is None or res[0] > best[0][0]:  # validation AUC
             best = (res, leaves, int(sum(len(np.unique(L[tr][:, k])) for k in range(L.shape[1]))))
     emit("LR+LightGBM", best[0], leaves=best[1], n_leaf_features=best[2])
 
