@@ -102,29 +102,27 @@ def eliminate_in_slot(x, s, vars_, n_vars, inS, T, W, Rt, T1, W1, R1, A, union, 
         if active[k] and union[s, k] and (t_min < 0 or T[s, k] < t_min):
             t_min = T[s, k]
     if n > 1 and t_min > 0:
-        # VE lines 2-7: mu^i = sum_v max_k mu_{k,v}^i with mu_{k,v}^i = R / W
-        mu = np.empty(n)
-        inv_w = np.zeros(K)
+        # VE lines 2-7: mu^i = sum_v max_k mu_{k,v}^i with mu_{k,v}^i = R / W. Actions outside,
+        # variables inside, over the whole row (the removed ones are ignored below): contiguous
+        # loops the compiler vectorizes.
+        width = min(inS.shape[1], M)
+        top0 = np.full(width, -np.inf)
+        top1 = np.full(width, -np.inf)
         for k in range(K):
             if active[k] and union[s, k]:
-                inv_w[k] = 1.0 / W[s, k]
+                inv_w = 1.0 / W[s, k]
+                mean_k = Rt[s, k] * inv_w
+                row = R1[s, k]
+                for i in range(width):
+                    value1 = row[i] * inv_w
+                    top1[i] = max(top1[i], value1)
+                    top0[i] = max(top0[i], mean_k - value1)
+        mu = np.empty(n)
         best_j = 0
         for j in range(n):
             i = vars_[s, j]
-            total = 0.0
-            top0 = -np.inf
-            top1 = -np.inf
-            for k in range(K):
-                if active[k] and union[s, k]:
-                    value1 = R1[s, k, i] * inv_w[k]
-                    value0 = Rt[s, k] * inv_w[k] - value1
-                    if value1 > top1:
-                        top1 = value1
-                    if value0 > top0:
-                        top0 = value0
-            total = top0 + top1
-            mu[j] = total
-            if total > mu[best_j]:
+            mu[j] = top0[i] + top1[i]
+            if mu[j] > mu[best_j]:
                 best_j = j
         radius = variable_radius(t_min, n_active, M, delta, D, L)
         kept = 0
