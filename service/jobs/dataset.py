@@ -88,7 +88,8 @@ def read_events(client: redis.Redis, app: str, last: int) -> pd.DataFrame:
 
     One row per entry of the app's event stream (:func:`service.keys.stream`): the context
     features as columns, then ``action``, ``reward`` (in the app's range) and ``probability``
-    (the logged propensity). Features missing from an event's context are NaN.
+    (the logged propensity), or ``label`` for the labeled events of a supervised (mcts-is) app.
+    Features missing from an event's context are NaN.
     """
     entries: list = []
     newest = "+"
@@ -105,8 +106,11 @@ def read_events(client: redis.Redis, app: str, last: int) -> pd.DataFrame:
         f = {_s(k): v for k, v in fields.items()}
         context = codec.unpack(f["context"]) if "context" in f else {}
         row = {(f"context.{k}" if k in EVENT_COLUMNS else k): v for k, v in context.items()}
-        row["action"] = _s(f["action"])
-        row["reward"] = float(f["reward"])
-        row["probability"] = float(f["probability"])
+        if "label" in f:  # a labeled event of a supervised app (mcts-is): no action
+            row["label"] = int(f["label"])
+        else:
+            row["action"] = _s(f["action"])
+            row["reward"] = float(f["reward"])
+            row["probability"] = float(f["probability"])
         rows.append(row)
     return pd.DataFrame(rows)
