@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from service.jobs import feature_selection, pruning
+from service.jobs import feature_selection, pruning, rule_distillation
 from service.jobs.dataset import Dataset
 
 Progress = Callable[[float, str], None]
@@ -59,6 +59,14 @@ KINDS: dict[str, JobKind] = {
             pruning.run,
             "MEPSI ensemble pruning: a random forest from uploaded data, or an app's Bandit Forest",
             preload=("sklearn.ensemble", "online.pruning", "online.bandit.forest"),
+        ),
+        JobKind(
+            "rule-distillation",
+            rule_distillation.RuleDistillationParams,
+            rule_distillation.run,
+            "RuDi: weighted rules that explain a teacher's scores of event sequences, or when "
+            "an app's policy chooses an action",
+            preload=("online.rules", "sklearn.metrics", "online.bandit.forest"),
         ),
     )
 }
