@@ -62,7 +62,7 @@ def test_trees_are_the_forests_internal_nodes_in_preorder(forest):
 
 
 def test_votes_are_each_trees_greedy_action(forest, contexts):
-    P = bandit_forest_votes(forest, contexts)
+    P = bandit_forest_votes(forest, contexts, exploring="greedy")
     assert P.shape == (forest.n_trees, len(contexts)) and P.dtype == object
     for j in (0, 7, 50):
         assert P[:, j].tolist() == forest.tree_votes(contexts[j])
@@ -73,6 +73,24 @@ def test_votes_are_each_trees_greedy_action(forest, contexts):
     ]
     assert np.mean(agree) > 0.9
     assert bandit_forest_votes(forest, []).shape == (forest.n_trees, 0)
+    with pytest.raises(ValueError, match="exploring"):
+        bandit_forest_votes(forest, contexts, exploring="abstain")
+
+
+def test_by_default_a_path_still_exploring_has_no_vote(forest, contexts):
+    """decide's rule: only finished paths vote; the others are NO_VOTE, the rest as greedy."""
+    P = bandit_forest_votes(forest, contexts)
+    greedy = bandit_forest_votes(forest, contexts, exploring="greedy")
+    assert 0 < np.mean(P == NO_VOTE) < 1  # this stream has both kinds of paths
+    voted = P != NO_VOTE
+    assert (P[voted] == greedy[voted]).all()
+    for t in (0, forest.n_trees - 1):
+        alone = forest.select_trees([t])
+        for j in range(0, len(contexts), 10):
+            d = alone.decide(contexts[j])
+            assert (P[t, j] == NO_VOTE) == d.explored
+            if not d.explored:  # a finished path plays its vote for sure
+                assert d.action == P[t, j] and d.probability == 1.0
 
 
 def test_a_tree_without_a_vote_counts_as_wrong():

@@ -134,10 +134,12 @@ def _learned(http, name: str, key: dict, n: int) -> int:
 
 @pytest.fixture(scope="module")
 def live_app(grove):  # noqa: F811
-    """A Bandit Forest app (10 trees) that has logged 300 events."""
+    """A Bandit Forest app (10 shallow trees, quick to finish exploring) with 300 events."""
     http, client, *_ = grove
     name = f"prune-{uuid.uuid4().hex[:6]}"
-    forest = {"kind": "bandit-forest", "params": {"n_trees": 10, "warmup": 20, "seed": 3}}
+    params = {"n_trees": 10, "warmup": 20, "seed": 3, "max_depth": [1, 2], "epsilon": 0.8,
+              "delta": 0.5}
+    forest = {"kind": "bandit-forest", "params": params}
     created = http.post(
         "/apps", json=app_body(name, policy=forest, actions=["a", "b"]), headers=ADMIN
     )
@@ -167,7 +169,8 @@ def test_live_app_forest_is_pruned_published_and_still_decides(grove, live_app):
     assert result["mode"] == "live" and result["nTrees"] == 10 and result["k"] == K_LIVE
     assert len(set(result["selectedTrees"])) == K_LIVE
     assert result["eventsPruning"] + result["eventsValidation"] == 300
-    assert 0 <= result["agreement"]["mepsi"] <= 1
+    assert 0 <= result["agreement"]["mepsi"] <= 1 and result["exploring"] == "wrong"
+    assert 0 < result["treeVotes"] < 1  # some paths vote, some still explore
     value = result["value"]
     assert value["withinTolerance"] and 0 <= value["full"]["value"] <= 1
     assert result["latency"]["full"]["meanMicroseconds"] > 0 and result["latency"]["speedup"] > 0
@@ -203,11 +206,17 @@ def test_live_check_without_publishing_leaves_the_model_alone(grove):  # noqa: F
     key = {"Authorization": f"Bearer {created.json()['apiKey']}"}
     _feed(http, name, key, 120, seed=5)
     version = _learned(http, name, key, 120)
-    body = {"app": name, "last": 120, "params": {"k": 2, "publish": False}}
+    # a young forest: every path still explores, so no tree votes by decide's rule
+    body = {"app": name, "last": 120, "params": {"k": 2}}
+    final = follow(http, http.post("/jobs/pruning", json=body, headers=key).json()["id"],
+                   headers=key, timeout=60)[0]
+    assert final["state"] == "failed" and "exploring='greedy'" in final["error"], final
+    body = {"app": name, "last": 120, "params": {"k": 2, "publish": False, "exploring": "greedy"}}
     final = follow(http, http.post("/jobs/pruning", json=body, headers=key).json()["id"],
                    headers=key, timeout=60)[0]
     assert final["state"] == "done", final
     assert final["result"]["publication"]["status"] == "skipped"
+    assert final["result"]["treeVotes"] == 1.0
     assert http.get(f"/apps/{name}", headers=key).json()["modelVersion"] == version
 
 
