@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Response
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import APIKeyHeader
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,7 +30,8 @@ from service.api.personalizer_map import FeatureShapeError, flatten
 from service.api.routes.decisions import _decide_one, log_decision, log_event
 from service.api.schemas import EVENT_ID, ActionSpec, DecideRequest
 from service.records import AppConfig
-from service.store import Conflict
+from service.settings import Settings
+from service.store import Conflict, Store
 
 PREFIX = "/personalizer/v1.0"
 router = APIRouter(prefix=PREFIX, tags=["personalizer"])
@@ -77,23 +79,33 @@ class RewardRequest(_Lenient):
 EventId = Annotated[str, Path(pattern=EVENT_ID, description="the eventId of a rank call")]
 
 
-def personalizer_app(
-    store: StoreDep,
-    settings: SettingsDep,
+async def personalizer_key(
     credentials: BearerDep,
     subscription_key: Annotated[str | None, Depends(_subscription_key)],
-) -> tuple[AppConfig, int]:
-    """The app whose API key is in ``Ocp-Apim-Subscription-Key`` (or ``Authorization: Bearer``)."""
+) -> str:
+    """The key in ``Ocp-Apim-Subscription-Key`` (or ``Authorization: Bearer``); no I/O."""
     key = subscription_key or (credentials.credentials if credentials else None)
     if not key:
         raise HTTPException(
             401, "missing key: send the app's API key as 'Ocp-Apim-Subscription-Key'"
         )
+    return key
+
+
+KeyDep = Annotated[str, Depends(personalizer_key)]
+
+
+def _app_of(key: str, store: Store, settings: Settings) -> tuple[AppConfig, int]:
+    """The app whose API key ``key`` is, and its model version (two Redis reads)."""
     name = store.key_owner(hash_key(key))
     if name is None:
         raise HTTPException(401, "unknown key: use the API key of a Grove app (not the admin key)")
     config, version = store.get_app_and_version(name)
     return _authorized_app(name, config, key, settings, store), version
+
+
+def personalizer_app(key: KeyDep, store: StoreDep, settings: SettingsDep) -> tuple[AppConfig, int]:
+    return _app_of(key, store, settings)
 
 
 PersonalizerAppDep = Annotated[tuple[AppConfig, int], Depends(personalizer_app)]
@@ -111,15 +123,16 @@ def _ranking(answer: dict, excluded: list[str]) -> list[dict]:
 
 
 @router.post("/rank", status_code=201, response_model=RankResponse)
-def rank(
-    body: RankRequest,
-    app_version: PersonalizerAppDep,
-    store: StoreDep,
-    models: ModelsDep,
-    settings: SettingsDep,
+async def rank(
+    body: RankRequest, key: KeyDep, store: StoreDep, models: ModelsDep, settings: SettingsDep
 ) -> dict:
     """Personalizer's Rank: choose among ``actions`` for ``contextFeatures``."""
-    config, version = app_version
+    # like /apps/{app}/decide: key lookup, model and Redis work in one thread-pool call
+    return await run_in_threadpool(_rank, body, key, store, models, settings)
+
+
+def _rank(body: RankRequest, key: str, store: Store, models, settings: Settings) -> dict:
+    config, version = _app_of(key, store, settings)
     try:
         context = flatten(body.contextFeatures)
         actions = [ActionSpec(id=a.id, features=flatten(a.features)) for a in body.actions]
@@ -150,11 +163,17 @@ def rank(
 
 
 @router.post("/events/{eventId}/reward", status_code=204, response_class=Response)
-def reward(
-    eventId: EventId, body: RewardRequest, app_version: PersonalizerAppDep, store: StoreDep
+async def reward(
+    eventId: EventId, body: RewardRequest, key: KeyDep, store: StoreDep, settings: SettingsDep
 ) -> Response:
     """Personalizer's Reward: ``{"value": x}`` for the event (the app's rewardRange applies)."""
-    config, _ = app_version
+    return await run_in_threadpool(_reward, eventId, body, key, store, settings)
+
+
+def _reward(
+    eventId: str, body: RewardRequest, key: str, store: Store, settings: Settings
+) -> Response:
+    config, _ = _app_of(key, store, settings)
     low, high = config.reward_range
     if not low <= body.value <= high:  # also refuses NaN
         raise HTTPException(
