@@ -181,7 +181,8 @@ def plot(runs: dict[str, dict], data_name: str, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=90)
     ref_cum = np.asarray(ref["cum_reward"])
     for name, r in runs.items():
-        if name in ("reference", "linucb_river") or r["every"] != ref["every"]:  # linucb_river: a check
+        # linucb_river is a check of linucb; uniform's regret (see the table) would flatten the rest
+        if name in ("reference", "linucb_river", "uniform") or r["every"] != ref["every"]:
             continue
         cum = np.asarray(r["cum_reward"])
         n = min(len(cum), len(ref_cum))
@@ -189,7 +190,8 @@ def plot(runs: dict[str, dict], data_name: str, path: Path) -> None:
         ax.plot(x, ref_cum[:n] - cum[:n], label=f"{label(name)} ({r['mean_reward']:.3f})")
     ax.set_xlabel("steps")
     ax.set_ylabel("cumulative regret vs reference RF")
-    ax.set_title(f"{data_name}: noisy stream (flip 0.05), seed {ref['seed']}; ref avg {ref['mean_reward']:.3f}")
+    ax.set_title(f"{data_name}: noisy stream (flip 0.05), seed {ref['seed']}; reference avg {ref['mean_reward']:.3f}"
+                 + (f", uniform {runs['uniform']['mean_reward']:.3f}" if "uniform" in runs else ""), fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -198,12 +200,40 @@ def plot(runs: dict[str, dict], data_name: str, path: Path) -> None:
     plt.close(fig)
 
 
+def plot_memory(all_runs: dict[str, dict[str, dict]], path: Path) -> None:
+    """Bytes of the forest's arrays (``memory_usage()``) along each Bandit Forest / Tree run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=90)
+    for data_name, runs in all_runs.items():
+        for name, r in runs.items():
+            if r.get("memory_usage"):
+                m = np.asarray(r["memory_usage"], dtype=float)
+                ax.plot(m[:, 0], m[:, 1] / 2**20, marker=".", label=f"{data_name}: {label(name)}")
+    if not ax.lines:
+        plt.close(fig)
+        return
+    ax.set_xlabel("events learned")
+    ax.set_ylabel("forest arrays (MiB, memory_usage())")
+    ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def report(out: Path, plots: Path, data_names: list[str], seed: int) -> str:
     text = []
+    all_runs = {}
     for data_name in data_names:
         runs = collect(out, data_name, seed)
         if not runs:
             continue
+        all_runs[data_name] = runs
         any_run = next(iter(runs.values()))
         text.append(
             f"### {data_name} ({any_run['n_features']} binary variables, {any_run['n_actions']} actions, seed {seed})\n"
@@ -211,6 +241,7 @@ def report(out: Path, plots: Path, data_names: list[str], seed: int) -> str:
         text.extend(table(runs))
         text.append("")
         plot(runs, data_name, plots / f"bandit_forest_regret_{data_name}.png")
+    plot_memory(all_runs, plots / "bandit_forest_memory.png")
     md = "\n".join(text)
     (out / "bandit_forest_quality.md").write_text(md + "\n")
     return md
