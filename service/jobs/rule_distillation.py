@@ -198,8 +198,12 @@ def _upload(params: RuleDistillationParams, dataset: Dataset, progress):
             "rule-distillation of uploaded data needs 'entity' (the entity id column) and "
             "'scores' (the teacher score column)"
         )
-    named = {"entity": params.entity, "order": params.order, "scores": params.scores,
-             "labels": params.labels}
+    named = {
+        "entity": params.entity,
+        "order": params.order,
+        "scores": params.scores,
+        "labels": params.labels,
+    }
     for role, column in named.items():
         if column is not None and column not in frame.columns:
             raise DatasetError(
@@ -234,8 +238,11 @@ def _upload(params: RuleDistillationParams, dataset: Dataset, progress):
 
 def _context_names(frame: pd.DataFrame) -> dict[str, str]:
     """Frame column -> context feature name (``context.<name>`` back to ``<name>``)."""
-    return {c: (c[len("context."):] if c.startswith("context.") and c[8:] in EVENT_COLUMNS
-                else c) for c in frame.columns if c not in EVENT_COLUMNS}
+    return {
+        c: (c[len("context.") :] if c.startswith("context.") and c[8:] in EVENT_COLUMNS else c)
+        for c in frame.columns
+        if c not in EVENT_COLUMNS
+    }
 
 
 def _contexts(frame: pd.DataFrame, names: dict[str, str]) -> list[dict]:
@@ -257,8 +264,10 @@ def _live(params: RuleDistillationParams, dataset: Dataset, progress):
     if store is None or app is None:
         raise DatasetError("rule-distillation of logged events needs the app's model store")
     if params.action is None:
-        raise DatasetError("rule-distillation of an app's logged events needs 'action' "
-                           "(explain when the app's policy chooses it)")
+        raise DatasetError(
+            "rule-distillation of an app's logged events needs 'action' "
+            "(explain when the app's policy chooses it)"
+        )
     config = store.require_app(app)
     actions = config.action_ids
     if params.action not in actions:
@@ -311,7 +320,7 @@ def _live(params: RuleDistillationParams, dataset: Dataset, progress):
 # -- RuDi --------------------------------------------------------------------------------------
 def _split(entities: np.ndarray, test_size: float, seed: int):
     n = len(entities)
-    n_test = int(round(test_size * n))
+    n_test = round(test_size * n)
     if test_size > 0 and (n_test < 2 or n - n_test < 2):
         raise DatasetError(
             f"{n} entities: too few to hold out a {test_size:g} share (set testSize to 0 "
@@ -323,8 +332,9 @@ def _split(entities: np.ndarray, test_size: float, seed: int):
     return np.sort(entities[order[n_test:]]), np.sort(entities[order[:n_test]])
 
 
-def _distil(params, events: pd.DataFrame, entity: str, order, scores: pd.Series, labels,
-            progress) -> dict[str, Any]:
+def _distil(
+    params, events: pd.DataFrame, entity: str, order, scores: pd.Series, labels, progress
+) -> dict[str, Any]:
     from online.rules import RuDi
 
     entities = np.unique(events[entity].to_numpy())
@@ -345,17 +355,33 @@ def _distil(params, events: pd.DataFrame, entity: str, order, scores: pd.Series,
     fit_events, test_events = events[~held], events[held]
 
     model = RuDi(
-        K=params.K, D=params.D, R=params.R, B=params.B, n_simulations=params.n_simulations,
-        H=params.H, L=params.L, epochs=params.epochs, batch_size=params.batch_size,
-        lr=tuple(params.lr), temperature=tuple(params.temperature),
-        max_categories=params.max_categories, categorical=params.categorical,
-        operators=params.operators, random_state=params.random_state,
+        K=params.K,
+        D=params.D,
+        R=params.R,
+        B=params.B,
+        n_simulations=params.n_simulations,
+        H=params.H,
+        L=params.L,
+        epochs=params.epochs,
+        batch_size=params.batch_size,
+        lr=tuple(params.lr),
+        temperature=tuple(params.temperature),
+        max_categories=params.max_categories,
+        categorical=params.categorical,
+        operators=params.operators,
+        random_state=params.random_state,
     )
     lo, hi = 0.1, 0.95
     t0 = time.perf_counter()
     try:
-        model.fit(fit_events, entity, fit_scores, labels=fit_labels, order_col=order,
-                  progress=lambda f, msg: progress(lo + (hi - lo) * f, msg))
+        model.fit(
+            fit_events,
+            entity,
+            fit_scores,
+            labels=fit_labels,
+            order_col=order,
+            progress=lambda f, msg: progress(lo + (hi - lo) * f, msg),
+        )
     except (ValueError, TypeError) as exc:  # RuDi's word on input it cannot use
         raise DatasetError(f"RuDi cannot fit this data: {exc}") from None
     fit_seconds = time.perf_counter() - t0
@@ -370,36 +396,55 @@ def _distil(params, events: pd.DataFrame, entity: str, order, scores: pd.Series,
             test_labels = None  # one class among the held-out entities: no AUC there
         score = model.score(test_events, scores.loc[test_ids], test_labels)
         held_out = {
-            "entities": int(len(test_ids)),
+            "entities": len(test_ids),
             "fidelity": score["fidelity"],
             "auc": score.get("auc"),
             "seconds": time.perf_counter() - t1,
         }
     return {
-        "entities": int(len(entities)),
-        "entitiesFitted": int(len(fit_ids)),
+        "entities": len(entities),
+        "entitiesFitted": len(fit_ids),
         "eventsFitted": int(fit_events.shape[0]),
-        "features": {"numerical": model.schema_.numerical,
-                     "categorical": model.schema_.categorical},
+        "features": {
+            "numerical": model.schema_.numerical,
+            "categorical": model.schema_.categorical,
+        },
         "rules": [
-            {"rule": r["rule"], "weight": r["weight"], "support": r["support"],
-             "nLiterals": r["n_literals"]}
+            {
+                "rule": r["rule"],
+                "weight": r["weight"],
+                "support": r["support"],
+                "nLiterals": r["n_literals"],
+            }
             for r in model.rules_
         ],
         "rulesText": model.rules_text(),
         "statistics": [
-            {"name": s["name"], "dimensions": s["dimensions"], "operators": s["operators"],
-             "correlation": s["correlation"], "partialCorrelation": s["partial_correlation"]}
+            {
+                "name": s["name"],
+                "dimensions": s["dimensions"],
+                "operators": s["operators"],
+                "correlation": s["correlation"],
+                "partialCorrelation": s["partial_correlation"],
+            }
             for s in model.statistics_
         ],
         "multipleCorrelation": model.multiple_correlation_,
         "fidelity": model.fidelity_,
         "auc": model.auc_,
         "heldOut": held_out,
-        "params": {"K": params.K, "D": params.D, "R": params.R, "B": params.B,
-                   "nSimulations": params.n_simulations, "H": params.H, "L": params.L,
-                   "epochs": params.epochs, "testSize": params.test_size,
-                   "randomState": params.random_state},
+        "params": {
+            "K": params.K,
+            "D": params.D,
+            "R": params.R,
+            "B": params.B,
+            "nSimulations": params.n_simulations,
+            "H": params.H,
+            "L": params.L,
+            "epochs": params.epochs,
+            "testSize": params.test_size,
+            "randomState": params.random_state,
+        },
         "timings": {
             "fitSeconds": fit_seconds,
             "statisticsSearchSeconds": model.search_seconds_,

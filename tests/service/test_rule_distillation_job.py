@@ -32,16 +32,19 @@ def events(n: int = 200, seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     lengths = rng.integers(1, 7, n)
     m = int(lengths.sum())
-    frame = pd.DataFrame({
-        "user": np.repeat([f"u{i}" for i in range(n)], lengths),
-        "time": rng.integers(0, 10_000, m),
-        "kind": rng.choice(["buy", "view"], m, p=[0.4, 0.6]),
-        "amount": rng.integers(1, 50, m).astype(float),
-    })
+    frame = pd.DataFrame(
+        {
+            "user": np.repeat([f"u{i}" for i in range(n)], lengths),
+            "time": rng.integers(0, 10_000, m),
+            "kind": rng.choice(["buy", "view"], m, p=[0.4, 0.6]),
+            "amount": rng.integers(1, 50, m).astype(float),
+        }
+    )
     buys = (frame["kind"] == "buy").groupby(frame["user"]).sum()
     teacher = (buys >= 3).astype(float)
     frame["score"] = frame["user"].map(teacher)
-    frame["label"] = frame["user"].map(teacher.astype(int))
+    # the score on every row of the user, the label on its first row only (both are accepted)
+    frame["label"] = frame["user"].map(teacher.astype(int)).where(~frame["user"].duplicated())
     return frame
 
 
@@ -122,8 +125,7 @@ def live_app(grove):  # noqa: F811
     name = f"rudi-{uuid.uuid4().hex[:6]}"
     # stumps that finish fast (depth 1, a loose delta and epsilon): within a few hundred events
     # the forest votes 'a' where x == 1 (with the defaults it still explores everywhere)
-    params = {"n_trees": 10, "warmup": 20, "seed": 3, "max_depth": 1, "delta": 0.5,
-              "epsilon": 0.9}
+    params = {"n_trees": 10, "warmup": 20, "seed": 3, "max_depth": 1, "delta": 0.5, "epsilon": 0.9}
     forest = {"kind": "bandit-forest", "params": params}
     created = http.post(
         "/apps", json=app_body(name, policy=forest, actions=["a", "b"]), headers=ADMIN
@@ -156,7 +158,9 @@ def test_live_app_rules_explain_when_the_forest_chooses_an_action(grove, live_ap
     teacher = result["teacher"]
     assert 0 <= teacher["min"] < teacher["max"] <= 1
     assert set(result["features"]["numerical"] + result["features"]["categorical"]) == {
-        "x", "color"}
+        "x",
+        "color",
+    }
     # a sequence of length one: the statistics are the context's own values; x decides
     assert any("x" in s["name"] for s in result["statistics"]), result["statistics"]
     assert result["rules"] and "x" in result["rules"][0]["rule"], result["rules"]
@@ -169,8 +173,12 @@ def test_bad_parameters_are_refused_or_fail_with_a_message(grove, live_app):  # 
     name, key, _ = live_app
     small = events(30)
     base = {"entity": "user", "scores": "score", **TINY}
-    for params in ({**base, "R": 3}, {**base, "K": 0}, {**base, "rules": 4},
-                   {**base, "lr": [0.1, 0]}):
+    for params in (
+        {**base, "R": 3},
+        {**base, "K": 0},
+        {**base, "rules": 4},
+        {**base, "lr": [0.1, 0]},
+    ):
         refused = submit_upload(http, small, params)
         assert refused.status_code == 422, (params, refused.text)
     varying = small.assign(score=np.arange(len(small), dtype=float))
@@ -181,13 +189,30 @@ def test_bad_parameters_are_refused_or_fail_with_a_message(grove, live_app):  # 
         (submit_upload(http, varying, base), "must hold one value per entity"),
         (submit_upload(http, small.assign(score=1.0), base), "nothing to explain"),
         (submit_upload(http, small, {**base, "features": ["score"]}), "cannot be features"),
-        (http.post(live, json={"app": name, "last": 50, "params": TINY}, headers=key),
-         "needs 'action'"),
-        (http.post(live, json={"app": name, "last": 50, "params": {"action": "zz", **TINY}},
-                   headers=key), "is not an action of app"),
-        (http.post(live, json={"app": name, "last": 50, "params": {"action": "a",
-                                                                   "entity": "x"}},
-                   headers=key), "do not apply to rule-distillation of an app's logged events"),
+        (
+            submit_upload(http, small.assign(label=2), {**base, "labels": "label"}),
+            "must hold 0/1 values",
+        ),
+        (
+            http.post(live, json={"app": name, "last": 50, "params": TINY}, headers=key),
+            "needs 'action'",
+        ),
+        (
+            http.post(
+                live,
+                json={"app": name, "last": 50, "params": {"action": "zz", **TINY}},
+                headers=key,
+            ),
+            "is not an action of app",
+        ),
+        (
+            http.post(
+                live,
+                json={"app": name, "last": 50, "params": {"action": "a", "entity": "x"}},
+                headers=key,
+            ),
+            "do not apply to rule-distillation of an app's logged events",
+        ),
     ]
     for answer, words in failing:
         assert answer.status_code == 202, answer.text
