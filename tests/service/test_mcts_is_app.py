@@ -119,7 +119,7 @@ def test_kind_mismatches_are_422_with_a_message(client):
     decide = client.post(
         "/apps/ctr/decide", json={"context": {"a": "0"}, "actions": ["x"]}, headers=ctr
     )
-    assert decide.status_code == 422 and "/apps/{app}/predict" in decide.json()["detail"]
+    assert decide.status_code == 422 and "/apps/ctr/predict" in decide.json()["detail"]
     for method, path, body in [
         ("POST", "/apps/shop/predict", {"x": {"a": "0"}}),
         ("POST", "/apps/shop/learn", {"x": {"a": "0"}, "y": 1}),
@@ -247,3 +247,13 @@ def test_end_to_end_against_grove_serve(redis_server, tmp_path):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+
+def test_decide_without_actions_and_patch_actions_name_the_kind(client):
+    """Decide on an mcts-is app says what the app serves; PATCH cannot give it actions."""
+    key = create_mcts(client, "ctr-kind")
+    r = client.post("/apps/ctr-kind/decide", headers=key, json={"context": {"a": "x"}})
+    assert r.status_code == 422 and "mcts-is" in r.json()["detail"], r.text
+    r = client.patch("/apps/ctr-kind", headers=ADMIN, json={"actions": ["a1"]})
+    assert r.status_code == 422 and "no actions" in r.json()["detail"], r.text

@@ -89,6 +89,11 @@ def update_app(app: AppName, body: AppUpdate, store: StoreDep, _: AdminDep) -> d
     """Change the actions, the reward wait time or the default reward."""
     changes: dict = {}
     if body.actions is not None:
+        kind = model_kind(store.require_app(app).policy_kind)
+        if not kind.uses_actions:
+            raise HTTPException(
+                422, f"app {app!r} is a {kind.name!r} app: it takes no actions; leave 'actions' out"
+            )
         changes["actions"] = _actions(body.actions)
     if body.reward_wait_time is not None:
         changes["reward_wait_time"] = body.reward_wait_time

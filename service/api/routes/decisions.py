@@ -28,6 +28,7 @@ from service.api.schemas import (
     RewardResponse,
 )
 from service.logs import events
+from service.models import WrongKind
 from service.records import AppConfig, NewDecision
 
 router = APIRouter(prefix="/apps/{app}", tags=["decisions"])
@@ -61,6 +62,10 @@ def _decide_one(
             f"the context has {len(body.context)} features, over the limit of {max_features} "
             "(GROVE_MAX_FEATURES)",
         )
+    try:  # an app of a supervised kind (mcts-is) has no decide: say which routes it serves
+        decide = model.kind.require("decide", config.name)
+    except WrongKind as exc:
+        raise HTTPException(422, str(exc)) from None
     actions = [a.id for a in body.actions] if body.actions is not None else config.action_ids
     if not actions:
         raise HTTPException(
@@ -72,7 +77,7 @@ def _decide_one(
         raise HTTPException(422, "every action is excluded (excludedActions)")
     try:
         with model.lock:
-            choice = model.kind.decide(model.learner, body.context, actions, list(excluded))
+            choice = decide(model.learner, body.context, actions, list(excluded))
     except (ValueError, TypeError) as exc:
         raise HTTPException(422, f"cannot decide for this context: {exc}") from None
     event_id = body.event_id or uuid.uuid4().hex
