@@ -148,8 +148,13 @@ def _run_labeled(params: PruningParams, dataset: Dataset, progress) -> dict[str,
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.model_selection import train_test_split
 
-    from online.pruning import METHODS, MEPSI, forest_predictions, from_sklearn_forest
-    from online.pruning import vote_accuracy
+    from online.pruning import (
+        MEPSI,
+        METHODS,
+        forest_predictions,
+        from_sklearn_forest,
+        vote_accuracy,
+    )
 
     frame = dataset.frame
     if params.target is None:
@@ -209,7 +214,7 @@ def _run_labeled(params: PruningParams, dataset: Dataset, progress) -> dict[str,
         selected = np.asarray(selected, dtype=np.int64)
         return {
             "method": name,
-            "nTrees": int(len(selected)),
+            "nTrees": len(selected),
             "testAccuracy": vote_accuracy(P_te, y_te, selected),
             "trainAccuracy": vote_accuracy(P_tr, y_tr, selected),
             "seconds": seconds,
@@ -239,9 +244,9 @@ def _run_labeled(params: PruningParams, dataset: Dataset, progress) -> dict[str,
         "k": params.k,
         "c": params.c,
         "rows": rows_given,
-        "rowsTrain": int(len(y_tr)),
-        "rowsTest": int(len(y_te)),
-        "classes": int(len(classes)),
+        "rowsTrain": len(y_tr),
+        "rowsTest": len(y_te),
+        "classes": len(classes),
         "vote": params.vote,
         "forest": {
             "nTrees": params.n_estimators,
@@ -308,7 +313,11 @@ def _latency(forest, contexts) -> dict[str, float]:
 def _run_live(params: PruningParams, dataset: Dataset, progress) -> dict[str, Any]:
     from online.pruning import MEPSI
     from online.pruning.bandit_forest import (
-        NO_VOTE, bandit_forest_trees, bandit_forest_votes, label_codes)
+        NO_VOTE,
+        bandit_forest_trees,
+        bandit_forest_votes,
+        label_codes,
+    )
     from online.pruning.voting import vote_error
     from service.models import model_kind
 
@@ -325,7 +334,7 @@ def _run_live(params: PruningParams, dataset: Dataset, progress) -> dict[str, An
         raise DatasetError(f"k={params.k} must be below the app's forest size ({n_trees} trees)")
     frame = dataset.frame
     n = int(frame.shape[0])
-    n_val = int(round(params.validation_fraction * n))
+    n_val = round(params.validation_fraction * n)
     if n_val < 1 or n - n_val < 2:
         raise DatasetError(f"{n} logged events: too few to prune and check the value")
     contexts = _contexts(frame)

@@ -135,7 +135,7 @@ def _learned(http, name: str, key: dict, n: int) -> int:
 @pytest.fixture(scope="module")
 def live_app(grove):  # noqa: F811
     """A Bandit Forest app (10 shallow trees, quick to finish exploring) with 300 events."""
-    http, client, *_ = grove
+    http, *_ = grove
     name = f"prune-{uuid.uuid4().hex[:6]}"
     params = {"n_trees": 10, "warmup": 20, "seed": 3, "max_depth": [1, 2], "epsilon": 0.8,
               "delta": 0.5}
