@@ -19,17 +19,23 @@ import numpy as np
 from tqdm import tqdm
 
 sys.path.insert(0, os.path.dirname(__file__))
-from mcts_is_data import NAMES, load  # noqa: E402
+from mcts_is_data import NAMES, load
 
-from online import MCTSInteractions  # noqa: E402
+from online import MCTSInteractions
 
 
 def fit_lightgbm(X, y, n_trees: int, leaves: int) -> tuple[float, float]:
     import lightgbm as lgb
 
-    codes = np.stack([X[c].astype("category").cat.codes.to_numpy() for c in X.columns], axis=1)
+    codes = np.stack(
+        [X[c].astype("category").cat.codes.to_numpy() for c in X.columns], axis=1
+    )
     model = lgb.LGBMClassifier(
-        n_estimators=n_trees, num_leaves=leaves, num_threads=1, verbose=-1, max_cat_to_onehot=64
+        n_estimators=n_trees,
+        num_leaves=leaves,
+        num_threads=1,
+        verbose=-1,
+        max_cat_to_onehot=64,
     )
     t0, c0 = time.perf_counter(), time.process_time()
     model.fit(codes, y, categorical_feature=list(range(codes.shape[1])))
@@ -53,7 +59,9 @@ def main():
     ap.add_argument("--data", nargs="*", default=list(NAMES))
     ap.add_argument("--max-nodes", type=int, default=1_000_000)
     args = ap.parse_args()
-    print(f"rows={args.rows} batch={args.batch} leaves={args.leaves} max_nodes={args.max_nodes}")
+    print(
+        f"rows={args.rows} batch={args.batch} leaves={args.leaves} max_nodes={args.max_nodes}"
+    )
     print(
         "times in s, wall / CPU (the machine is shared: CPU time is the comparable figure)\n"
         "data          N_T  lgbm_wall lgbm_cpu  mcts_wall mcts_cpu  cpu_ratio  learn_one_us  "

@@ -28,9 +28,9 @@ from sklearn.preprocessing import OneHotEncoder
 from tqdm import tqdm
 
 sys.path.insert(0, os.path.dirname(__file__))
-from mcts_is_data import NAMES, load, split  # noqa: E402
+from mcts_is_data import NAMES, load, split
 
-from online import MCTSInteractions  # noqa: E402
+from online import MCTSInteractions
 
 LGBM_LEAVES = (100, 500, 1000, 2000)  # Appendix B.3
 C_F = (0.05, 0.005, 0.0005)  # Appendix B.3
@@ -54,7 +54,10 @@ def best_lr(blocks, y, parts):
         lr = LogisticRegression(C=C, max_iter=2000, solver="liblinear")
         lr.fit(blocks[0], y[tr])
         p_va = np.clip(lr.predict_proba(blocks[1])[:, 1], 1e-7, 1 - 1e-7)
-        key = (roc_auc_score(y[va], p_va), -log_loss(y[va], p_va))  # ties in AUC: log loss
+        key = (
+            roc_auc_score(y[va], p_va),
+            -log_loss(y[va], p_va),
+        )  # ties in AUC: log loss
         if best is None or key > best[4]:
             p = np.clip(lr.predict_proba(blocks[2])[:, 1], 1e-7, 1 - 1e-7)
             best = (key[0], roc_auc_score(y[te], p), log_loss(y[te], p), C, key)
@@ -93,7 +96,9 @@ def run(name, seed, args, out):
     tr, va, te = split(len(X), seed)
     parts = (tr, va, te)
     raw = onehot(X.iloc[tr], X.iloc[va], X.iloc[te])
-    Xc = np.stack([X[c].astype("category").cat.codes.to_numpy() for c in X.columns], axis=1)
+    Xc = np.stack(
+        [X[c].astype("category").cat.codes.to_numpy() for c in X.columns], axis=1
+    )
     n_trees = X.shape[1]
 
     def emit(method, res, **extra):
@@ -122,13 +127,19 @@ def run(name, seed, args, out):
         hot = onehot(L[tr], L[va], L[te])
         res = best_lr([sp.hstack([r, h]).tocsr() for r, h in zip(raw, hot)], y, parts)
         if best is None or res[0] > best[0][0]:  # validation AUC
-            best = (res, leaves, int(sum(len(np.unique(L[tr][:, k])) for k in range(L.shape[1]))))
+            best = (
+                res,
+                leaves,
+                int(sum(len(np.unique(L[tr][:, k])) for k in range(L.shape[1]))),
+            )
     emit("LR+LightGBM", best[0], leaves=best[1], n_leaf_features=best[2])
 
     grid = [(c, lam) for c in C_F for lam in LAMBDA] if args.full_grid else SMALL_GRID
     best = None
     for c_f, lam in grid:
-        L, fit_cpu, model = mcts_leaves(X, y, tr, args.iters, args.batch, seed, c_f, lam)
+        L, fit_cpu, model = mcts_leaves(
+            X, y, tr, args.iters, args.batch, seed, c_f, lam
+        )
         hot = onehot(L[tr], L[va], L[te])
         res = best_lr([sp.hstack([r, h]).tocsr() for r, h in zip(raw, hot)], y, parts)
         if best is None or res[0] > best[0][0]:
@@ -146,8 +157,11 @@ def run(name, seed, args, out):
 
 
 def summarize(path):
-    rows = [json.loads(line) for line in open(path)]
-    print("\ndata          method        test AUC (mean +- sd)   test log loss (mean +- sd)   seeds")
+    with open(path) as fh:
+        rows = [json.loads(line) for line in fh]
+    print(
+        "\ndata          method        test AUC (mean +- sd)   test log loss (mean +- sd)   seeds"
+    )
     for name in NAMES:
         for method in ("LR", "LR+LightGBM", "LR+MCTS-IS"):
             sel = [r for r in rows if r["data"] == name and r["method"] == method]
@@ -175,7 +189,9 @@ def main():
     if not args.summary_only:
         with open(args.out, "a") as out:
             jobs = [
-                (n, s) for s in range(args.first_seed, args.first_seed + args.seeds) for n in args.data
+                (n, s)
+                for s in range(args.first_seed, args.first_seed + args.seeds)
+                for n in args.data
             ]
             for name, seed in tqdm(jobs, desc="table 1"):
                 run(name, seed, args, out)

@@ -30,11 +30,15 @@ def _ranges(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndar
     counts = counts.astype(np.int64)
     group = np.repeat(np.arange(len(counts)), counts)
     offsets = np.cumsum(counts) - counts
-    flat = np.arange(int(counts.sum())) - offsets[group] + starts.astype(np.int64)[group]
+    flat = (
+        np.arange(int(counts.sum())) - offsets[group] + starts.astype(np.int64)[group]
+    )
     return flat, group
 
 
-def extract(fdt: FDT, min_visits: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def extract(
+    fdt: FDT, min_visits: float = 1.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Eq. (7) bottom-up over all data nodes of the forest.
 
     Returns ``best_f`` (the feature node chosen at each data node, -1 at leaves), ``loss_d``
@@ -57,14 +61,18 @@ def extract(fdt: FDT, min_visits: float = 1.0) -> tuple[np.ndarray, np.ndarray, 
         if nodes.size == 0:
             continue
         cand, owner = _ranges(d.fstart[nodes], d.fcount[nodes])
-        ok = (f.nabove[cand] > 0) & (f.V[cand] >= max(min_visits, 1.0))  # in l(n^d), estimated
+        ok = (f.nabove[cand] > 0) & (
+            f.V[cand] >= max(min_visits, 1.0)
+        )  # in l(n^d), estimated
         cand, owner = cand[ok], owner[ok]
         if cand.size == 0:
             continue
         child, cgroup = _ranges(f.cstart[cand], f.ccount[cand])
         p = V[child] / f.sumV[cand][cgroup]
         weighted = np.bincount(cgroup, weights=p * loss_d[child], minlength=cand.size)
-        any_internal = np.bincount(cgroup, weights=internal[child], minlength=cand.size) > 0
+        any_internal = (
+            np.bincount(cgroup, weights=internal[child], minlength=cand.size) > 0
+        )
         lf = np.where(any_internal, weighted, f.sigma[cand])  # eq. (7) / Theorem 5
         loss_f[cand] = lf
         # argmin per owner node (ties: the first feature node, i.e. the lowest field id)
@@ -78,7 +86,9 @@ def extract(fdt: FDT, min_visits: float = 1.0) -> tuple[np.ndarray, np.ndarray, 
     return best_f, loss_d, loss_f
 
 
-def route(fdt: FDT, best_f: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def route(
+    fdt: FDT, best_f: np.ndarray, codes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Send each row of ``codes`` (rows x fields, -1 = unknown) down every extracted DT.
 
     Returns ``nodes`` (rows x trees): the leaf reached, or the last data node before a category

@@ -38,8 +38,14 @@ FEATURE_COLUMNS = {
     "parent": (np.int32, -1),  # parent data node
     "cstart": (np.int32, -1),
     "ccount": (np.int32, 0),
-    "sumV": (np.float64, 0.0),  # sum of the children's V: denominator of p_hat (sec. 3.2)
-    "nabove": (np.int32, 0),  # children with s > lambda; 0 means excluded from l(pa) (Thm. 4)
+    "sumV": (
+        np.float64,
+        0.0,
+    ),  # sum of the children's V: denominator of p_hat (sec. 3.2)
+    "nabove": (
+        np.int32,
+        0,
+    ),  # children with s > lambda; 0 means excluded from l(pa) (Thm. 4)
 }
 
 
@@ -79,7 +85,7 @@ class Table:
         return {name: getattr(self, name)[: self.n].copy() for name in self._columns}
 
     @classmethod
-    def from_state(cls, columns: dict, state: dict) -> "Table":
+    def from_state(cls, columns: dict, state: dict) -> Table:
         n = len(state[next(iter(columns))])
         table = cls(columns, capacity=max(n, 64))
         for name, (dtype, _) in columns.items():
@@ -215,7 +221,9 @@ class FDT:
 
     @property
     def nbytes(self) -> int:
-        return self.d.nbytes + self.f.nbytes + self.roots.nbytes + self.root_fields.nbytes
+        return (
+            self.d.nbytes + self.f.nbytes + self.roots.nbytes + self.root_fields.nbytes
+        )
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -228,7 +236,7 @@ class FDT:
         }
 
     @classmethod
-    def from_state(cls, state: dict) -> "FDT":
+    def from_state(cls, state: dict) -> FDT:
         fdt = cls()
         fdt.d = Table.from_state(DATA_COLUMNS, state["data_nodes"])
         fdt.f = Table.from_state(FEATURE_COLUMNS, state["feature_nodes"])

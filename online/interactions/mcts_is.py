@@ -200,7 +200,9 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
 
     @staticmethod
     def _target(y) -> float:
-        if isinstance(y, (bool, np.bool_)) or (isinstance(y, numbers.Real) and y in (0, 1)):
+        if isinstance(y, (bool, np.bool_)) or (
+            isinstance(y, numbers.Real) and y in (0, 1)
+        ):
             return float(y)
         raise ValueError(f"MCTSInteractions learns y in {{0, 1}}, got {y!r}")
 
@@ -211,7 +213,9 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
 
     def _learn_codes(self, codes: np.ndarray, y: np.ndarray) -> None:
         self._sync_trees()
-        search.iterate(self._fdt, codes, y, self._vocab.n_categories, self._params(), self._rng)
+        search.iterate(
+            self._fdt, codes, y, self._vocab.n_categories, self._params(), self._rng
+        )
         self._n_learned += len(y)
         self._extracted = None
         self._names.clear()
@@ -243,7 +247,8 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
         if name is None:
             vocab = self._vocab
             name = " & ".join(
-                f"{vocab.fields[i]}={vocab.values[i][j]}" for i, j in self._fdt.path_terms(node)
+                f"{vocab.fields[i]}={vocab.values[i][j]}"
+                for i, j in self._fdt.path_terms(node)
             )
             self._names[node] = name
         return name
@@ -258,7 +263,11 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
         roots = self._fdt.roots
         mu = self._fdt.mu_hat(roots)
         gain = np.maximum(mu * (1.0 - mu) - self._extracted[1][roots], 0.0)
-        return gain / gain.sum() if gain.sum() > 0 else np.full(len(roots), 1.0 / len(roots))
+        return (
+            gain / gain.sum()
+            if gain.sum() > 0
+            else np.full(len(roots), 1.0 / len(roots))
+        )
 
     def _proba(self, nodes: np.ndarray) -> np.ndarray:
         mu = self._fdt.mu_hat(nodes.ravel()).reshape(nodes.shape)
@@ -291,7 +300,12 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
                 "weight": float(w),
             }
             for n, leaf, root, field, m, w in zip(
-                nodes[0], at_leaf[0], self._fdt.roots, self._fdt.root_fields, mu, weights
+                nodes[0],
+                at_leaf[0],
+                self._fdt.roots,
+                self._fdt.root_fields,
+                mu,
+                weights,
             )
         ]
         return {"probability": float(np.clip(mu @ weights, 0.0, 1.0)), "trees": trees}
@@ -362,7 +376,9 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
             )
         return out
 
-    def interactions(self, alpha: float = 0.05, leaves_only: bool = False, top: int | None = None):
+    def interactions(
+        self, alpha: float = 0.05, leaves_only: bool = False, top: int | None = None
+    ):
         """Selected interactions, ranked by chi-square (Appendix B.4).
 
         Candidates are the data nodes with s > lambda (or, with ``leaves_only``, the leaves of
@@ -491,7 +507,7 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
         }
 
     @classmethod
-    def from_state(cls, state: dict) -> "MCTSInteractions":
+    def from_state(cls, state: dict) -> MCTSInteractions:
         if state.get("format") != FORMAT or state.get("version") != VERSION:
             raise ValueError(f"not a {FORMAT} v{VERSION} state")
         model = cls(**state["params"])

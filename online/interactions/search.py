@@ -91,7 +91,9 @@ def _add(values: np.ndarray, index: np.ndarray, amount) -> None:
     np.add.at(values, index, amount)
 
 
-def iterate(fdt: FDT, codes: np.ndarray, y: np.ndarray, n_categories: np.ndarray, params, rng):
+def iterate(
+    fdt: FDT, codes: np.ndarray, y: np.ndarray, n_categories: np.ndarray, params, rng
+):
     """Run one iteration of Algorithm 1 per (row, tree) walker; ``codes`` is rows x fields."""
     D, F = fdt.d, fdt.f
     T, R = len(fdt.roots), len(y)
@@ -130,7 +132,9 @@ def iterate(fdt: FDT, codes: np.ndarray, y: np.ndarray, n_categories: np.ndarray
             ex_off = np.cumsum(n_ex) - n_ex
             pf = ex_flat[np.repeat(ex_off[inv], per) + within]
             excluded_pairs.append((pw, pf, np.full(pw.size, level)))
-        chosen = _select(fdt, flat, group, uniq.size, inv, params["c_p"], rng)  # line 18
+        chosen = _select(
+            fdt, flat, group, uniq.size, inv, params["c_p"], rng
+        )  # line 18
         go = chosen >= 0
         alive, chosen = alive[go], chosen[go]
         if alive.size == 0:
@@ -211,7 +215,9 @@ def iterate(fdt: FDT, codes: np.ndarray, y: np.ndarray, n_categories: np.ndarray
         touched_f.append(pf)
     tf, _ = _unique_inverse(np.concatenate(touched_f), F.n)
     kids, kgroup = _ranges(F.cstart[tf], F.ccount[tf])
-    F.nabove[tf] = np.bincount(kgroup, weights=D.s[kids] > params["lambda_"], minlength=tf.size)
+    F.nabove[tf] = np.bincount(
+        kgroup, weights=D.s[kids] > params["lambda_"], minlength=tf.size
+    )
 
     # -- expansion (sec. 3): the deepest selected node, when it is a leaf --------------------
     leaves = np.unique(node_mat[np.flatnonzero(ends_at_leaf), n_sn[ends_at_leaf] - 1])

@@ -122,7 +122,10 @@ class Vocabulary:
         for name in _canonical([k for k in x if k not in self.field_index]):
             self._add_field(name)
         return np.array(
-            [self._learn_value(i, normalize(x.get(name))) for i, name in enumerate(self.fields)],
+            [
+                self._learn_value(i, normalize(x.get(name)))
+                for i, name in enumerate(self.fields)
+            ],
             dtype=np.int64,
         )
 
@@ -131,7 +134,10 @@ class Vocabulary:
         if self.groups:
             x = self._group_row(x, None)
         return np.array(
-            [self._lookup(i, normalize(x.get(name))) for i, name in enumerate(self.fields)],
+            [
+                self._lookup(i, normalize(x.get(name)))
+                for i, name in enumerate(self.fields)
+            ],
             dtype=np.int64,
         )
 
@@ -141,7 +147,9 @@ class Vocabulary:
         out = np.empty((len(X), len(self.fields)), dtype=np.int64)
         for i, name in enumerate(self.fields):
             if name not in X.columns:
-                out[:, i] = self._learn_value(i, None) if learn else self._lookup(i, None)
+                out[:, i] = (
+                    self._learn_value(i, None) if learn else self._lookup(i, None)
+                )
                 continue
             # factorize keeps first-appearance order, so values get the codes row-by-row
             # learning would give them; NaN is the sentinel -1 -> None
@@ -156,7 +164,9 @@ class Vocabulary:
                     self._learn_value(i, None)
                 for v in values:
                     self._learn_value(i, v)
-            lookup = np.array([self._lookup(i, v) for v in values] + [self._lookup(i, None)])
+            lookup = np.array(
+                [self._lookup(i, v) for v in values] + [self._lookup(i, None)]
+            )
             out[:, i] = lookup[idx]  # idx == -1 picks the last entry: None's code
         return out
 
@@ -187,7 +197,7 @@ class Vocabulary:
         }
 
     @classmethod
-    def from_state(cls, state: dict, max_categories, groups) -> "Vocabulary":
+    def from_state(cls, state: dict, max_categories, groups) -> Vocabulary:
         vocab = cls(max_categories, groups)
         offsets = np.asarray(state["offsets"]).tolist()
         values = [json.loads(v) for v in np.asarray(state["values"]).tolist()]
@@ -196,6 +206,8 @@ class Vocabulary:
             for value in values[offsets[k] : offsets[k + 1]]:
                 vocab.codes[k][value] = len(vocab.values[k])
                 vocab.values[k].append(value)
-        vocab.raw_fields = [json.loads(n) for n in np.asarray(state["raw_fields"]).tolist()]
+        vocab.raw_fields = [
+            json.loads(n) for n in np.asarray(state["raw_fields"]).tolist()
+        ]
         vocab.raw_group = [int(g) for g in np.asarray(state["raw_group"]).tolist()]
         return vocab

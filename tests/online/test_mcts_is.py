@@ -43,7 +43,9 @@ def test_xor_interaction_recovered_exactly():
         assert all(" & " not in leaf for leaf in leaves_of(model, root))
     top = model.interactions(top=4)
     assert {frozenset(t["terms"]) for t in top} == {frozenset({"a", "b"})}
-    assert all(t["mean"] == (1.0 if t["terms"]["a"] != t["terms"]["b"] else 0.0) for t in top)
+    assert all(
+        t["mean"] == (1.0 if t["terms"]["a"] != t["terms"]["b"] else 0.0) for t in top
+    )
     for x, y in xor_stream(50, seed=2):
         assert model.predict_one(x) == bool(y)
     x = {"a": "1", "b": "0", "c": "0", "d": "0"}
@@ -144,10 +146,14 @@ def _brute_force(fdt, root, min_visits):
         out = []
         for k in cands:
             kids = children(k)
-            if not any(candidates(c) for c in kids):  # leaf parent: sigma_hat (Theorem 5)
+            if not any(
+                candidates(c) for c in kids
+            ):  # leaf parent: sigma_hat (Theorem 5)
                 out.append((support * f.sigma[k], {node: k}))
                 continue
-            for combo in itertools.product(*[trees(c, support * p_hat(c)) for c in kids]):
+            for combo in itertools.product(
+                *[trees(c, support * p_hat(c)) for c in kids]
+            ):
                 choice = {node: k}
                 for _, ch in combo:
                     choice.update(ch)
@@ -160,7 +166,9 @@ def _brute_force(fdt, root, min_visits):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_eq7_extraction_equals_brute_force(seed):
     rng = random.Random(seed)
-    model = MCTSInteractions(grace_period=3, lambda_=0.02, c_f=0.05, max_depth=3, seed=seed)
+    model = MCTSInteractions(
+        grace_period=3, lambda_=0.02, c_f=0.05, max_depth=3, seed=seed
+    )
     for _ in range(600):
         x = {"a": rng.choice("012"), "b": rng.choice("01"), "c": rng.choice("01")}
         p = 0.8 if (x["a"] == "1") != (x["c"] == "1") else 0.2
@@ -181,7 +189,9 @@ def test_eq7_extraction_equals_brute_force(seed):
             k = int(best_f[node])
             if k >= 0:
                 extracted[node] = k
-                stack.extend(range(int(fdt.f.cstart[k]), int(fdt.f.cstart[k] + fdt.f.ccount[k])))
+                stack.extend(
+                    range(int(fdt.f.cstart[k]), int(fdt.f.cstart[k] + fdt.f.ccount[k]))
+                )
         choice_loss = {frozenset(ch.items()): loss for loss, ch in options}
         assert choice_loss[frozenset(extracted.items())] == pytest.approx(losses.min())
     assert n_dts > len(fdt.roots)  # the FDT really offered a choice
@@ -192,7 +202,9 @@ def test_eq7_extraction_equals_brute_force(seed):
 
 def test_river_check_estimator():
     # the first of _unit_test_params (grouping, depth limit); the others take too long for CI
-    checks.check_estimator(MCTSInteractions(**next(MCTSInteractions._unit_test_params())))
+    checks.check_estimator(
+        MCTSInteractions(**next(MCTSInteractions._unit_test_params()))
+    )
 
 
 def test_river_check_estimator_defaults():
@@ -248,7 +260,11 @@ def test_state_round_trip_with_groups_and_mixed_values():
     model = MCTSInteractions(groups=2, max_categories=4, seed=1)
     rng = random.Random(0)
     for _ in range(300):
-        x = {"s": rng.choice(["u", "v"]), 1: rng.choice([0, 1, 2, 3, 4, 5]), "f": rng.random()}
+        x = {
+            "s": rng.choice(["u", "v"]),
+            1: rng.choice([0, 1, 2, 3, 4, 5]),
+            "f": rng.random(),
+        }
         model.learn_one(x, rng.random() < 0.3)
     clone = MCTSInteractions.from_state(model.to_state())
     x = {"s": "u", 1: 3, "f": 0.5}
@@ -273,7 +289,9 @@ def test_unseen_categories_and_fields_at_predict_time():
     ):
         proba = model.predict_proba_one(x)
         assert set(proba) == {False, True}
-        assert 0.0 <= proba[True] <= 1.0 and proba[True] + proba[False] == pytest.approx(1.0)
+        assert 0.0 <= proba[True] <= 1.0 and proba[True] + proba[
+            False
+        ] == pytest.approx(1.0)
         features = model.transform_one(x)
         assert all(v == 1.0 for v in features.values())
     # a leaf containing the unseen value is never emitted
@@ -281,8 +299,13 @@ def test_unseen_categories_and_fields_at_predict_time():
     assert "a=0 & b=1" in model.transform_one({"a": "0", "b": "1", "c": "0"})
     # predicting learned nothing
     after = model.to_state()
-    np.testing.assert_array_equal(before["fdt"]["data_nodes"]["V"], after["fdt"]["data_nodes"]["V"])
-    assert before["vocabulary"]["values"].tolist() == after["vocabulary"]["values"].tolist()
+    np.testing.assert_array_equal(
+        before["fdt"]["data_nodes"]["V"], after["fdt"]["data_nodes"]["V"]
+    )
+    assert (
+        before["vocabulary"]["values"].tolist()
+        == after["vocabulary"]["values"].tolist()
+    )
 
 
 # -- learn_many ----------------------------------------------------------------------------------
@@ -290,7 +313,10 @@ def test_unseen_categories_and_fields_at_predict_time():
 
 def test_learn_many_of_single_rows_is_learn_one():
     stream = list(xor_stream(400, seed=8))
-    one, many = MCTSInteractions(grace_period=3, seed=4), MCTSInteractions(grace_period=3, seed=4)
+    one, many = (
+        MCTSInteractions(grace_period=3, seed=4),
+        MCTSInteractions(grace_period=3, seed=4),
+    )
     for x, y in stream:
         one.learn_one(x, y)
         many.learn_many(pd.DataFrame([x]), pd.Series([y]))
