@@ -73,7 +73,9 @@ DECISION = "decision"
 
 
 class RuleDistillationParams(JobParams):
-    """Parameters of ``rule-distillation`` (see the module for which apply to which mode)."""
+    """Parameters of ``rule-distillation`` (see the module for which apply to which mode).
+
+    The paper's one-letter names (K, D, R, B, H, L) are given in capitals, as in Table 2."""
 
     # uploaded data
     entity: str | None = Field(default=None, min_length=1, description="entity id column")
@@ -100,13 +102,19 @@ class RuleDistillationParams(JobParams):
     operators: list[str] | None = Field(
         default=None, min_length=1, description="built-in operators to keep (names or prefixes)"
     )
-    K: int = Field(default=20, ge=1, le=200, description="statistics (MCTS-SG)")
-    D: int = Field(default=4, ge=1, le=10, description="maximum operators per statistic")
-    R: int = Field(default=20, ge=2, le=200, description="rules (even: R/2 AND, R/2 OR)")
-    B: int = Field(default=128, ge=2, le=100_000, description="entities per MCTS-SG reward")
+    K: int = Field(alias="K", default=20, ge=1, le=200, description="statistics (MCTS-SG)")
+    D: int = Field(alias="D", default=4, ge=1, le=10, description="maximum operators per statistic")
+    R: int = Field(alias="R", default=20, ge=2, le=200, description="rules (even: R/2 AND, R/2 OR)")
+    B: int = Field(
+        alias="B", default=128, ge=2, le=100_000, description="entities per MCTS-SG reward"
+    )
     n_simulations: int = Field(default=500, ge=1, le=100_000, description="MCTS-SG simulations")
-    H: int = Field(default=20, ge=1, le=2000, description="neurons per hidden logical layer")
-    L: int = Field(default=2, ge=1, le=6, description="logical layers (rules of <= 2^L literals)")
+    H: int = Field(
+        alias="H", default=20, ge=1, le=2000, description="neurons per hidden logical layer"
+    )
+    L: int = Field(
+        alias="L", default=2, ge=1, le=6, description="logical layers (rules of <= 2^L literals)"
+    )
     epochs: int = Field(default=500, ge=1, le=100_000)
     batch_size: int = Field(default=128, ge=1, le=100_000)
     lr: tuple[float, float] = Field(default=(0.1, 0.001), description="Adam, start -> end")
