@@ -92,7 +92,7 @@ def run(data_name, policy, steps, seed, every, out: Path, forest_params: dict, t
             "cum_reward": cum,
             "params": getattr(getattr(player, "policy", None), "_get_params", dict)() if policy in ("forest", "tree") else {},
             "vw_args": getattr(player, "args", None),
-            "code": code_version(),
+            "code": code,
         }
         if hasattr(player, "log") and player.log:  # Bandit Forest: exploration and reward by mode
             log = np.asarray(player.log)
@@ -109,6 +109,7 @@ def run(data_name, policy, steps, seed, every, out: Path, forest_params: dict, t
 
     result: dict = {}
     last_save = time.monotonic()
+    code = code_version()  # the code the run started with
     with tqdm(total=steps, desc=f"{data_name}/{policy}", unit="ev", mininterval=5, smoothing=0.1) as bar:
         for X, y in stream.chunks(steps):
             t = time.perf_counter()
