@@ -182,7 +182,8 @@ class JobStore:
         pipe.pexpire(keys.record(job_id), self.active_ttl_ms)
         if data is not None:
             pipe.set(keys.data(job_id), data, px=self.active_ttl_ms)
-        pipe.zadd(keys.JOBS, {job_id: now_ms})
+        # listed newest first: microseconds, as two jobs often share a millisecond
+        pipe.zadd(keys.JOBS, {job_id: int(seconds) * 1_000_000 + int(micros)})
         pipe.sadd(keys.ACTIVE, job_id)
 
     def get(self, job_id: str) -> JobRecord | None:
