@@ -144,7 +144,7 @@ def test_upload_csv_watch_progress_and_fetch_the_result(grove):
     http, client, *_ = grove
     # long enough (a few seconds) to be seen running between two progress reports, which are
     # written at most five times a second
-    answer = submit(http, csv_bytes(synthetic()), {"target": "label", "nSimulations": 3000})
+    answer = submit(http, csv_bytes(synthetic()), {"target": "label", "nSimulations": 20000})
     assert answer.status_code == 202, answer.text
     job = answer.json()
     assert job["state"] == "queued" and answer.headers["location"] == f"/jobs/{job['id']}"
