@@ -10,6 +10,7 @@ import io
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import redis
 
@@ -114,3 +115,44 @@ def read_events(client: redis.Redis, app: str, last: int) -> pd.DataFrame:
             row["probability"] = float(f["probability"])
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def feature_columns(frame: pd.DataFrame, target: str, features: list[str] | None) -> list[str]:
+    """The feature columns of a labeled table (``features``, or every column but ``target``)."""
+    if target not in frame.columns:
+        raise DatasetError(
+            f"target column {target!r} is not in the data (columns: {list(frame.columns)})"
+        )
+    columns = features or [c for c in frame.columns if c != target]
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise DatasetError(f"feature columns {missing} are not in the data")
+    if target in columns:
+        raise DatasetError(f"the target {target!r} cannot also be a feature")
+    if not columns:
+        raise DatasetError("no feature columns besides the target")
+    return columns
+
+
+def context_names(frame: pd.DataFrame) -> dict[str, str]:
+    """Column of :func:`read_events`'s frame -> context feature name (``context.<name>`` back)."""
+    prefix = "context."
+    return {
+        c: (c[len(prefix):] if c.startswith(prefix) and c[len(prefix):] in EVENT_COLUMNS else c)
+        for c in frame.columns
+        if c not in EVENT_COLUMNS and c != "label"
+    }
+
+
+def contexts(frame: pd.DataFrame) -> list[dict]:
+    """The logged contexts of :func:`read_events`'s frame as dicts, missing features left out."""
+    names = context_names(frame)
+    out = []
+    for row in frame[list(names)].to_dict("records"):
+        x = {}
+        for col, value in row.items():
+            if value is None or (isinstance(value, float) and np.isnan(value)):
+                continue
+            x[names[col]] = value.item() if isinstance(value, np.generic) else value
+        out.append(x)
+    return out

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
-from service.jobs.dataset import Dataset, DatasetError
+from service.jobs.dataset import Dataset, DatasetError, feature_columns
 from service.jobs.params import JobParams
 
 #: most distinct values of a text column (one-hot columns cost k-NN time)
@@ -90,18 +90,7 @@ def run(params: FeatureSelectionParams, dataset: Dataset, progress) -> dict[str,
     from online import RMOTiFS  # scikit-learn is imported by the worker only
 
     frame = dataset.frame
-    if params.target not in frame.columns:
-        raise DatasetError(
-            f"target column {params.target!r} is not in the data (columns: {list(frame.columns)})"
-        )
-    columns = params.features or [c for c in frame.columns if c != params.target]
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise DatasetError(f"feature columns {missing} are not in the data")
-    if params.target in columns:
-        raise DatasetError(f"the target {params.target!r} cannot also be a feature")
-    if not columns:
-        raise DatasetError("no feature columns besides the target")
+    columns = feature_columns(frame, params.target, params.features)
     rows_given = int(frame.shape[0])
     frame = frame[frame[params.target].notna()]
     if params.max_rows is not None and frame.shape[0] > params.max_rows:

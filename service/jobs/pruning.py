@@ -72,7 +72,8 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
-from service.jobs.dataset import EVENT_COLUMNS, Dataset, DatasetError
+from service.jobs.dataset import Dataset, DatasetError, feature_columns
+from service.jobs.dataset import contexts as logged_contexts
 from service.jobs.feature_selection import _encode
 from service.jobs.params import JobParams
 
@@ -159,18 +160,7 @@ def _run_labeled(params: PruningParams, dataset: Dataset, progress) -> dict[str,
     frame = dataset.frame
     if params.target is None:
         raise DatasetError("pruning uploaded data needs 'target' (the class label column)")
-    if params.target not in frame.columns:
-        raise DatasetError(
-            f"target column {params.target!r} is not in the data (columns: {list(frame.columns)})"
-        )
-    columns = params.features or [c for c in frame.columns if c != params.target]
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise DatasetError(f"feature columns {missing} are not in the data")
-    if params.target in columns:
-        raise DatasetError(f"the target {params.target!r} cannot also be a feature")
-    if not columns:
-        raise DatasetError("no feature columns besides the target")
+    columns = feature_columns(frame, params.target, params.features)
     if params.k > params.n_estimators:
         raise DatasetError(f"k={params.k} exceeds the forest's n_estimators={params.n_estimators}")
     rows_given = int(frame.shape[0])
@@ -267,21 +257,6 @@ def _run_labeled(params: PruningParams, dataset: Dataset, progress) -> dict[str,
 
 
 # -- an app's logged events (live Bandit Forest) -----------------------------------------------
-def _contexts(frame: pd.DataFrame) -> list[dict]:
-    """The logged contexts back as dicts (``context.<name>`` renamed, missing keys dropped)."""
-    names = {c: (c[len("context."):] if c.startswith("context.") and c[8:] in EVENT_COLUMNS else c)
-             for c in frame.columns if c not in EVENT_COLUMNS}
-    out = []
-    for row in frame[list(names)].to_dict("records"):
-        x = {}
-        for col, value in row.items():
-            if value is None or (isinstance(value, float) and np.isnan(value)):
-                continue
-            x[names[col]] = value.item() if isinstance(value, np.generic) else value
-        out.append(x)
-    return out
-
-
 def _value(forest, contexts, actions, rewards, propensities) -> dict[str, Any]:
     """Self-normalised IPS value of ``forest``'s decide policy on logged events."""
     pi = np.array([forest.decide(x).probabilities.get(a, 0.0) for x, a in zip(contexts, actions)])
@@ -337,7 +312,7 @@ def _run_live(params: PruningParams, dataset: Dataset, progress) -> dict[str, An
     n_val = round(params.validation_fraction * n)
     if n_val < 1 or n - n_val < 2:
         raise DatasetError(f"{n} logged events: too few to prune and check the value")
-    contexts = _contexts(frame)
+    contexts = logged_contexts(frame)
     actions = frame["action"].tolist()
     rewards = np.array([config.rescale(float(r)) for r in frame["reward"]])
     propensities = frame["probability"].to_numpy(dtype=np.float64)

@@ -62,7 +62,8 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator
 
-from service.jobs.dataset import EVENT_COLUMNS, Dataset, DatasetError
+from service.jobs.dataset import Dataset, DatasetError, context_names
+from service.jobs.dataset import contexts as logged_contexts
 from service.jobs.params import JobParams
 
 #: parameters that only make sense for one of the modes
@@ -244,27 +245,6 @@ def _upload(params: RuleDistillationParams, dataset: Dataset, progress):
     return frame[keep].reset_index(drop=True), params.entity, params.order, scores, labels, extra
 
 
-def _context_names(frame: pd.DataFrame) -> dict[str, str]:
-    """Frame column -> context feature name (``context.<name>`` back to ``<name>``)."""
-    return {
-        c: (c[len("context.") :] if c.startswith("context.") and c[8:] in EVENT_COLUMNS else c)
-        for c in frame.columns
-        if c not in EVENT_COLUMNS
-    }
-
-
-def _contexts(frame: pd.DataFrame, names: dict[str, str]) -> list[dict]:
-    out = []
-    for row in frame[list(names)].to_dict("records"):
-        x = {}
-        for col, value in row.items():
-            if value is None or (isinstance(value, float) and np.isnan(value)):
-                continue
-            x[names[col]] = value.item() if isinstance(value, np.generic) else value
-        out.append(x)
-    return out
-
-
 def _live(params: RuleDistillationParams, dataset: Dataset, progress):
     from service.models import WrongKind, model_kind
 
@@ -288,10 +268,10 @@ def _live(params: RuleDistillationParams, dataset: Dataset, progress):
     info, state = store.load_snapshot(app)
     model = kind.load(state)
     frame = dataset.frame
-    names = _context_names(frame)
+    names = context_names(frame)
     if not names:
         raise DatasetError(f"app {app!r}: the logged contexts have no features")
-    contexts = _contexts(frame, names)
+    contexts = logged_contexts(frame)
     n = len(contexts)
     progress(0.02, f"teacher: P({params.action!r}) of the model v{info.version} on {n} contexts")
     t0 = time.perf_counter()
