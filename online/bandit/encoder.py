@@ -98,18 +98,13 @@ class ContextEncoder:
         features = self._features
         binary = self._binary
         for key, value in x.items():
-            kind_of_value = type(value)
-            if kind_of_value is float:
-                if value - value != 0.0:  # NaN or infinite
-                    _check(key, value)
-            elif kind_of_value is not int and kind_of_value is not str:
-                value = _check(key, value)
-            elif kind_of_value is int:  # fast path: 0/1 numbers of a binary feature
+            if type(value) is int:  # fast path: 0/1 numbers of a binary feature
                 index = binary.get(key)
                 if index is not None:
                     if value > 0.5:
                         active.append(index)
                     continue
+            value = _checked(key, value)
             feature = features.get(key)
             if feature is None or value is None:
                 continue
@@ -133,26 +128,12 @@ class ContextEncoder:
 
     def learn_one(self, x: dict) -> None:
         """Extend the coding with what ``x`` shows: new categories, new features, numeric values."""
-        self.learn_encode(x)
-
-    def learn_encode(self, x: dict) -> np.ndarray:
-        """``learn_one(x)`` then ``encode(x)``, in one pass (the learning hot path)."""
-        active = []
         features = self._features
         binary = self._binary
         for key, value in x.items():
-            kind_of_value = type(value)
-            if kind_of_value is float:
-                if value - value != 0.0:  # NaN or infinite
-                    _check(key, value)
-            elif kind_of_value is not int and kind_of_value is not str:
-                value = _check(key, value)
-            elif kind_of_value is int:  # fast path: 0/1 numbers of a binary feature
-                index = binary.get(key)
-                if index is not None:
-                    if value > 0.5:
-                        active.append(index)
-                    continue
+            if type(value) is int and key in binary:  # nothing to learn
+                continue
+            value = _checked(key, value)
             if value is None:
                 continue
             feature = features.get(key)
@@ -162,28 +143,19 @@ class ContextEncoder:
             if kind == CATEGORICAL:
                 if not isinstance(value, str):
                     raise _kind_error(key, kind, value)
-                index = feature["values"].get(value)
-                if index is None:
-                    index = feature["values"][value] = self._add_variable(f"{key}={value}")
-                active.append(index)
-                continue
-            if isinstance(value, str):
+                if value not in feature["values"]:
+                    feature["values"][value] = self._add_variable(f"{key}={value}")
+            elif isinstance(value, str):
                 raise _kind_error(key, kind, value)
-            if kind == PENDING:
+            elif kind == PENDING:
                 feature["seen"].append(float(value))
-                if len(feature["seen"]) < self.warmup:
-                    continue
-                self._freeze(key)
-                feature = features[key]
-                kind = feature["kind"]
-            if kind == BINARY:
-                if value > 0.5:
-                    active.append(feature["variable"])
-            else:
-                active.append(feature["first"] + bisect.bisect_right(feature["cuts"], value))
-        out = np.zeros(len(self._names), dtype=np.int8)
-        out[active] = 1
-        return out
+                if len(feature["seen"]) >= self.warmup:
+                    self._freeze(key)
+
+    def learn_encode(self, x: dict) -> np.ndarray:
+        """``learn_one(x)`` then ``encode(x)`` (the learning path)."""
+        self.learn_one(x)
+        return self.encode(x)
 
     def freeze(self) -> None:
         """Learn the bins of every numeric feature still pending, from the values seen so far."""
@@ -277,6 +249,16 @@ class ContextEncoder:
 def _numeric(edges: np.ndarray, first: int) -> dict:
     # "cuts" is the same as "edges" as a list: bisect on it is much faster than searchsorted
     return {"kind": NUMERIC, "edges": edges, "cuts": edges.tolist(), "first": first}
+
+
+def _checked(key, value):
+    """``value`` if it is a valid context value (fast for str, int and finite float)."""
+    kind_of_value = type(value)
+    if kind_of_value is str or kind_of_value is int:
+        return value
+    if kind_of_value is float and value - value == 0.0:  # finite (NaN and inf give NaN)
+        return value
+    return _check(key, value)
 
 
 def _check(key, value):
