@@ -8,6 +8,7 @@ algorithm, and a kind whose learner is missing fails with a clear error when use
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -75,6 +76,8 @@ class ModelKind:
     change_actions: Callable[[Any, list[str], list[str]], None]  # learner, added, removed
     #: state for serving only (decide, not learn), if the learner has a smaller one
     dump_serving: Callable[[Any], dict] | None = None
+    #: restart the exploration draws of a served copy from a seed (GROVE_DECIDE_SEED)
+    reseed: Callable[[Any, int], None] | None = None
     #: how an API process turns a serving state into its own learner (default: ``load``)
     load_serving: Callable[[type, dict], Any] | None = None
     #: supervised kinds: P(y = 1 | x) with the interactions used (learner, x)
@@ -165,6 +168,20 @@ def _forest_load_serving(cls: type, state: dict) -> Any:
     return forest
 
 
+def decide_seed(seed: int, events_learned: int) -> int:
+    """The seed of a model's exploration draws once it has learned ``events_learned`` events.
+
+    Used by the API (GROVE_DECIDE_SEED) and by ``grove replay --in-process --decide-seed`` alike,
+    so that both draw the same actions from the same model.
+    """
+    digest = hashlib.sha256(f"grove-decide:{seed}:{events_learned}".encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+def _forest_reseed(forest: Any, seed: int) -> None:
+    forest.reseed(decide_seed(seed, forest.n_learned))
+
+
 def _forest_change_actions(policy: Any, added: list[str], removed: list[str]) -> None:
     known = set(policy.actions)
     for action in added:
@@ -217,6 +234,7 @@ MODEL_KINDS: dict[str, ModelKind] = {
         change_actions=_forest_change_actions,
         # without the exploring stumps' counts: an order of magnitude smaller, decides the same
         dump_serving=lambda forest: forest.to_state(statistics=False),
+        reseed=_forest_reseed,
         load_serving=_forest_load_serving,
     ),
     "mcts-is": ModelKind(

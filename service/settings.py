@@ -67,6 +67,15 @@ class Settings(BaseSettings):
     snapshot_events: int = Field(
         default=1000, gt=0, description="Most events learned before a snapshot is published."
     )
+    decide_seed: int | None = Field(
+        default=None,
+        description=(
+            "For tests and replays only: seed each served snapshot's exploration draws from "
+            "(this seed, events the model has learned), so that one API process draws as "
+            "`grove replay --in-process --decide-seed` does. Unset: each process draws from "
+            "its own OS-seeded stream."
+        ),
+    )
     # -- batch jobs (service/jobs) --
     job_queue: str = Field(default="grove-jobs", description="rq queue the job workers listen on.")
     job_max_upload: int = Field(

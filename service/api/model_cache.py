@@ -45,6 +45,9 @@ class ModelCache:
                 learner = kind.load_for_serving(state)
             except (ValueError, TypeError, KeyError) as exc:
                 raise CodecError(f"{kind.name} cannot restore from this snapshot: {exc}") from exc
+            seed = store.settings.decide_seed
+            if seed is not None and kind.reseed is not None:  # reproducible draws (replays)
+                kind.reseed(learner, seed)
             served = ServedModel(config.uid, info.version, kind, learner)
             self._models[config.name] = served
             return served

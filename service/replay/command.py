@@ -52,6 +52,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     srv = p.add_argument_group("driver")
     srv.add_argument("--in-process", action="store_true",
                      help="run the forests in this process instead of a Grove service")
+    srv.add_argument("--decide-seed", type=int, default=None, metavar="S",
+                     help="in-process: seed the forests' exploration draws as a Grove started "
+                          "with GROVE_DECIDE_SEED=S does (one API process), so that the same "
+                          "replay over HTTP draws the same actions")
     srv.add_argument("--url", help="Grove base URL, e.g. http://127.0.0.1:8000")
     srv.add_argument("--app", help="app name (several forests: APP-2, APP-3... for the others)")
     srv.add_argument("--key", default=os.environ.get("GROVE_APP_KEY"),
@@ -117,7 +121,8 @@ def _build_policies(args, specs, actions, reward_range, logged: bool):
             best_fixed.append(spec.label)
         elif args.in_process:
             live.append(InProcessForest(spec.label, forest_params(spec, args.seed, position),
-                                        actions, reward_range, args.sync_every))
+                                        actions, reward_range, args.sync_every,
+                                        decide_seed=args.decide_seed))
         else:
             n_forest += 1
             app = args.app if n_forest == 1 else f"{args.app}-{n_forest}"

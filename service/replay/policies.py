@@ -133,12 +133,15 @@ class InProcessForest(Policy):
 
     ``sync_every`` > 0: learned events wait in a buffer until :meth:`sync` (the replay calls it
     every ``sync_every`` steps), as the service's snapshots do over HTTP; 0: learn at once.
-    Rewards are rescaled from ``reward_range`` to [0, 1], as the trainer does.
+    Rewards are rescaled from ``reward_range`` to [0, 1], as the trainer does. With
+    ``decide_seed``, the exploration draws restart at every sync from the seed a Grove started
+    with ``GROVE_DECIDE_SEED`` gives the snapshot of the same model (``service.models``).
     """
 
     kind = "forest"
 
-    def __init__(self, label: str, params: dict, actions: list[str], reward_range, sync_every: int):
+    def __init__(self, label: str, params: dict, actions: list[str], reward_range, sync_every: int,
+                 decide_seed: int | None = None):
         from service.models import model_kind
 
         self.label = label
@@ -152,6 +155,16 @@ class InProcessForest(Policy):
         self._low, self._high = reward_range
         self._sync_every = sync_every
         self._pending: list[tuple] = []
+        self._decide_seed = decide_seed
+        self._seeded_at: int | None = None
+        self._reseed()
+
+    def _reseed(self) -> None:
+        # the service reseeds when it loads a new snapshot, i.e. once the model learned more
+        learned = self._learner.n_learned
+        if self._decide_seed is not None and learned != self._seeded_at:
+            self._kind.reseed(self._learner, self._decide_seed)
+            self._seeded_at = learned
 
     def decide(self, context: dict, actions: list[str]) -> Choice:
         c = self._kind.decide(self._learner, context, actions, [])
@@ -169,6 +182,7 @@ class InProcessForest(Policy):
         for event in self._pending:
             self._kind.learn(self._learner, *event)
         self._pending.clear()
+        self._reseed()  # the service serves a new snapshot: its draws restart
 
     def describe(self) -> dict:
         return {"label": self.label, "kind": self.kind, "params": self.params}

@@ -224,6 +224,9 @@ def test_the_command_never_shows_a_traceback(tmp_path):
 
 
 # -- end to end against a real `grove serve` ----------------------------------------------------
+DECIDE_SEED = 11  # the served snapshots draw as `--in-process --decide-seed 11` does
+
+
 @pytest.fixture(scope="module")
 def grove(tmp_path_factory):
     """`grove serve` (embedded redis-server, API, trainer) on a free port; yields (url, admin key)."""
@@ -231,7 +234,7 @@ def grove(tmp_path_factory):
     data, log, port = root / "data", root / "serve.log", free_port()
     url = f"http://127.0.0.1:{port}"
     proc = spawn(["-m", "service.cli", "serve", "--port", str(port), "--data-dir", str(data)],
-                 service_env(None), log)
+                 service_env(None, GROVE_DECIDE_SEED=str(DECIDE_SEED)), log)
 
     def ready() -> bool:
         try:
@@ -335,3 +338,22 @@ def test_http_replay_of_logged_feedback_learns_only_matched_events(tmp_path, gro
     # unmatched decisions were deferred and never activated: the trainer learned the others only
     assert app.json()["eventsLearned"] == forest["matched"] > 0
     assert np.isfinite(forest["estimates"]["dr"]["value"])
+
+
+@pytest.mark.slow
+def test_with_a_decide_seed_http_and_in_process_give_the_same_results(tmp_path, grove):
+    """GROVE_DECIDE_SEED on the server and --decide-seed in-process: the same draws, so the
+    forest's realized rewards (not only its probabilities) are the same over HTTP."""
+    url, admin = grove
+    data = tmp_path / "flag.csv"
+    write_flag_labeled(data)
+    common = ["--data", data, "--label", "class", "--steps", 300, "--seed", 5, "--sync-every", 30,
+              "--policy", LEARNER, "--policy", "uniform"]
+    http_out, local_out = tmp_path / "http.json", tmp_path / "local.json"
+    assert replay("--url", url, "--app", "replay-seeded", "--create", "--admin-key", admin,
+                  *common, "--out", http_out) == 0
+    assert replay("--in-process", "--decide-seed", DECIDE_SEED, *common, "--out", local_out) == 0
+    over_http, local = _without_timing(read(http_out)), _without_timing(read(local_out))
+    forest = by_label(local)[LEARNER]
+    assert forest["average_reward"]["value"] > 0.6  # it explored, then exploited
+    assert over_http == local
