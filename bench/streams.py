@@ -33,14 +33,18 @@ Choices where the paper is silent or ambiguous
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 import pandas as pd
 
-DATA_DIR = Path(os.environ.get("GROVE_DATA_DIR", "/work/shared/data"))
+# the recoding is the one `grove replay` uses: one implementation
+from service.replay.sources import Recoded, equal_frequency_codes, recode  # noqa: F401
+
+# the shared data sets sit beside the repository (../shared/data), or where this variable says
+DATA_DIR = Path(os.environ.get("GROVE_BENCH_DATA",
+                               Path(__file__).resolve().parents[2] / "shared" / "data"))
 
 # name -> (file, target column, columns that are not variables, drop rows holding this marker)
 DATASETS = {
@@ -48,57 +52,6 @@ DATASETS = {
     "letter": ("letter.csv.gz", "lettr", (), None),
     "shuttle": ("shuttle.csv.gz", "Class", (), None),
 }
-
-
-@dataclass
-class Recoded:
-    """A data set recoded into binary variables: ``X[i, j]`` is variable ``feature_names[j]`` of
-    row i, ``y[i]`` the index of row i's label in ``actions``."""
-
-    X: np.ndarray  # uint8, shape (n_rows, n_features)
-    y: np.ndarray  # int64, shape (n_rows,)
-    feature_names: list[str]
-    actions: list[str]
-    name: str = ""
-
-
-def equal_frequency_codes(values: np.ndarray, n_bins: int = 5) -> tuple[np.ndarray, np.ndarray]:
-    """Bin index (0..n_bins-1) of each value with equal-frequency cut points, and the edges.
-
-    >>> codes, edges = equal_frequency_codes(np.arange(10), 5)
-    >>> codes.tolist()
-    [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
-    """
-    values = np.asarray(values, dtype=float)
-    edges = np.quantile(values, np.arange(1, n_bins) / n_bins)
-    # right-closed bins: edge[j-1] < v <= edge[j]
-    return np.searchsorted(edges, values, side="left"), edges
-
-
-def recode(frame: pd.DataFrame, target: str, n_bins: int = 5, name: str = "") -> Recoded:
-    """Recode every column except ``target`` into binary variables (sec. 5), on the whole frame."""
-    columns, names = [], []
-    for col in frame.columns:
-        if col == target:
-            continue
-        values = frame[col]
-        if pd.api.types.is_numeric_dtype(values) and set(np.unique(values)) <= {0, 1}:
-            columns.append(values.to_numpy().astype(np.uint8)[:, None])
-            names.append(str(col))
-        elif pd.api.types.is_numeric_dtype(values):
-            codes, _ = equal_frequency_codes(values.to_numpy(), n_bins)
-            onehot = (codes[:, None] == np.arange(n_bins)[None, :]).astype(np.uint8)
-            keep = onehot.any(axis=0)
-            columns.append(onehot[:, keep])
-            names.extend(f"{col}:bin{j}" for j in np.flatnonzero(keep))
-        else:
-            cats = sorted(values.astype(str).unique())
-            codes = pd.Categorical(values.astype(str), categories=cats).codes
-            columns.append((codes[:, None] == np.arange(len(cats))[None, :]).astype(np.uint8))
-            names.extend(f"{col}={c}" for c in cats)
-    actions = sorted(frame[target].astype(str).unique())
-    y = pd.Categorical(frame[target].astype(str), categories=actions).codes.astype(np.int64)
-    return Recoded(np.ascontiguousarray(np.hstack(columns)), y, names, actions, name)
 
 
 def load(name: str, data_dir: Path | str | None = None) -> Recoded:

@@ -84,9 +84,10 @@ class Recoded:
     y: np.ndarray  # int64 (n_rows,)
     feature_names: list[str]
     actions: list[str]
+    name: str = ""
 
 
-def recode(frame: pd.DataFrame, target: str, n_bins: int = 5) -> Recoded:
+def recode(frame: pd.DataFrame, target: str, n_bins: int = 5, name: str = "") -> Recoded:
     """Recode every column except ``target`` into binary variables (sec. 5), on the whole frame."""
     columns, names = [], []
     for col in frame.columns:
@@ -109,7 +110,7 @@ def recode(frame: pd.DataFrame, target: str, n_bins: int = 5) -> Recoded:
             names.extend(f"{col}={c}" for c in cats)
     actions = sorted(frame[target].astype(str).unique())
     y = pd.Categorical(frame[target].astype(str), categories=actions).codes.astype(np.int64)
-    return Recoded(np.ascontiguousarray(np.hstack(columns)), y, names, actions)
+    return Recoded(np.ascontiguousarray(np.hstack(columns)), y, names, actions, name)
 
 
 @dataclass
