@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
-DATA = "/work/shared/data"
+# the shared data sets sit beside the repository (../shared/data), or where this variable says
+DATA = str(os.environ.get("GROVE_BENCH_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 NAMES = ("adult", "kr_vs_kp", "splice", "tic_tac_toe")
 
 
