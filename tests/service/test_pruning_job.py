@@ -21,6 +21,7 @@ from service.store import Store
 
 from .conftest import ADMIN, app_body, drain, make_settings
 from .test_jobs import csv_bytes, follow, grove  # noqa: F401  (grove: the fixture)
+from .traffic import feed
 
 pytestmark = pytest.mark.slow
 
@@ -107,20 +108,6 @@ def test_labeled_upload_prunes_a_random_forest_and_compares_the_baselines(grove)
     assert result["bestMethod"] in methods
 
 
-def _feed(http, name: str, key: dict, n: int, seed: int) -> None:
-    """n decide + reward events; action 'a' is good when x == 1, 'b' when x == 0."""
-    rng = np.random.default_rng(seed)
-    for _ in range(n):
-        context = {"x": int(rng.integers(0, 2)), "color": str(rng.choice(["red", "blue"]))}
-        decided = http.post(f"/apps/{name}/decide", json={"context": context}, headers=key)
-        assert decided.status_code == 200, decided.text
-        decided = decided.json()
-        good = "a" if context["x"] == 1 else "b"
-        reward = float(rng.random() < (0.9 if decided["action"] == good else 0.1))
-        body = {"eventId": decided["eventId"], "reward": reward}
-        assert http.post(f"/apps/{name}/reward", json=body, headers=key).status_code == 200
-
-
 def _learned(http, name: str, key: dict, n: int) -> int:
     """Wait until the trainer has published a snapshot with ``n`` events; its version."""
     final = None
@@ -145,7 +132,7 @@ def live_app(grove):  # noqa: F811
     )
     assert created.status_code == 201, created.text
     key = {"Authorization": f"Bearer {created.json()['apiKey']}"}
-    _feed(http, name, key, 300, seed=1)
+    feed(http, name, key, 300, seed=1)
     _learned(http, name, key, 300)
     return name, key
 
@@ -185,7 +172,7 @@ def test_live_app_forest_is_pruned_published_and_still_decides(grove, live_app):
     decided = http.post(f"/apps/{name}/decide", json={"context": {"x": 1}}, headers=key)
     assert decided.status_code == 200 and decided.json()["action"] in ("a", "b")
     assert decided.json()["modelVersion"] >= publication["modelVersion"]
-    _feed(http, name, key, 30, seed=2)
+    feed(http, name, key, 30, seed=2)
     _learned(http, name, key, 330)
     assert _snapshot_trees(client, name) == K_LIVE
 
@@ -204,7 +191,7 @@ def test_live_check_without_publishing_leaves_the_model_alone(grove):  # noqa: F
         "/apps", json=app_body(name, policy=forest, actions=["a", "b"]), headers=ADMIN
     )
     key = {"Authorization": f"Bearer {created.json()['apiKey']}"}
-    _feed(http, name, key, 120, seed=5)
+    feed(http, name, key, 120, seed=5)
     version = _learned(http, name, key, 120)
     # a young forest: every path still explores, so no tree votes by decide's rule
     body = {"app": name, "last": 120, "params": {"k": 2}}

@@ -21,6 +21,7 @@ from service.store import Store
 
 from .conftest import ADMIN, app_body, make_settings
 from .test_jobs import csv_bytes, follow, grove  # noqa: F401  (grove: the fixture)
+from .traffic import feed
 
 pytestmark = pytest.mark.slow
 
@@ -88,20 +89,6 @@ def test_upload_finds_the_teachers_statistic_and_rule(grove):  # noqa: F811
     assert t["fitSeconds"] > 0 and t["totalSeconds"] >= t["fitSeconds"]
 
 
-def _feed(http, name: str, key: dict, n: int, seed: int) -> None:
-    """n decide + reward events: action 'a' pays when x == 1, 'b' when x == 0."""
-    rng = np.random.default_rng(seed)
-    for _ in range(n):
-        context = {"x": int(rng.integers(0, 2)), "color": str(rng.choice(["red", "blue"]))}
-        decided = http.post(f"/apps/{name}/decide", json={"context": context}, headers=key)
-        assert decided.status_code == 200, decided.text
-        decided = decided.json()
-        good = "a" if context["x"] == 1 else "b"
-        reward = float(rng.random() < (0.9 if decided["action"] == good else 0.1))
-        body = {"eventId": decided["eventId"], "reward": reward}
-        assert http.post(f"/apps/{name}/reward", json=body, headers=key).status_code == 200
-
-
 def _learned(http, name: str, key: dict, n: int) -> None:
     for _ in range(300):
         if http.get(f"/apps/{name}", headers=key).json()["eventsLearned"] >= n:
@@ -134,7 +121,7 @@ def live_app(grove):  # noqa: F811
     key = {"Authorization": f"Bearer {created.json()['apiKey']}"}
     n = 0
     while n < 800:
-        _feed(http, name, key, 100, seed=n)
+        feed(http, name, key, 100, seed=n)
         n += 100
         _learned(http, name, key, n)
         where_1, where_0 = _p_a(client, name)
