@@ -14,7 +14,8 @@ from river import bandit
 
 from online.bandit.encoder import ContextEncoder
 from online.bandit.kernels import (
-    LEAF, SLOT, SPLIT, decide_probabilities, greedy_actions, learn_event, radius_table)
+    LEAF, SLOT, SPLIT, decide_probabilities, finished_actions, greedy_actions, learn_event,
+    radius_table)
 from online.bandit.storage import ForestStorage
 from online.bandit.subforest import select_trees_state
 
@@ -553,6 +554,19 @@ class BanditForest(bandit.base.ContextualPolicy):
                        store.slot_W1, store.slot_R1, store.slot_A, store.slot_best, store.slot_vars,
                        store.leaf_T,
                        store.leaf_W, store.leaf_R, store.leaf_A, store.active, allowed, out)
+        return [self._actions[k] if k >= 0 else None for k in out.tolist()]
+
+    def finished_votes(self, x: dict) -> list:
+        """The vote of each tree's path for ``x`` if its learning is finished, else None.
+
+        These are the votes :meth:`decide` counts; a path still exploring makes it draw instead.
+        """
+        if not len(self._roots):
+            return [None] * self.n_trees
+        store = self._store
+        out = np.full(self.n_trees, -1, np.int64)
+        finished_actions(self._encoder.encode(x), self._roots, store.node_kind, store.node_var,
+                         store.node_child, store.node_ref, store.leaf_A, store.active, out)
         return [self._actions[k] if k >= 0 else None for k in out.tolist()]
 
     def tree_structure(self, theta: int) -> tuple[list[int], list[list[int]]]:

@@ -284,6 +284,28 @@ def paths_status(x, roots, node_kind, node_var, node_child, node_ref, union, lea
 
 
 @njit(cache=True)
+def finished_actions(x, roots, node_kind, node_var, node_child, node_ref, leaf_A, active, out):
+    """``out[theta]``: the one action left on tree theta's path for x (a finished path, which
+    votes in :func:`decide_probabilities`), or -1 while the path is still exploring."""
+    K = active.shape[0]
+    for theta in range(roots.shape[0]):
+        node = find_path(x, roots[theta], node_kind, node_var, node_child)
+        out[theta] = -1
+        if node_kind[node] != SLOT:
+            l = node_ref[node]
+            var = node_var[node]
+            v = x[var] if var >= 0 else 0
+            count = 0
+            last = -1
+            for k in range(K):
+                if leaf_A[l, v, k] and active[k]:
+                    count += 1
+                    last = k
+            if count == 1:
+                out[theta] = last
+
+
+@njit(cache=True)
 def greedy_actions(x, roots, node_kind, node_var, node_child, node_ref, T, W, Rt, T1, W1, R1, A,
                    best_var, vars_, leaf_T, leaf_W, leaf_R, leaf_A, active, allowed, out):
     """``out[theta]``: the best remaining allowed action of tree theta's path by its estimates.

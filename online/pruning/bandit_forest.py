@@ -23,8 +23,8 @@ Choices where the papers are silent or ambiguous
     the forest's own voting rule when it serves (:meth:`BanditForest.decide`): only finished
     paths vote, an exploring path makes the forest draw an action at random instead of
     exploiting (with probability = share of exploring paths). A sub-forest of such trees plays
-    the greedy choice less often, and MEPSI's error term sees it. Found with one-tree
-    sub-forests (``select_trees([t]).decide(x).explored``, deterministic for one tree).
+    the greedy choice less often, and MEPSI's error term sees it. Read from
+    :meth:`BanditForest.finished_votes`.
   * ``"greedy"``: every tree votes its path's current best estimate
     (:meth:`BanditForest.tree_votes`, the view of :meth:`BanditForest.predict_one`); only a
     path with no estimate at all (``None``) has no vote. For young forests, where every path
@@ -108,16 +108,10 @@ def bandit_forest_votes(forest, contexts: Iterable[dict], exploring: str = "wron
     if exploring not in ("wrong", "greedy"):
         raise ValueError(f"exploring must be 'wrong' or 'greedy', got {exploring!r}")
     contexts = list(contexts)
+    votes = forest.finished_votes if exploring == "wrong" else forest.tree_votes
     out = np.empty((forest.n_trees, len(contexts)), dtype=object)
     for j, x in enumerate(contexts):
-        out[:, j] = [NO_VOTE if a is None else a for a in forest.tree_votes(x)]
-    if exploring == "wrong" and contexts:
-        for t in range(forest.n_trees):
-            if np.all(out[t] == NO_VOTE):  # nothing to take away (e.g. still warming up)
-                continue
-            alone = forest.select_trees([t])  # one tree: its path explores or it votes
-            explores = [alone.decide(x).explored for x in contexts]
-            out[t, np.flatnonzero(explores)] = NO_VOTE
+        out[:, j] = [NO_VOTE if a is None else a for a in votes(x)]
     return out
 
 

@@ -371,3 +371,14 @@ def test_state_round_trip_when_every_stump_is_a_leaf():
                          d.probability)
         clone = BanditForest.from_state(forest.to_state())
         assert clone.decide(x) == forest.decide(x)
+
+
+def test_finished_votes_are_what_a_one_tree_forest_plays_without_exploring():
+    forest = trained_forest(6000)
+    rng = random.Random(8)
+    for _ in range(30):
+        x = {"site": rng.choice("abc"), "age": rng.uniform(18, 80), "mobile": rng.random() < .5}
+        finished = forest.finished_votes(x)
+        for theta in range(forest.n_trees):
+            alone = forest.select_trees([theta]).decide(x)
+            assert finished[theta] == (None if alone.explored else alone.action)
