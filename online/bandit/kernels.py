@@ -246,6 +246,20 @@ def learn_event(x, k, y, w, roots, node_kind, node_var, node_child, node_ref, tr
 
 
 @njit(cache=True)
+def leaf_vote(x, node, node_var, node_ref, leaf_A, active):
+    """The one action left in the cell of leaf ``node`` for x (its learning is finished), or -1."""
+    l = node_ref[node]
+    v = x[node_var[node]] if node_var[node] >= 0 else 0
+    last = -1
+    for k in range(active.shape[0]):
+        if leaf_A[l, v, k] and active[k]:
+            if last >= 0:
+                return -1
+            last = k
+    return last
+
+
+@njit(cache=True)
 def paths_status(x, roots, node_kind, node_var, node_child, node_ref, union, leaf_A, active,
                  explore, votes):
     """Algorithm 6, lines 4-6 with sec. 5's draw: returns the number of paths still exploring.
@@ -264,19 +278,13 @@ def paths_status(x, roots, node_kind, node_var, node_child, node_ref, union, lea
                 if union[s, k] and active[k]:
                     explore[k] = True
         else:
-            l = node_ref[node]
-            var = node_var[node]
-            v = x[var] if var >= 0 else 0
-            count = 0
-            last = -1
-            for k in range(K):
-                if leaf_A[l, v, k] and active[k]:
-                    count += 1
-                    last = k
-            if count == 1:
-                votes[last] += 1
+            vote = leaf_vote(x, node, node_var, node_ref, leaf_A, active)
+            if vote >= 0:
+                votes[vote] += 1
             else:
                 exploring += 1
+                l = node_ref[node]
+                v = x[node_var[node]] if node_var[node] >= 0 else 0
                 for k in range(K):
                     if leaf_A[l, v, k] and active[k]:
                         explore[k] = True
@@ -287,22 +295,11 @@ def paths_status(x, roots, node_kind, node_var, node_child, node_ref, union, lea
 def finished_actions(x, roots, node_kind, node_var, node_child, node_ref, leaf_A, active, out):
     """``out[theta]``: the one action left on tree theta's path for x (a finished path, which
     votes in :func:`decide_probabilities`), or -1 while the path is still exploring."""
-    K = active.shape[0]
     for theta in range(roots.shape[0]):
         node = find_path(x, roots[theta], node_kind, node_var, node_child)
         out[theta] = -1
         if node_kind[node] != SLOT:
-            l = node_ref[node]
-            var = node_var[node]
-            v = x[var] if var >= 0 else 0
-            count = 0
-            last = -1
-            for k in range(K):
-                if leaf_A[l, v, k] and active[k]:
-                    count += 1
-                    last = k
-            if count == 1:
-                out[theta] = last
+            out[theta] = leaf_vote(x, node, node_var, node_ref, leaf_A, active)
 
 
 @njit(cache=True)
