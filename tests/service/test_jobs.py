@@ -140,6 +140,16 @@ def long_job(http, headers=ADMIN, **fields) -> str:
     return answer.json()["id"]
 
 
+def assert_a_small_job_runs(http) -> None:
+    """A worker is there and runs jobs (after failures, kills, restarts)."""
+    ok = submit(
+        http,
+        csv_bytes(synthetic(n=60, d=4, informative=(0,))),
+        {"target": "label", "nSimulations": 20},
+    )
+    assert follow(http, ok.json()["id"])[0]["state"] == "done"
+
+
 def test_upload_csv_watch_progress_and_fetch_the_result(grove):
     http, client, *_ = grove
     # long enough (a few seconds) to be seen running between two progress reports, which are
@@ -220,12 +230,7 @@ def test_bad_inputs_fail_with_a_message_and_the_worker_survives(grove):
     too_big = submit(http, b"x" * (MAX_UPLOAD + 1), {"target": "x"})
     assert too_big.status_code == 413
     # the worker is still there
-    ok = submit(
-        http,
-        csv_bytes(synthetic(n=60, d=4, informative=(0,))),
-        {"target": "label", "nSimulations": 20},
-    )
-    assert follow(http, ok.json()["id"])[0]["state"] == "done"
+    assert_a_small_job_runs(http)
 
 
 def test_cancel_a_queued_and_a_running_job(grove):
@@ -288,12 +293,7 @@ def test_a_sigkilled_worker_does_not_leave_its_job_running(grove):
     )
     assert "attempt 2 of 2" in job["error"]
     # the restarted worker runs jobs
-    ok = submit(
-        http,
-        csv_bytes(synthetic(n=60, d=4, informative=(0,))),
-        {"target": "label", "nSimulations": 20},
-    )
-    assert follow(http, ok.json()["id"])[0]["state"] == "done"
+    assert_a_small_job_runs(http)
 
 
 def test_access_needs_the_admin_key_or_the_key_of_the_jobs_app(grove):
