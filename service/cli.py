@@ -292,6 +292,9 @@ def parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("replay", help="replay a labeled stream or logged feedback (issue 5)")
     replay_arguments(rp)
     rp.set_defaults(func=replay_main)
+    from service.bench_command import add_parser as add_bench_parser
+
+    add_bench_parser(sub)
     return p
 
 

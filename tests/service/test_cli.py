@@ -94,3 +94,23 @@ def _ready(url: str) -> bool:
         return httpx.get(url + "/readyz", timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def test_grove_bench_lists_runs_and_rejects_unknown_scripts(capsys):
+    from service.cli import main
+
+    assert main(["bench"]) == 0
+    listing = capsys.readouterr().out
+    assert re.search(r"^bandit_forest_speed +How fast is Bandit Forest", listing, re.M)
+    assert main(["bench", "no_such_bench"]) == 2
+    assert "no script 'no_such_bench'" in capsys.readouterr().err
+    # arguments after the name go to the script (its own argparse answers --help)
+    run = subprocess.run(
+        [sys.executable, "-m", "service.cli", "bench", "bandit_forest_speed", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "--events" in run.stdout
