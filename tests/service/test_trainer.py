@@ -56,6 +56,8 @@ def test_a_trainer_that_dies_is_replaced_from_the_snapshot(client, settings):
     reward(client, shop, decide(client, shop, 10))
     first.refresh_leases()
     assert first.step() == 10  # learned, not published: then it "dies" (no shutdown)
+    first.refresh_leases()  # its last beat: the 1 s lease must still run when `second` looks,
+    # however slow the machine was while `first` learned
     assert status(client, shop)["eventsLearned"] == 15
 
     second = Trainer(connect(slow), slow, trainer_id="second")
