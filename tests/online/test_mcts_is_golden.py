@@ -35,7 +35,7 @@ SCENARIOS = {
     "budget-depth-cap": (
         1500,
         "wide",
-        {"max_nodes": 3000, "max_categories": 4, "max_depth": 3, "grace_period": 3, "seed": 2},
+        {"max_nodes": 800, "max_categories": 4, "max_depth": 3, "grace_period": 3, "seed": 2},
     ),
     "groups": (800, "wide", {"groups": 2, "grace_period": 5, "seed": 3}),
 }
