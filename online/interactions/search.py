@@ -33,7 +33,8 @@ def _select(fdt: FDT, flat, group, n_groups, inv, c_p, rng) -> np.ndarray:
     unvisited = included & (fV == 0)
     n_unv = np.bincount(group, weights=unvisited, minlength=n_groups).astype(np.int64)
     visited = included & (fV > 0)
-    logN = np.log(np.maximum(N, 1.0))[group]
+    import math
+    logN = np.array([math.log(v) for v in np.maximum(N, 1.0).tolist()])[group]
     score = np.full(flat.size, np.inf)
     score[visited] = f.sigma[flat[visited]] - c_p * np.sqrt(logN[visited] / fV[visited])
     order = np.lexsort((rng.random(flat.size), score, group))
@@ -188,8 +189,8 @@ def iterate(
     V_deep[ent_w[last]] = V_after[last]
     gamma = (params["v"] + V_deep) / params["kappa"]
     expo = np.arange(L)[None, :] - (n_sn - 1)[:, None]  # j - |SN|, <= 0 on the path
-    with np.errstate(over="ignore"):
-        G = np.where(expo <= 0, gamma[:, None] ** np.minimum(expo, 0), 0.0)
+    powers = np.cumprod(np.concatenate([np.ones((W, 1)), np.repeat(gamma[:, None], L - 1, axis=1)], axis=1), axis=1)
+    G = np.where(expo <= 0, 1.0 / powers[np.arange(W)[:, None], np.maximum(-expo, 0)], 0.0)
     G[:, 0] = 0.0  # the root's error is never part of L (i >= 2 in eq. 9)
     num = np.cumsum((G * err)[:, ::-1], axis=1)[:, ::-1]
     den = np.cumsum(G[:, ::-1], axis=1)[:, ::-1]
