@@ -11,7 +11,8 @@ Layout (what makes the vectorised search possible):
 - the child data nodes of a feature node of field i are one contiguous block
   ``[cstart, cstart + ccount)`` indexed by category code: child(n_i^f, j) = cstart + j.
   When field i gains a category after the block was made, the block is moved to the end of the
-  table with the new children appended (``grow``); the old rows are left dead (depth -1).
+  table with the new children appended (``search``: growths); the old rows are left dead
+  (depth -1).
 """
 
 from __future__ import annotations
@@ -62,9 +63,9 @@ class Table:
     def capacity(self) -> int:
         return len(getattr(self, next(iter(self._columns))))
 
-    def add(self, count: int) -> int:
-        """Append ``count`` rows with their initial values; return the first row index."""
-        start, end = self.n, self.n + count
+    def reserve(self, extra: int) -> None:
+        """Room for ``extra`` more rows (capacity doubles, or grows to what is needed)."""
+        end = self.n + extra
         if end > self.capacity:
             new_capacity = max(end, 2 * self.capacity)
             for name in self._columns:
@@ -72,9 +73,14 @@ class Table:
                 arr = np.empty(new_capacity, dtype=old.dtype)
                 arr[: self.n] = old[: self.n]
                 setattr(self, name, arr)
+
+    def add(self, count: int) -> int:
+        """Append ``count`` rows with their initial values; return the first row index."""
+        start = self.n
+        self.reserve(count)
         for name, (_, value) in self._columns.items():
-            getattr(self, name)[start:end] = value
-        self.n = end
+            getattr(self, name)[start : start + count] = value
+        self.n = start + count
         return start
 
     @property
@@ -143,36 +149,6 @@ class FDT:
         self.d.cat[rows] = rows - np.repeat(starts, sizes)
         self.d.depth[rows] = self.d.depth[node] + 1
         self.d.tree[rows] = self.d.tree[node]
-
-    def grow(self, fids: np.ndarray, n_categories: np.ndarray) -> None:
-        """Give feature nodes ``fids`` a child data node for every category of their field known
-        now (categories seen after the node was expanded), with the initial values of sec. 3."""
-        for f in np.unique(fids).tolist():
-            old_start, old_n = int(self.f.cstart[f]), int(self.f.ccount[f])
-            new_n = int(n_categories[self.f.field[f]])
-            if new_n <= old_n:
-                continue
-            start = self.d.add(new_n)
-            d = self.d
-            for name in DATA_COLUMNS:
-                col = getattr(d, name)
-                col[start : start + old_n] = col[old_start : old_start + old_n]
-            new = np.arange(start + old_n, start + new_n)
-            d.parent[new] = f
-            d.cat[new] = np.arange(old_n, new_n)
-            d.depth[new] = d.depth[self.f.parent[f]] + 1
-            d.tree[new] = d.tree[self.f.parent[f]]
-            # grandchildren feature nodes now hang below the moved rows
-            moved = np.arange(start, start + old_n)
-            for row in moved[d.fstart[moved] >= 0].tolist():
-                fs, fc = int(d.fstart[row]), int(d.fcount[row])
-                self.f.parent[fs : fs + fc] = row
-            d.depth[old_start : old_start + old_n] = -1  # dead rows
-            d.fstart[old_start : old_start + old_n] = -1
-            self.f.cstart[f] = start
-            self.f.ccount[f] = new_n
-            self.f.sumV[f] += new_n - old_n
-            self.f.nabove[f] += new_n - old_n
 
     # -- queries -------------------------------------------------------------------------------
 

@@ -103,8 +103,8 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
       ``grace_period`` times are not candidates (one selection with y = mu_hat = 0 gives
       sigma_hat = 0, which would win every argmin). Ties: the lowest field id.
     - Eq. (8): never-selected feature nodes (V = 0, infinite bonus) first, at random.
-    - ``learn_many`` (an extension): a mini-batch iteration where selection reads the statistics
-      of the batch start; updates are exact per row. With one row it is ``learn_one``.
+    - ``learn_many(X, y)`` is ``learn_one`` on each row in turn (Algorithm 1 is sequential:
+      sample t's path reads what sample t-1 updated); it only saves the Python per-row work.
     - Not in the paper, to bound time and memory: ``grace_period`` (expansion after that many
       visits; 1 = the paper), ``max_nodes`` (no expansion once the data-node table is full),
       ``max_depth``, ``max_categories`` (later values share ``"<other>"``).
@@ -183,6 +183,7 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
         self._n_learned = 0
         self._extracted = None  # cache of extract(): (best_f, loss_d)
         self._names: dict[int, str] = {}
+        self._scratch = None  # work arrays of the compiled search (search.Scratch)
 
     @property
     def _multiclass(self):
@@ -206,15 +207,21 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
             return float(y)
         raise ValueError(f"MCTSInteractions learns y in {{0, 1}}, got {y!r}")
 
-    def _sync_trees(self) -> None:
-        K = self._vocab.n_categories
+    def _sync_trees(self, K: np.ndarray) -> None:
         for field in range(len(self._fdt.roots), len(K)):
             self._fdt.add_tree(field, K)
 
-    def _learn_codes(self, codes: np.ndarray, y: np.ndarray) -> None:
-        self._sync_trees()
+    def _learn_codes(self, codes: np.ndarray, y: np.ndarray, k_before: np.ndarray) -> None:
+        """Algorithm 1 on each row in turn, with the K_i known when that row came: codes are
+        given in order of appearance, so after row r, K_i = max(code_i up to r) + 1."""
+        k_rows = np.maximum.accumulate(codes + 1, axis=0)
+        k_rows[:, : len(k_before)] = np.maximum(k_rows[:, : len(k_before)], k_before)
+        self._sync_trees(k_rows[0])
+        shape = (len(self._fdt.roots), codes.shape[1])
+        if self._scratch is None or self._scratch.shape != shape:
+            self._scratch = search.Scratch(*shape)
         search.iterate(
-            self._fdt, codes, y, self._vocab.n_categories, self._params(), self._rng
+            self._fdt, codes, y, k_rows, self._params(), self._rng, self._scratch
         )
         self._n_learned += len(y)
         self._extracted = None
@@ -223,16 +230,20 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
     def learn_one(self, x: dict, y) -> None:
         """One iteration of Algorithm 1 on (x, y) in each of the N_T FDTs."""
         target = self._target(y)
+        k_before = self._vocab.n_categories
         codes = self._vocab.learn_row(x, self._rng)
-        self._learn_codes(codes[None, :], np.array([target]))
+        self._learn_codes(codes[None, :], np.array([target]), k_before)
 
     def learn_many(self, X, y) -> None:
-        """One mini-batch iteration over the rows of DataFrame ``X`` (see the class notes)."""
+        """``learn_one`` on each row of DataFrame ``X`` in turn (the same model, faster)."""
         targets = np.asarray(y, dtype=np.float64).ravel()
         if not np.isin(targets, (0.0, 1.0)).all():
             raise ValueError("MCTSInteractions learns y in {0, 1}")
+        if len(targets) == 0:
+            return
+        k_before = self._vocab.n_categories
         codes = self._vocab.learn_frame(X, self._rng)
-        self._learn_codes(codes, targets)
+        self._learn_codes(codes, targets, k_before)
 
     # -- the extracted DTs ---------------------------------------------------------------------
 

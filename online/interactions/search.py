@@ -1,238 +1,414 @@
-"""One MCTS-IS iteration (Algorithm 1) for many walkers at once: selection (eq. 8), the
+"""One MCTS-IS iteration (Algorithm 1) per sample, compiled: selection (eq. 8), the
 backpropagation of sec. 3.2 with eq. (9) and lines 22-26, and the expansion of sec. 3.
 
-A *walker* is one (sample, tree) pair: sample t searched in FDT i. Walkers of one sample in
-different trees never share a node, so a batch of one sample over all N_T trees is exactly
-Algorithm 1 run on each tree. With several samples in a batch, selection reads the statistics
-as they were at the start of the batch (V, sigma_hat, s and so l(n^d)); every update is then
-applied exactly as the row-by-row recursion would (mu_hat_{t+1} and V_{t+1} per row, eq. (9)'s
-running mean); only the choices of the later rows can differ from a row-by-row run.
+Samples are learned one after the other, exactly as Algorithm 1 does (sample t's path reads the
+V and sigma_hat that sample t-1 updated); within one sample the N_T FDTs are searched level by
+level, tree after tree (the trees never share a node, so the order only fixes which random
+numbers each tree draws).
+
+Each sample runs in two phases:
+- phase A (selection, read-only): the path SN_t of every tree, the excluded feature nodes met
+  on the way (lines 22-26) and the feature nodes whose child block must grow because the sample
+  has a category they were created without (the child is then a new leaf);
+- phase B: the growths, the updates of V, B, p_hat, mu_hat, sigma_hat and s, the expansions.
+Between the two, the kernel checks that the node tables have room for what phase B may add;
+if not it returns, the caller enlarges the tables and calls again to resume at phase B.
+
+Floating point follows the order of the numpy reference this kernel replaced (golden trace in
+tests/online/test_mcts_is_golden.py): gamma^-k by repeated products, ``math.log``.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+from numba import njit
 
-from online.interactions.extraction import _ranges
 from online.interactions.fdt import FDT
-from online.interactions.screening import is_excluded, screening_statistic
+
+# counters kept in ``Scratch.counts`` so that a resumed call finds phase A's results
+N_EX, N_GROW, NEED_D, NEED_F = 0, 1, 2, 3
 
 
-def _select(fdt: FDT, flat, group, n_groups, inv, c_p, rng) -> np.ndarray:
-    """Eq. (8) at each walker's data node; -1 where l(n^d) is empty.
+class Scratch:
+    """Work arrays of one sample (path, excluded feature nodes, growths), sized for T trees and
+    F fields; they also carry phase A's results across a resumed call."""
 
-    pi_t(n^d) = argmin_{n^f in l(n^d)} sigma_hat_{n^f} - C_p sqrt(log sum_{l(n^d)} V / V_{n^f}).
-    A feature node never selected (V = 0) has an infinite bonus: it comes first, at random among
-    the never-selected ones (ties between finite scores are also broken at random).
-    """
-    f = fdt.f
-    included = ~is_excluded(f.nabove[flat])
-    fV = f.V[flat]
-    N = np.bincount(group, weights=np.where(included, fV, 0.0), minlength=n_groups)
-    n_inc = np.bincount(group, weights=included, minlength=n_groups)
-    unvisited = included & (fV == 0)
-    n_unv = np.bincount(group, weights=unvisited, minlength=n_groups).astype(np.int64)
-    visited = included & (fV > 0)
-    import math
-    logN = np.array([math.log(v) for v in np.maximum(N, 1.0).tolist()])[group]
-    score = np.full(flat.size, np.inf)
-    score[visited] = f.sigma[flat[visited]] - c_p * np.sqrt(logN[visited] / fV[visited])
-    order = np.lexsort((rng.random(flat.size), score, group))
-    sizes = np.bincount(group, minlength=n_groups)
-    best = flat[order[np.cumsum(sizes) - sizes]]
-    chosen = best[inv]
-    wants_new = n_unv[inv] > 0
-    if wants_new.any():
-        unv_flat = flat[unvisited]
-        offsets = np.cumsum(n_unv) - n_unv
-        g = inv[wants_new]
-        k = (rng.random(g.size) * n_unv[g]).astype(np.int64)
-        chosen[wants_new] = unv_flat[offsets[g] + k]
-    chosen[n_inc[inv] == 0] = -1
-    return chosen
+    def __init__(self, n_trees: int, n_fields: int):
+        T, F = n_trees, n_fields
+        L = F + 1  # n_r and at most one data node per field
+        E = T * F * (F + 1) // 2 + 1  # excluded feature nodes: at most F - level per level
+        self.shape = (T, F)
+        self.path_d = np.empty((T, L), dtype=np.int64)
+        self.path_f = np.empty((T, L), dtype=np.int64)
+        self.support = np.empty((T, L))
+        self.plen = np.empty(T, dtype=np.int64)
+        self.at_leaf = np.empty(T, dtype=np.bool_)
+        self.best = np.empty(T, dtype=np.int64)
+        self.n_unv = np.empty(T, dtype=np.int64)
+        self.ex = np.empty((E, 4), dtype=np.int64)  # tree, level, feature node, child data node
+        self.grow = np.empty((T * L + E, 2), dtype=np.int64)  # feature node, new block start
+        self.err = np.empty(L)
+        self.powers = np.empty(L)
+        self.counts = np.zeros(4, dtype=np.int64)
 
 
-def _child(fdt: FDT, fids, codes, n_categories) -> np.ndarray:
-    """Child data node n_{i,j}^d of feature node n_i^f for category j (growing stale blocks)."""
-    stale = codes >= fdt.f.ccount[fids]
-    if stale.any():
-        fdt.grow(fids[stale], n_categories)
-    return fdt.f.cstart[fids].astype(np.int64) + codes
+@njit(cache=True)
+def _sort_small(a, n):
+    """Insertion sort of a[:n] in place (a handful of feature node ids)."""
+    for i in range(1, n):
+        v = a[i]
+        j = i - 1
+        while j >= 0 and a[j] > v:
+            a[j + 1] = a[j]
+            j -= 1
+        a[j + 1] = v
 
 
-def _grouped_cumulative(keys, values):
-    """For entries in order: count and running sum of ``values`` within equal ``keys``."""
-    # unique composite keys (key, position) make a plain quicksort keep the entry order
-    order = np.argsort(keys.astype(np.int64) * keys.size + np.arange(keys.size))
-    k, v = keys[order], values[order]
-    new = np.ones(k.size, dtype=bool)
-    new[1:] = k[1:] != k[:-1]
-    starts = np.flatnonzero(new)
-    gid = np.cumsum(new) - 1
-    cs = np.cumsum(v)
-    run_sum = cs - (cs - v)[starts][gid]
-    run_cnt = np.arange(k.size) - starts[gid] + 1
-    out_sum, out_cnt = np.empty_like(run_sum), np.empty_like(run_cnt)
-    out_sum[order], out_cnt[order] = run_sum, run_cnt
-    return out_cnt, out_sum
+@njit(cache=True)
+def _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab,
+             n_d, c_p, rng, path_d, path_f, plen, at_leaf, best, n_unv, ex, grow, counts):
+    """Selection (line 14-18, eq. 8) in every tree for sample r; no table is written."""
+    T = roots.shape[0]
+    n_ex = 0
+    n_grow = 0
+    pending = 0  # data-node rows the growths will add
+    tmp = np.empty(T, dtype=np.int64)
+    for t in range(T):
+        path_d[t, 0] = roots[t]
+        path_f[t, 0] = -1
+        plen[t] = 1
+        at_leaf[t] = False
+    alive = np.ones(T, dtype=np.bool_)
+    is_new = np.zeros(T, dtype=np.bool_)  # the walker stands on a child a growth will create
+    level = 0
+    while True:
+        any_alive = False
+        # pass 1, tree order: excluded feature nodes, one random number per feature node of
+        # the block (the tie-break of eq. 8), the best visited one
+        for t in range(T):
+            if not alive[t]:
+                continue
+            d = path_d[t, level]
+            if is_new[t] or dfs[d] < 0:  # a leaf: the deepest selected node
+                at_leaf[t] = True
+                alive[t] = False
+                continue
+            any_alive = True
+            fs, fc = dfs[d], dfc[d]
+            N = 0.0
+            for f in range(fs, fs + fc):
+                if fnab[f] > 0:
+                    N += fV[f]
+            logN = math.log(max(N, 1.0))
+            b, b_score, b_u = -1, np.inf, np.inf
+            nu, n_inc = 0, 0
+            for f in range(fs, fs + fc):
+                u = rng.random()
+                if fnab[f] == 0:  # excluded from l(n^d) (Theorem 4): lines 22-26
+                    ex[n_ex, 0] = t
+                    ex[n_ex, 1] = level
+                    ex[n_ex, 2] = f
+                    n_ex += 1
+                    continue
+                n_inc += 1
+                if fV[f] == 0:
+                    nu += 1
+                    continue
+                score = fsig[f] - c_p * math.sqrt(logN / fV[f])  # eq. (8)
+                if score < b_score or (score == b_score and u < b_u):
+                    b, b_score, b_u = f, score, u
+            best[t] = b if n_inc > 0 else -1
+            n_unv[t] = nu
+        if not any_alive:
+            break
+        # pass 2: never-selected feature nodes come first, one at random
+        for t in range(T):
+            if not alive[t] or n_unv[t] == 0:
+                continue
+            k = int(rng.random() * n_unv[t])
+            d = path_d[t, level]
+            for f in range(dfs[d], dfs[d] + dfc[d]):
+                if fnab[f] > 0 and fV[f] == 0:
+                    if k == 0:
+                        best[t] = f
+                        break
+                    k -= 1
+        # children; a category the feature node was created without grows its block
+        m = 0
+        for t in range(T):
+            if not alive[t]:
+                continue
+            f = best[t]
+            if f < 0:  # l(n^d) is empty: the path stops at a data node that is not a leaf
+                alive[t] = False
+                continue
+            if codes[r, ffield[f]] >= fcc[f]:
+                tmp[m] = f
+                m += 1
+        _sort_small(tmp, m)
+        for k in range(m):
+            grow[n_grow, 0] = tmp[k]
+            grow[n_grow, 1] = n_d + pending
+            pending += K[ffield[tmp[k]]]
+            n_grow += 1
+        for t in range(T):
+            if not alive[t]:
+                continue
+            f = best[t]
+            c = codes[r, ffield[f]]
+            if c >= fcc[f]:
+                start = -1
+                for g in range(n_grow - m, n_grow):
+                    if grow[g, 0] == f:
+                        start = grow[g, 1]
+                path_d[t, level + 1] = start + c
+                is_new[t] = True
+            else:
+                path_d[t, level + 1] = fcs[f] + c
+            path_f[t, level + 1] = f
+            plen[t] += 1
+        level += 1
+    # children of the excluded feature nodes (growing after the selection's growths)
+    m0 = n_grow
+    for e in range(n_ex):
+        f = ex[e, 2]
+        if codes[r, ffield[f]] >= fcc[f]:
+            grow[n_grow, 0] = f
+            n_grow += 1
+    _sort_small(grow[m0:, 0], n_grow - m0)
+    for g in range(m0, n_grow):
+        grow[g, 1] = n_d + pending
+        pending += K[ffield[grow[g, 0]]]
+    for e in range(n_ex):
+        f = ex[e, 2]
+        c = codes[r, ffield[f]]
+        if c >= fcc[f]:
+            for g in range(m0, n_grow):
+                if grow[g, 0] == f:
+                    ex[e, 3] = grow[g, 1] + c
+        else:
+            ex[e, 3] = fcs[f] + c
+    n_leaves = 0
+    for t in range(T):
+        if at_leaf[t]:
+            n_leaves += 1
+    sumK = 0
+    for i in range(K.shape[0]):
+        sumK += K[i]
+    counts[N_EX] = n_ex
+    counts[N_GROW] = n_grow
+    counts[NEED_D] = pending + n_leaves * sumK
+    counts[NEED_F] = n_leaves * K.shape[0]
 
 
-def _unique_inverse(values: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct ``values`` (ints in [0, size), in no particular order) and the index of each
-    value among them: ``np.unique(values, return_inverse=True)`` without sorting."""
-    scratch = np.empty(size, dtype=np.int64)
-    pos = np.arange(values.size)
-    scratch[values] = pos  # the last writer wins: one representative per value
-    uniq = values[scratch[values] == pos]
-    scratch[uniq] = np.arange(uniq.size)
-    return uniq, scratch[values]
+@njit(cache=True)
+def _recount(f, ds, fcs, fcc, fnab, lam):
+    n = 0
+    for k in range(fcs[f], fcs[f] + fcc[f]):
+        if ds[k] > lam:
+            n += 1
+    fnab[f] = n
 
 
-def _add(values: np.ndarray, index: np.ndarray, amount) -> None:
-    np.add.at(values, index, amount)
+@njit(cache=True)
+def _phase_b(r, y, K, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
+             fV, fsig, fsumV, ffield, fpar, fcs, fcc, fnab, n_d, n_f,
+             v, kappa, c_f, lam, grace, max_depth, max_nodes,
+             path_d, path_f, support, plen, at_leaf, ex, grow, err, powers, counts):
+    """Growths, backpropagation (sec. 3.2, eq. 9, lines 22-27) and expansion for sample r."""
+    T = roots.shape[0]
+    yt = y[r]
+    n_ex, n_grow = counts[N_EX], counts[N_GROW]
+    recount = not lam < 1.0  # new nodes (s = 1) count as above lambda only when lambda < 1
+
+    # -- growths, in phase A's order: the block moves to the end with the new children -------
+    for g in range(n_grow):
+        f, start = grow[g, 0], grow[g, 1]
+        old_start, old_n = fcs[f], fcc[f]
+        new_n = K[ffield[f]]
+        pa = fpar[f]
+        for k in range(old_n):
+            a, b = old_start + k, start + k
+            dV[b], dB[b], ds[b] = dV[a], dB[a], ds[a]
+            dpar[b], dcat[b], ddep[b] = dpar[a], dcat[a], ddep[a]
+            dfs[b], dfc[b], dtree[b] = dfs[a], dfc[a], dtree[a]
+            if dfs[b] >= 0:  # grandchildren feature nodes now hang below the moved row
+                for h in range(dfs[b], dfs[b] + dfc[b]):
+                    fpar[h] = b
+            ddep[a] = -1  # dead row
+            dfs[a] = -1
+        for k in range(old_n, new_n):  # sec. 3: V = 1, B = 0, s = 1
+            b = start + k
+            dV[b], dB[b], ds[b] = 1.0, 0.0, 1.0
+            dpar[b], dcat[b], ddep[b] = f, k, ddep[pa] + 1
+            dfs[b], dfc[b], dtree[b] = -1, 0, dtree[pa]
+        n_d = start + new_n
+        fcs[f] = start
+        fcc[f] = new_n
+        fsumV[f] += new_n - old_n
+        fnab[f] += new_n - old_n
+
+    # -- backpropagation: V, B (so p_hat, mu_hat) on SN_t, and eq. (9) ----------------------
+    for t in range(T):
+        n = plen[t]
+        for lev in range(n):
+            node = path_d[t, lev]
+            V_after = dV[node] + 1.0
+            mu_after = (dB[node] + yt) / V_after  # mu_hat_{n^d, t+1}
+            e = yt - mu_after
+            err[lev] = e * e
+            dV[node] += 1.0
+            dB[node] += yt
+            if lev > 0:
+                fsumV[path_f[t, lev]] += 1.0
+        if n < 2:
+            continue
+        # w_ij proportional to gamma^(j - |SN|), gamma = (v + V_{SN_|SN|, t+1}) / kappa
+        gamma = (v + dV[path_d[t, n - 1]]) / kappa
+        powers[0] = 1.0
+        for k in range(1, n):
+            powers[k] = powers[k - 1] * gamma
+        num, den = 0.0, 0.0
+        for lev in range(n - 1, 0, -1):
+            w = 1.0 / powers[n - 1 - lev]
+            num += w * err[lev]
+            den += w
+            f = path_f[t, lev]
+            L = num / den  # eq. (9): sigma_hat_{pa(SN_i)} <- running mean of L
+            fsig[f] = (fV[f] * fsig[f] + L) / (fV[f] + 1.0)
+            fV[f] += 1.0  # line 27
+    # lines 22-26: the child data node of x_t's category below every excluded feature node
+    for e in range(n_ex):
+        dV[ex[e, 3]] += 1.0
+        dB[ex[e, 3]] += yt
+        fsumV[ex[e, 2]] += 1.0
+
+    # -- s_{n^d} (eqs. 5-6, line 25) from the estimators after the update --------------------
+    for t in range(T):
+        support[t, 0] = 1.0
+        sup = 1.0
+        for lev in range(1, plen[t]):
+            node, f = path_d[t, lev], path_f[t, lev]
+            sup = sup * (dV[node] / fsumV[f])  # eq. (6): prod of p_hat below n_r
+            support[t, lev] = sup
+            s = dB[node] / dV[node] * sup + c_f * math.sqrt(sup)
+            if not recount:
+                fnab[f] += int(s > lam) - int(ds[node] > lam)
+            ds[node] = s
+    for e in range(n_ex):
+        node, f = ex[e, 3], ex[e, 2]
+        ps = support[ex[e, 0], ex[e, 1]] * (dV[node] / fsumV[f])
+        s = dB[node] / dV[node] * ps + c_f * math.sqrt(ps)
+        if not recount:
+            fnab[f] += int(s > lam) - int(ds[node] > lam)
+        ds[node] = s
+    if recount:
+        for t in range(T):
+            for lev in range(1, plen[t]):
+                _recount(path_f[t, lev], ds, fcs, fcc, fnab, lam)
+        for e in range(n_ex):
+            _recount(ex[e, 2], ds, fcs, fcc, fnab, lam)
+
+    # -- expansion (sec. 3): the deepest selected node when it is a leaf, by node id --------
+    F = K.shape[0]
+    leaves = np.empty(T, dtype=np.int64)
+    owner = np.empty(T, dtype=np.int64)
+    m = 0
+    for t in range(T):
+        if at_leaf[t]:
+            node = path_d[t, plen[t] - 1]
+            if dV[node] >= grace and (max_depth < 0 or ddep[node] < max_depth):
+                leaves[m] = node
+                owner[m] = t
+                m += 1
+    order = np.argsort(leaves[:m])
+    smallest = np.sort(K)[: max(F - 1, 0)].sum()
+    on_path = np.zeros(F, dtype=np.bool_)
+    for q in range(m):
+        if n_d + smallest > max_nodes:
+            break  # node budget spent: the FDT keeps its shape, estimators keep learning
+        node, t = leaves[order[q]], owner[order[q]]
+        on_path[:] = False
+        for lev in range(1, plen[t]):
+            on_path[ffield[path_f[t, lev]]] = True
+        total, nf = 0, 0
+        for i in range(F):
+            if not on_path[i]:
+                total += K[i]
+                nf += 1
+        if n_d + total > max_nodes or nf == 0:
+            continue
+        dfs[node] = n_f
+        dfc[node] = nf
+        for i in range(F):
+            if on_path[i]:
+                continue
+            f = n_f
+            n_f += 1
+            fV[f], fsig[f] = 0.0, 0.0  # sec. 3: a new feature node has sigma_hat = 0
+            ffield[f], fpar[f] = i, node
+            fcs[f], fcc[f] = n_d, K[i]
+            fsumV[f] = K[i]
+            fnab[f] = K[i]
+            for j in range(K[i]):
+                b = n_d + j
+                dV[b], dB[b], ds[b] = 1.0, 0.0, 1.0
+                dpar[b], dcat[b], ddep[b] = f, j, ddep[node] + 1
+                dfs[b], dfc[b], dtree[b] = -1, 0, dtree[node]
+            n_d += K[i]
+    return n_d, n_f
 
 
-def iterate(
-    fdt: FDT, codes: np.ndarray, y: np.ndarray, n_categories: np.ndarray, params, rng
-):
-    """Run one iteration of Algorithm 1 per (row, tree) walker; ``codes`` is rows x fields."""
-    D, F = fdt.d, fdt.f
-    T, R = len(fdt.roots), len(y)
+@njit(cache=True)
+def _learn_rows(codes, y, Krows, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
+                fV, fsig, fsumV, ffield, fpar, fcs, fcc, fnab, n_d, n_f,
+                c_p, v, kappa, c_f, lam, grace, max_depth, max_nodes, rng, start, resume,
+                path_d, path_f, support, plen, at_leaf, best, n_unv, ex, grow, err, powers,
+                counts):
+    """Algorithm 1 on samples ``start, start + 1, ...``; returns (next sample, n_d, n_f):
+    next sample < len(y) when the tables need room (``counts``), phase A of it being done."""
+    R = y.shape[0]
+    for r in range(start, R):
+        K = Krows[r]
+        if not (resume and r == start):
+            _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab, n_d,
+                     c_p, rng, path_d, path_f, plen, at_leaf, best, n_unv, ex, grow, counts)
+            if n_d + counts[NEED_D] > dV.shape[0] or n_f + counts[NEED_F] > fV.shape[0]:
+                return r, n_d, n_f
+        n_d, n_f = _phase_b(r, y, K, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
+                            fV, fsig, fsumV, ffield, fpar, fcs, fcc, fnab, n_d, n_f,
+                            v, kappa, c_f, lam, grace, max_depth, max_nodes,
+                            path_d, path_f, support, plen, at_leaf, ex, grow, err, powers,
+                            counts)
+    return R, n_d, n_f
+
+
+def iterate(fdt: FDT, codes: np.ndarray, y: np.ndarray, k_rows: np.ndarray, params: dict,
+            rng: np.random.Generator, scratch: Scratch) -> None:
+    """Algorithm 1 on each row of ``codes`` (rows x fields) in turn; ``k_rows[r]`` = K_i known
+    when row r is learned (categories get codes in order of appearance)."""
+    R, T = len(y), len(fdt.roots)
     if T == 0 or R == 0:
         return
-    W = R * T
-    w_row = np.repeat(np.arange(R), T)
-    yw = y[w_row]
-    nodes = [np.tile(fdt.roots, R).astype(np.int64)]  # SN_t starts with n_r
-    feats = [np.full(W, -1, dtype=np.int64)]
-    excluded_pairs = []  # (walker, excluded feature node, level): lines 22-26
-    ends_at_leaf = np.zeros(W, dtype=bool)
-    alive = np.arange(W)
-
-    # -- selection: descend until a leaf or a data node with l(n^d) empty (line 14) ----------
-    level = 0
-    while alive.size:
-        d = nodes[level][alive]
-        leaf = D.fstart[d] < 0
-        ends_at_leaf[alive[leaf]] = True
-        alive, d = alive[~leaf], d[~leaf]
-        if alive.size == 0:
-            break
-        if R == 1:  # one sample: its walkers are in different trees, all nodes distinct
-            uniq, inv = d, np.arange(d.size)
-        else:
-            uniq, inv = _unique_inverse(d, D.n)
-        flat, group = _ranges(D.fstart[uniq], D.fcount[uniq])
-        excl = is_excluded(F.nabove[flat])
-        if excl.any():
-            ex_flat, ex_group = flat[excl], group[excl]
-            n_ex = np.bincount(ex_group, minlength=uniq.size)
-            per = n_ex[inv]
-            pw = np.repeat(alive, per)
-            within = np.arange(int(per.sum())) - np.repeat(np.cumsum(per) - per, per)
-            ex_off = np.cumsum(n_ex) - n_ex
-            pf = ex_flat[np.repeat(ex_off[inv], per) + within]
-            excluded_pairs.append((pw, pf, np.full(pw.size, level)))
-        chosen = _select(
-            fdt, flat, group, uniq.size, inv, params["c_p"], rng
-        )  # line 18
-        go = chosen >= 0
-        alive, chosen = alive[go], chosen[go]
-        if alive.size == 0:
-            break
-        child = _child(fdt, chosen, codes[w_row[alive], F.field[chosen]], n_categories)
-        nxt = np.full(W, -1, dtype=np.int64)
-        nxt[alive] = child
-        fe = np.full(W, -1, dtype=np.int64)
-        fe[alive] = chosen
-        nodes.append(nxt)
-        feats.append(fe)
-        level += 1
-
-    node_mat = np.stack(nodes, axis=1)
-    feat_mat = np.stack(feats, axis=1)
-    L = node_mat.shape[1]
-    n_sn = (node_mat >= 0).sum(axis=1)  # |SN_t| per walker
-
-    # -- backpropagation (sec. 3.2): V, B, p_hat, mu_hat of every node of SN_t ---------------
-    ent_w, ent_l = np.nonzero(node_mat >= 0)  # walker-major, so rows stay in order
-    ent_n = node_mat[ent_w, ent_l]
-    if R == 1:
-        cnt, ysum = np.ones(ent_n.size, dtype=np.int64), yw[ent_w]
-    else:
-        cnt, ysum = _grouped_cumulative(ent_n, yw[ent_w])
-    V_after = D.V[ent_n] + cnt  # V_{n^d, t+1} as seen right after this row's update
-    mu_after = (D.B[ent_n] + ysum) / V_after  # mu_hat_{n^d, t+1}
-    _add(D.V, ent_n, 1.0)
-    _add(D.B, ent_n, yw[ent_w])
-    deeper = ent_l > 0
-    _add(F.sumV, feat_mat[ent_w[deeper], ent_l[deeper]], 1.0)
-
-    # lines 22-26: the child data node (x_t's category) of every excluded feature node of every
-    # data node on the path gets the same updates, so that a node excluded on a poor early
-    # estimate can come back into l(n^d).
-    if excluded_pairs:
-        pw = np.concatenate([p[0] for p in excluded_pairs])
-        pf = np.concatenate([p[1] for p in excluded_pairs])
-        pl = np.concatenate([p[2] for p in excluded_pairs])
-        ex_child = _child(fdt, pf, codes[w_row[pw], F.field[pf]], n_categories)
-        _add(D.V, ex_child, 1.0)
-        _add(D.B, ex_child, yw[pw])
-        _add(F.sumV, pf, 1.0)
-
-    # eq. (9): sigma_hat_{pa(SN_i)} <- running mean of L = sum_{j >= i} w_ij (y - mu_hat_j)^2,
-    # w_ij proportional to gamma^j, gamma = (v + V_{SN_|SN|, t+1}) / kappa
-    err = np.zeros((W, L))
-    err[ent_w, ent_l] = (yw[ent_w] - mu_after) ** 2
-    last = ent_l == n_sn[ent_w] - 1
-    V_deep = np.empty(W)
-    V_deep[ent_w[last]] = V_after[last]
-    gamma = (params["v"] + V_deep) / params["kappa"]
-    expo = np.arange(L)[None, :] - (n_sn - 1)[:, None]  # j - |SN|, <= 0 on the path
-    powers = np.cumprod(np.concatenate([np.ones((W, 1)), np.repeat(gamma[:, None], L - 1, axis=1)], axis=1), axis=1)
-    G = np.where(expo <= 0, 1.0 / powers[np.arange(W)[:, None], np.maximum(-expo, 0)], 0.0)
-    G[:, 0] = 0.0  # the root's error is never part of L (i >= 2 in eq. 9)
-    num = np.cumsum((G * err)[:, ::-1], axis=1)[:, ::-1]
-    den = np.cumsum(G[:, ::-1], axis=1)[:, ::-1]
-    sel_w, sel_l = ent_w[deeper], ent_l[deeper]
-    Lval = num[sel_w, sel_l] / den[sel_w, sel_l]
-    fsel = feat_mat[sel_w, sel_l]
-    uniq_f, inv_f = _unique_inverse(fsel, F.n)
-    m = np.bincount(inv_f, minlength=uniq_f.size).astype(np.float64)
-    total = np.bincount(inv_f, weights=Lval, minlength=uniq_f.size)
-    F.sigma[uniq_f] = (F.V[uniq_f] * F.sigma[uniq_f] + total) / (F.V[uniq_f] + m)
-    F.V[uniq_f] += m  # line 27
-
-    # s_{n^d} (line 25) for every updated data node, from the estimators after the update
-    p = np.ones((W, L))
-    p[sel_w, sel_l] = fdt.p_hat(node_mat[sel_w, sel_l])
-    support = np.cumprod(p, axis=1)  # eq. (6): prod of p_hat below n_r
-    sn = node_mat[sel_w, sel_l]
-    D.s[sn] = screening_statistic(fdt.mu_hat(sn), support[sel_w, sel_l], params["c_f"])
-    touched_f = [fsel]
-    if excluded_pairs:
-        ps = support[pw, pl] * fdt.p_hat(ex_child)
-        D.s[ex_child] = screening_statistic(fdt.mu_hat(ex_child), ps, params["c_f"])
-        touched_f.append(pf)
-    tf, _ = _unique_inverse(np.concatenate(touched_f), F.n)
-    kids, kgroup = _ranges(F.cstart[tf], F.ccount[tf])
-    F.nabove[tf] = np.bincount(
-        kgroup, weights=D.s[kids] > params["lambda_"], minlength=tf.size
-    )
-
-    # -- expansion (sec. 3): the deepest selected node, when it is a leaf --------------------
-    leaves = np.unique(node_mat[np.flatnonzero(ends_at_leaf), n_sn[ends_at_leaf] - 1])
-    leaves = leaves[D.V[leaves] >= params["grace_period"]]
-    max_depth = params["max_depth"]
-    if max_depth is not None:
-        leaves = leaves[D.depth[leaves] < max_depth]
-    n_fields = len(n_categories)
-    smallest = int(np.sort(n_categories)[: max(n_fields - 1, 0)].sum())
-    for node in leaves.tolist():
-        if D.n + smallest > params["max_nodes"]:
-            break  # node budget spent: the FDT keeps its shape, estimators keep learning
-        on_path = set(fdt.path_fields(node))
-        fields = [i for i in range(n_fields) if i not in on_path]
-        if D.n + int(n_categories[fields].sum()) > params["max_nodes"]:
-            continue
-        fdt.expand(node, fields, n_categories)
+    D, F = fdt.d, fdt.f
+    codes = np.ascontiguousarray(codes, dtype=np.int64)
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    k_rows = np.ascontiguousarray(k_rows, dtype=np.int64)
+    max_depth = -1 if params["max_depth"] is None else int(params["max_depth"])
+    s = scratch
+    r, resume = 0, False
+    while r < R:
+        r, D.n, F.n = _learn_rows(
+            codes, y, k_rows, fdt.roots, D.V, D.B, D.s, D.parent, D.cat, D.depth, D.fstart,
+            D.fcount, D.tree, F.V, F.sigma, F.sumV, F.field, F.parent, F.cstart, F.ccount,
+            F.nabove, D.n, F.n, float(params["c_p"]), float(params["v"]),
+            float(params["kappa"]), float(params["c_f"]), float(params["lambda_"]),
+            float(params["grace_period"]), max_depth, int(params["max_nodes"]), rng, r,
+            resume, s.path_d, s.path_f, s.support, s.plen, s.at_leaf, s.best, s.n_unv, s.ex,
+            s.grow, s.err, s.powers, s.counts)
+        if r < R:  # room for phase B of row r, then resume there
+            D.reserve(int(s.counts[NEED_D]))
+            F.reserve(int(s.counts[NEED_F]))
+            resume = True

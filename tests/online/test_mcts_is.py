@@ -326,6 +326,28 @@ def test_learn_many_of_single_rows_is_learn_one():
             np.testing.assert_array_equal(arr, b["fdt"][key][col])
 
 
+def test_learn_many_is_learn_one_row_by_row():
+    # late categories, a missing value (NaN -> None) and max_categories: K_i grows mid-batch
+    rng = random.Random(11)
+    rows = []
+    for t in range(600):
+        x = {"a": rng.choice("01"), "b": rng.choice("01"), "c": rng.choice("012345"[: 2 + t // 100])}
+        x["d"] = None if rng.random() < 0.05 else rng.choice("xyz")
+        rows.append((x, int((x["a"] != x["b"]) ^ (x["c"] == "4"))))
+    one, many = (MCTSInteractions(grace_period=2, max_categories=5, seed=4) for _ in range(2))
+    for x, y in rows:
+        one.learn_one(x, y)
+    X = pd.DataFrame([x for x, _ in rows])
+    y = np.array([t for _, t in rows])
+    for start in range(0, len(X), 250):
+        many.learn_many(X.iloc[start : start + 250], y[start : start + 250])
+    a, b = one.to_state(), many.to_state()
+    for key in ("data_nodes", "feature_nodes"):
+        for col, arr in a["fdt"][key].items():
+            np.testing.assert_array_equal(arr, b["fdt"][key][col])
+    assert a["rng"] == b["rng"]
+
+
 def test_learn_many_batches_find_the_interaction_and_bound_memory():
     rows = list(xor_stream(6000, seed=9))
     X = pd.DataFrame([x for x, _ in rows])
