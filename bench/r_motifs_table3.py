@@ -92,6 +92,7 @@ LOADERS = {
     "lung_discrete": lambda: _csv("lung_discrete", "label"),
     "coil20": lambda: _csv("coil20", "label"),
     "orl": lambda: _csv("orl", "label"),
+    "vehicle": lambda: _csv("vehicle", "Class"),  # not in the paper: used to choose the validation
 }
 
 
@@ -107,7 +108,7 @@ def select(method, X, y, seed, args):
         return np.ones(X.shape[1], dtype=bool), {}
     if method in ("rmotifs", "motifs"):
         sel = RMOTiFS(n_simulations=args.simulations, recursive=method == "rmotifs",
-                      max_validation_samples=args.max_validation_samples,
+                      validation=args.validation, max_validation_samples=args.max_validation_samples,
                       random_state=seed).fit(X, y)
         return sel.support_, {"recursions": len(sel.history_), "reward": sel.accuracy_,
                               "evaluations": sel.n_evaluations_, "cache_hits": sel.n_cache_hits_}
@@ -118,6 +119,12 @@ def select(method, X, y, seed, args):
     raise ValueError(method)
 
 
+def _key(r):
+    # selectors that do not use the reward (sfs, all) do not depend on the validation
+    validation = r.get("validation", "loo") if r["method"] in ("rmotifs", "motifs") else None
+    return (r["dataset"], r["run"], r["fold"], r["method"], r["simulations"], validation)
+
+
 def run(args):
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -125,7 +132,7 @@ def run(args):
     if out.exists():
         for line in out.read_text().splitlines():
             r = json.loads(line)
-            done.add((r["dataset"], r["run"], r["fold"], r["method"], r["simulations"]))
+            done.add(_key(r))
     for name in args.datasets:
         X, y = LOADERS[name]()
         jobs = [(run_, fold, tr, te) for run_ in range(args.runs)
@@ -134,7 +141,9 @@ def run(args):
         for run_, fold, tr, te in tqdm(jobs, desc=f"{name} {X.shape}"):
             Xtr, Xte = minmax(X[tr], X[te])
             for method in args.methods:
-                if (name, run_, fold, method, args.simulations) in done:
+                key = _key({"dataset": name, "run": run_, "fold": fold, "method": method,
+                            "simulations": args.simulations, "validation": args.validation})
+                if key in done:
                     continue
                 t0, c0 = time.perf_counter(), time.process_time()
                 support, extra = select(method, Xtr, y[tr], 1000 * run_ + fold, args)
@@ -142,17 +151,22 @@ def run(args):
                 knn = KNeighborsClassifier(5).fit(Xtr[:, support], y[tr])
                 acc = float(knn.score(Xte[:, support], y[te]))
                 rec = {"dataset": name, "run": run_, "fold": fold, "method": method,
-                       "simulations": args.simulations, "accuracy": acc,
+                       "simulations": args.simulations, "validation": args.validation,
+                       "accuracy": acc,
                        "n_features": int(support.sum()), "seconds": seconds, "cpu_seconds": cpu,
                        "max_validation_samples": args.max_validation_samples, **extra}
                 with out.open("a") as f:
                     f.write(json.dumps(rec) + "\n")
 
 
-def summary(path, simulations=None):
+def summary(path, simulations=None, validation="loo"):
     df = pd.read_json(path, lines=True)
     if simulations is not None:
         df = df[df.simulations == simulations]
+    if "validation" not in df:
+        df["validation"] = "loo"
+    df["validation"] = df.validation.fillna("loo")
+    df = df[~df.method.isin(["rmotifs", "motifs"]) | (df.validation == validation)]
     rows = []
     for (name, method), g in df.groupby(["dataset", "method"], sort=False):
         folds = g.groupby("run").fold.nunique()
@@ -161,12 +175,16 @@ def summary(path, simulations=None):
         rows.append({"dataset": name, "method": method, "runs": g.run.nunique(),
                      "folds": len(g), "accuracy": per_run.mean(),
                      "std_runs": per_run.std(ddof=0), "n_features": g.n_features.mean(),
-                     "sec_per_fold": g.seconds.mean(),
+                     "sec_per_fold": g.seconds.mean(), "wall_total": g.seconds.sum(),
                      "cpu_per_fold": g.cpu_seconds.mean() if "cpu_seconds" in g else float("nan")})
     table = pd.DataFrame(rows)
-    lines = [("| data set | paper R-MOTiFS | R-MOTiFS here | MOTiFS here (paper) | forward SFS | "
-              "all features | wall (CPU) s per fold: R-MOTiFS, MOTiFS, SFS | folds run |"),
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [f"R-MOTiFS / MOTiFS reward validation: {validation}", "",
+             ("| data set | paper R-MOTiFS | R-MOTiFS here | MOTiFS here (paper) | forward SFS | "
+              "all features | CPU s per fold: R-MOTiFS, MOTiFS, SFS | wall s per data set (all methods) "
+              "| runs x folds |"),
+             "|---|---|---|---|---|---|---|---|---|"]
+    verdicts = ["| data set | R-MOTiFS - paper | features here vs paper | R-MOTiFS - forward SFS | "
+                "verdict |", "|---|---|---|---|---|"]
     for name in table.dataset.unique():
         t = table[table.dataset == name].set_index("method")
 
@@ -175,18 +193,26 @@ def summary(path, simulations=None):
                 return "-"
             r = t.loc[m]
             spread = f" ± {r.std_runs:.3f}" if std and r.runs > 1 else ""
-            s = f"{r.accuracy:.3f}{spread} / {r.n_features:.1f}"
-            return s
+            return f"{r.accuracy:.3f}{spread} / {r.n_features:.1f}"
 
         p = PAPER.get(name)
         paper = f"{p[0][0]:.3f} ± {p[0][1]:.3f} / {p[0][2]}" if p else "-"
         motifs = cell("motifs") + (f" ({p[1][0]:.3f} / {p[1][1]})" if p else "")
-        secs = ", ".join(f"{t.loc[m].sec_per_fold:.0f} ({t.loc[m].cpu_per_fold:.0f})"
-                         if m in t.index else "-" for m in ("rmotifs", "motifs", "sfs"))
-        nf = t.folds.max()
+        cpu = ", ".join(f"{t.loc[m].cpu_per_fold:.1f}" if m in t.index else "-"
+                        for m in ("rmotifs", "motifs", "sfs"))
+        shape = ", ".join(f"{m} {int(t.loc[m].runs)}x{int(t.loc[m].folds / max(t.loc[m].runs, 1))}"
+                          for m in ("rmotifs", "motifs", "sfs", "all") if m in t.index)
         lines.append(f"| {name} | {paper} | {cell('rmotifs', True)} | {motifs} | {cell('sfs')} | "
-                     f"{cell('all')} | {secs} | {nf} ({t.runs.max()} runs) |")
-    return "\n".join(lines)
+                     f"{cell('all')} | {cpu} | {t.wall_total.sum():.0f} | {shape} |")
+        if p and "rmotifs" in t.index:
+            r = t.loc["rmotifs"]
+            d_paper = r.accuracy - p[0][0]
+            d_sfs = r.accuracy - t.loc["sfs"].accuracy if "sfs" in t.index else float("nan")
+            met = d_paper >= -0.01 and r.n_features <= p[0][2]
+            verdicts.append(f"| {name} | {d_paper:+.3f} | {r.n_features:.1f} vs {p[0][2]} | "
+                            f"{d_sfs:+.3f} | {'met' if met else 'missed'} / "
+                            f"{'above' if d_sfs > 0 else 'not above'} forward |")
+    return "\n".join(lines + [""] + verdicts)
 
 
 def main():
@@ -198,6 +224,8 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--folds", type=int, default=10, help="run only the first N of the 10 folds of each run")
     ap.add_argument("--simulations", type=int, default=1000)
+    ap.add_argument("--validation", default="loo",
+                    help="reward validation of R-MOTiFS / MOTiFS: loo, kfold:K, kfold:KxR, holdout:P")
     ap.add_argument("--max-validation-samples", type=int, default=None,
                     help="bound the LOO reward to this many query rows (default: all, as the paper)")
     ap.add_argument("--out", default="/tmp/r_motifs_bench/results.jsonl")
@@ -205,7 +233,7 @@ def main():
     args = ap.parse_args()
     if not args.summary:
         run(args)
-    print(summary(args.out, args.simulations))
+    print(summary(args.out, args.simulations, args.validation))
 
 
 if __name__ == "__main__":

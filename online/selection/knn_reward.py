@@ -1,47 +1,92 @@
-"""Fast leave-one-out k-NN accuracy of feature subsets: the reward of R-MOTiFS, eq. (3).
+"""Fast validated k-NN accuracy of feature subsets: the reward of R-MOTiFS, eq. (3).
 
 A wrapper feature selector scores thousands of column subsets of the same rows. Refitting a
-scikit-learn ``KNeighborsClassifier`` for each is wasteful: only the columns change.
-Squared Euclidean distances are additive over features,
+scikit-learn ``KNeighborsClassifier`` for each is wasteful: only the columns change, and
+squared Euclidean distances are additive over features,
 
-    d_S(a, b) = sum_{f in S} (a_f - b_f) ** 2 = |a_S|^2 + |b_S|^2 - 2 a_S . b_S,
+    d_S(a, b) = sum_{f in S} (a_f - b_f) ** 2 = |a_S|^2 + |b_S|^2 - 2 a_S . b_S.
 
-and two exact ways of building a subset's distance matrix from that are implemented:
+Two exact ways of using that, both ending in the compiled k-slot neighbour search of
+``knn_kernels`` (no rows x rows matrix, no sort):
 
-- ``"gram"`` (default): per-feature squares are precomputed; a subset sums its columns of
-  them and takes one matrix product ``X_S X_S^T`` (BLAS). Memory ``n * n``.
-- ``"sum"``: the ``d`` per-feature matrices ``(a_f - b_f)^2`` are precomputed once (memory
-  ``d * n * n``); a subset adds its own, or subtracts its complement's from the full matrix.
-  No cancellation error, but memory-bound: 2x to 15x slower than ``"gram"`` on every shape
-  measured (bench/README_r_motifs.md), so it is kept only as a reference path.
+- ``"direct"``: per query row, the distances are summed feature by feature from the
+  feature-major copy of X (a streaming, vectorised loop); best for small subsets.
+- ``"gram"``: per block of query rows, one BLAS product ``X_S X_S^T`` plus the summed squared
+  norms; best for subsets of more than ``AUTO_DIRECT_MAX`` columns.
 
-Then the k nearest other rows of every query row vote (the row itself is excluded:
-leave-one-out), and the reward is the share of query rows whose vote is their own label.
-Above about 300,000 query-row x row pairs (about 550 rows), the full matrix and
-``numpy.argpartition`` on it cost more than scikit-learn's chunked brute-force k-nearest search
-(``"kneighbors"``: a ``NearestNeighbors`` per subset; 2x faster at 900 rows, 3.5x on
-Spambase's 4141), so ``"auto"`` switches to it.
-Rewards are cached by subset: the tree search revisits subsets, more so in late recursions.
+``"auto"`` (default) picks by the subset's size. Rewards are cached by subset: the tree search
+revisits subsets, more so in late recursions.
+
+Validation (which rows vote for which): a row's k nearest neighbours are searched only among
+rows of other groups. ``"loo"``: every row is its own group (leave-one-out). ``"kfold:K"``:
+stratified K folds; ``"kfold:KxR"``: R repetitions with different seeded partitions, averaged;
+``"holdout:P"``: a stratified share P of the rows is validated against the others.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from sklearn.neighbors import NearestNeighbors
 
-__all__ = ["KNNReward"]
+from online.selection.knn_kernels import knn_hits, knn_hits_from_distances
+
+__all__ = ["KNNReward", "validation_groups"]
+
+AUTO_DIRECT_MAX = 12  # "auto": "direct" up to this many columns, "gram" above (measured)
+_GRAM_BLOCK = 256  # query rows per BLAS block: a block's distances stay in cache
+
+
+def _stratified_folds(codes, n_folds, rng):
+    """Fold id per row: each class's rows shuffled and dealt round-robin to the folds."""
+    folds = np.empty(len(codes), dtype=np.int64)
+    start = 0
+    for c in np.unique(codes):
+        rows = rng.permutation(np.flatnonzero(codes == c))
+        folds[rows] = (start + np.arange(len(rows))) % n_folds
+        start += len(rows)  # continue the deal where the previous class stopped
+    return folds
+
+
+def validation_groups(validation, codes, rng):
+    """Parse ``validation``; returns a list of (groups per row, query rows), one per repetition.
+
+    >>> codes = np.array([0, 0, 0, 1, 1, 1])
+    >>> [g.tolist() for g, _ in validation_groups("loo", codes, np.random.default_rng(0))]
+    [[0, 1, 2, 3, 4, 5]]
+    >>> len(validation_groups("kfold:3x2", codes, np.random.default_rng(0)))
+    2
+    """
+    n = len(codes)
+    kind, _, arg = str(validation).partition(":")
+    if kind == "loo" and not arg:
+        return [(np.arange(n, dtype=np.int64), np.arange(n))]
+    if kind == "kfold":
+        k, _, r = arg.partition("x")
+        n_folds, repeats = int(k), int(r or 1)
+        if not 2 <= n_folds <= n or repeats < 1:
+            raise ValueError(f"bad k-fold validation {validation!r}")
+        return [(_stratified_folds(codes, n_folds, rng), np.arange(n)) for _ in range(repeats)]
+    if kind == "holdout":
+        share = float(arg)
+        if not 0.0 < share < 1.0:
+            raise ValueError(f"holdout share must be in (0, 1), got {validation!r}")
+        # stratified: the same share of every class's rows is validated
+        groups = np.zeros(n, dtype=np.int64)
+        for c in np.unique(codes):
+            rows = rng.permutation(np.flatnonzero(codes == c))
+            groups[rows[:max(1, round(share * len(rows)))]] = 1
+        return [(groups, np.flatnonzero(groups == 1))]
+    raise ValueError(f"validation must be 'loo', 'kfold:K', 'kfold:KxR' or 'holdout:P', "
+                     f"got {validation!r}")
 
 
 class KNNReward:
-    """Leave-one-out k-NN accuracy of column subsets of fixed rows, with a cache.
+    """Validated k-NN accuracy of column subsets of fixed rows, with a cache.
 
-    With ``queries=None`` it equals
+    With ``validation="loo"`` it equals
     ``cross_val_score(KNeighborsClassifier(k), X[:, S], y, cv=LeaveOneOut()).mean()``
     (uniform weights, Euclidean distance), except for exact ties in distance at the k-th
-    neighbour, which ``numpy.argpartition`` breaks instead of scikit-learn's neighbour search.
-    Ties in the vote go to the smallest class, as in scikit-learn. With ``queries`` only
-    those rows are classified (each still against all other rows): the same estimate on
-    fewer rows, for large data.
+    neighbour, which go to the lower row index here. Ties in the vote go to the smallest
+    class, as in scikit-learn.
 
     Parameters
     ----------
@@ -51,13 +96,15 @@ class KNNReward:
         Labels (any sortable values).
     n_neighbors : int
         k of k-NN.
+    validation : str
+        "loo", "kfold:K", "kfold:KxR" or "holdout:P" (module docstring).
     queries : array of int, optional
-        Rows whose leave-one-out prediction is scored; all rows when None.
-    method : {"auto", "gram", "sum", "kneighbors"}
-        How the neighbours are found (see the module docstring); "auto" is "gram" up to
-        ``AUTO_GRAM_PAIRS`` query-row x row pairs and "kneighbors" above.
-    dtype : numpy dtype
-        float64 by default; float32 is faster but can flip near-ties.
+        Only these rows are classified (each still against all rows it may use): the same
+        estimate on fewer rows, for large data. Not with "holdout".
+    method : {"auto", "direct", "gram"}
+        How distances are built (module docstring).
+    random_state : int, numpy Generator or None
+        Seeds the k-fold and holdout partitions (drawn once, at construction).
     cache : bool
         Keep the accuracy of every subset evaluated.
 
@@ -76,11 +123,13 @@ class KNNReward:
     True
     >>> reward.n_evaluations, reward.n_cache_hits
     (3, 2)
+    >>> 0.5 < KNNReward(X, y, validation="kfold:5x2", random_state=0)(np.array([1, 0, 0, 0])) <= 1
+    True
     """
 
-    def __init__(self, X, y, n_neighbors=5, queries=None, method="auto", dtype=np.float64,
-                 cache=True):
-        X = np.asarray(X, dtype=dtype)
+    def __init__(self, X, y, n_neighbors=5, validation="loo", queries=None, method="auto",
+                 random_state=None, cache=True):
+        X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2:
             raise ValueError(f"X must be 2-D, got shape {X.shape}")
         n = X.shape[0]
@@ -89,27 +138,24 @@ class KNNReward:
         if not 1 <= n_neighbors < n:
             raise ValueError(f"n_neighbors must be in [1, n_samples - 1], "
                              f"got {n_neighbors} with {n} rows")
-        if method not in ("auto", "gram", "sum", "kneighbors"):
-            raise ValueError("method must be 'auto', 'gram', 'sum' or 'kneighbors', "
-                             f"got {method!r}")
+        if method not in ("auto", "direct", "gram"):
+            raise ValueError(f"method must be 'auto', 'direct' or 'gram', got {method!r}")
         self.n_neighbors = n_neighbors
-        self.classes_, codes = np.unique(np.asarray(y), return_inverse=True)
-        self._codes = codes.astype(np.intp)
-        self._onehot = np.eye(len(self.classes_), dtype=np.int32)[self._codes]
-        self._queries = np.arange(n) if queries is None else np.asarray(queries, dtype=np.intp)
-        if method == "auto":
-            method = "gram" if len(self._queries) * n <= AUTO_GRAM_PAIRS else "kneighbors"
         self.method = method
+        self.classes_, codes = np.unique(np.asarray(y), return_inverse=True)
+        self._codes = codes.astype(np.int64)
+        self._splits = validation_groups(validation, self._codes, np.random.default_rng(random_state))
+        if queries is not None:
+            if str(validation).startswith("holdout"):
+                raise ValueError("queries cannot be combined with holdout validation")
+            q = np.asarray(queries, dtype=np.int64)
+            self._splits = [(g, q) for g, _ in self._splits]
         self._X = X
+        self._XT = np.ascontiguousarray(X.T)  # feature-major: one feature's values contiguous
         self._sq = X * X
         self._cache = {} if cache else None
         self.n_evaluations = 0
         self.n_cache_hits = 0
-        if method == "sum":
-            q = X[self._queries]
-            # per-feature squared differences, feature-major: one feature is contiguous
-            self._per_feature = np.square(q.T[:, :, None] - X.T[:, None, :])
-            self._full = self._per_feature.sum(axis=0)
 
     def __call__(self, mask) -> float:
         """Accuracy of the columns where ``mask`` is true (eq. 3); 0.0 for the empty subset."""
@@ -121,70 +167,28 @@ class KNNReward:
                 self.n_cache_hits += 1
                 return hit
         self.n_evaluations += 1
-        if not mask.any():
-            value = 0.0
-        elif self.method == "kneighbors":
-            value = self._vote(self._kneighbors(np.flatnonzero(mask)))
-        else:
-            value = self.accuracy_of(self.distances(mask))
+        cols = np.flatnonzero(mask).astype(np.int64)
+        value = 0.0 if len(cols) == 0 else float(np.mean([
+            self._hits(cols, groups, queries) / len(queries) for groups, queries in self._splits]))
         if self._cache is not None:
             self._cache[key] = value
         return value
 
-    def distances(self, mask) -> np.ndarray:
-        """Squared Euclidean distances of the subset, query rows x all rows (a fresh array)."""
-        cols = np.flatnonzero(mask)
-        if self.method == "sum":
-            return self._summed(mask, cols)
-        # "gram" (also used by distances() when method is "kneighbors")
-        xs = self._X[:, cols]
-        sq = self._sq[:, cols].sum(axis=1)
-        dist = xs[self._queries] @ xs.T
-        dist *= -2.0
-        dist += sq[self._queries, None]
-        dist += sq[None, :]
-        return dist
-
-    def _summed(self, mask, cols) -> np.ndarray:
-        pf = self._per_feature
-        rest = np.flatnonzero(~mask)
-        if len(rest) < len(cols):  # subtract the shorter complement from the full matrix
-            dist = self._full.copy()
-            for f in rest:
-                dist -= pf[f]
-            return dist
-        dist = pf[cols[0]].copy()
-        for f in cols[1:]:
-            dist += pf[f]
-        return dist
-
-    def accuracy_of(self, dist) -> float:
-        """Leave-one-out k-NN accuracy from ``distances()`` (overwrites the self-distances)."""
-        q = self._queries
-        dist[np.arange(len(q)), q] = np.inf  # leave one out: a row is not its own neighbour
-        k = self.n_neighbors
-        if k == 1:
-            neighbours = dist.argmin(axis=1)[:, None]
-        else:
-            neighbours = np.argpartition(dist, k - 1, axis=1)[:, :k]
-        return self._vote(neighbours)
-
-    def _kneighbors(self, cols) -> np.ndarray:
-        """k nearest other rows of each query row, by scikit-learn's brute-force search."""
-        q, k = self._queries, self.n_neighbors
-        xs = self._X[:, cols]
-        idx = NearestNeighbors(n_neighbors=k + 1, algorithm="brute").fit(xs).kneighbors(
-            xs[q], return_distance=False)
-        is_self = idx == q[:, None]
-        # a duplicate row at distance 0 can push a row out of its own k + 1: drop the last then
-        is_self[~is_self.any(axis=1), -1] = True
-        return idx[~is_self].reshape(len(q), k)
-
-    def _vote(self, neighbours) -> float:
-        votes = self._onehot[neighbours].sum(axis=1)  # (n_queries, n_classes)
-        predicted = votes.argmax(axis=1)  # first maximum: the smallest class wins a tie
-        return float(np.mean(predicted == self._codes[self._queries]))
-
-
-# above this many query-row x row pairs, "auto" uses scikit-learn's chunked k-nearest search
-AUTO_GRAM_PAIRS = 300_000
+    def _hits(self, cols, groups, queries) -> int:
+        k, n_classes = self.n_neighbors, len(self.classes_)
+        method = self.method
+        if method == "auto":
+            method = "direct" if len(cols) <= AUTO_DIRECT_MAX else "gram"
+        if method == "direct":
+            return int(knn_hits(self._XT, cols, queries, groups, self._codes, k, n_classes))
+        xs = np.ascontiguousarray(self._X[:, cols])
+        norms = self._sq[:, cols].sum(axis=1)
+        hits = 0
+        for start in range(0, len(queries), _GRAM_BLOCK):
+            block = queries[start:start + _GRAM_BLOCK]
+            dist = xs[block] @ xs.T
+            dist *= -2.0
+            dist += norms[block, None]
+            dist += norms[None, :]
+            hits += knn_hits_from_distances(dist, block, groups, self._codes, k, n_classes)
+        return int(hits)

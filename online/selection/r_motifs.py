@@ -96,6 +96,10 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
         C, the exploration constant ("scaling factor") of eq. (2) (paper: 0.1).
     n_neighbors : int
         k of the k-NN reward (paper: 5).
+    validation : str
+        How the reward validates k-NN on the rows given to ``fit`` (see ``KNNReward``):
+        "loo" (default, leave-one-out), "kfold:K", "kfold:KxR" (R repetitions) or
+        "holdout:P". The paper does not say; see the Choices below for why "loo".
     recursive : bool
         Recurse on the best subset while accuracy improves (R-MOTiFS) or stop after one tree
         (MOTiFS).
@@ -105,6 +109,10 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
         When a tree's best subset only ties the optimal accuracy: "continue" (Section 3.1's
         base condition ``Acc(F_best^j) < Acc(F_best^i)``) takes it if it is smaller and
         recurses; "stop" (Algorithm 1's "greater than") ends the search.
+    baseline : {None, "all-features"}
+        What the first tree's best subset must beat to be taken: None (default) takes it
+        always; "all-features" (Section 3.1 read literally: F_best^0 must improve on F_0 = F)
+        keeps all features when it does not.
     scaling : {"minmax", "standard", None}
         How X is rescaled (on the rows given to ``fit``) before k-NN distances are measured.
     max_validation_samples : int or None
@@ -198,15 +206,18 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
     Recursive Algorithm for Feature Selection in High-Dimensional Datasets. Entropy 22(10).
     """
 
-    def __init__(self, n_simulations=1000, c=0.1, n_neighbors=5, recursive=True,
-                 max_recursions=None, on_tie="continue", scaling="minmax",
-                 max_validation_samples=None, progress=None, random_state=None):
+    def __init__(self, n_simulations=1000, c=0.1, n_neighbors=5, validation="loo",
+                 recursive=True, max_recursions=None, on_tie="continue", baseline=None,
+                 scaling="minmax", max_validation_samples=None, progress=None,
+                 random_state=None):
         self.n_simulations = n_simulations
         self.c = c
         self.n_neighbors = n_neighbors
+        self.validation = validation
         self.recursive = recursive
         self.max_recursions = max_recursions
         self.on_tie = on_tie
+        self.baseline = baseline
         self.scaling = scaling
         self.max_validation_samples = max_validation_samples
         self.progress = progress
@@ -223,12 +234,13 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
         if self.max_validation_samples is not None and n > self.max_validation_samples:
             queries = np.sort(rng.choice(n, self.max_validation_samples, replace=False))
         reward = KNNReward(_SCALINGS[self.scaling](X), y, n_neighbors=self.n_neighbors,
-                           queries=queries)
+                           validation=self.validation, queries=queries, random_state=rng)
 
         # Algorithm 1, R-MOTiFS(featuresList); the first tree's best is always taken (see Choices)
         features = np.arange(d)
         all_reward = reward(np.ones(d, dtype=bool))
-        optimal_reward, optimal = -math.inf, features
+        optimal_reward = all_reward if self.baseline == "all-features" else -math.inf
+        optimal = features
         history = []
         recursion = 0
         while True:
@@ -338,6 +350,8 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
             raise ValueError(f"n_simulations must be a positive int, got {self.n_simulations!r}")
         if not self.c > 0:  # eq. (2) requires C > 0
             raise ValueError(f"c must be > 0, got {self.c!r}")
+        if self.baseline not in (None, "all-features"):
+            raise ValueError(f"baseline must be None or 'all-features', got {self.baseline!r}")
         if self.on_tie not in ("continue", "stop"):
             raise ValueError(f"on_tie must be 'continue' or 'stop', got {self.on_tie!r}")
         if self.scaling not in _SCALINGS:
@@ -348,8 +362,8 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
             raise ValueError("progress must be callable(fraction, message) or None")
 
     # -- state export -----------------------------------------------------------------------
-    _STATE_PARAMS = ("n_simulations", "c", "n_neighbors", "recursive", "max_recursions",
-                     "on_tie", "scaling", "max_validation_samples")
+    _STATE_PARAMS = ("n_simulations", "c", "n_neighbors", "validation", "recursive",
+                     "max_recursions", "on_tie", "baseline", "scaling", "max_validation_samples")
 
     def to_state(self) -> dict:
         """Fitted selection as numpy arrays and JSON scalars (no pickle)."""

@@ -99,8 +99,7 @@ def test_fast_knn_reward_equals_sklearn_leave_one_out(n_classes):
     X = rng.normal(size=(40, 7))
     y = np.digitize(X[:, 0] + X[:, 1] + rng.normal(scale=0.7, size=40),
                     np.quantile(X[:, 0], np.linspace(0, 1, n_classes + 1)[1:-1]))
-    rewards = [KNNReward(X, y, n_neighbors=5, method=m) for m in ("gram", "sum", "kneighbors")]
-    assert KNNReward(X, y).method == "gram"  # "auto" on small data
+    rewards = [KNNReward(X, y, n_neighbors=5, method=m) for m in ("auto", "direct", "gram")]
     for _ in range(6):
         mask = rng.random(7) < 0.5
         if not mask.any():
@@ -121,16 +120,46 @@ def test_knn_reward_on_query_rows_is_leave_one_out_restricted_to_them():
         rest = np.delete(np.arange(50), i)
         knn = KNeighborsClassifier(5).fit(X[rest][:, mask], y[rest])
         hits.append(knn.predict(X[i:i + 1, mask])[0] == y[i])
-    for method in ("gram", "sum", "kneighbors"):
+    for method in ("direct", "gram"):
         assert KNNReward(X, y, queries=queries, method=method)(mask) == pytest.approx(np.mean(hits))
 
 
-def test_kneighbors_path_leaves_out_the_row_itself_among_duplicates():
-    X = np.array([[0.0], [0.0], [0.0], [1.0], [1.0], [1.0], [1.0]])
-    y = np.array([0, 0, 1, 1, 1, 1, 0])
-    neighbours = KNNReward(X, y, n_neighbors=2, method="kneighbors")._kneighbors([0])
-    for i, row in enumerate(neighbours):  # two duplicates of the row, never the row itself
-        assert i not in row and set(row) <= ({0, 1, 2} if i < 3 else {3, 4, 5, 6})
+@pytest.mark.parametrize("validation", ["kfold:4", "kfold:3x2", "holdout:0.25"])
+def test_kfold_and_holdout_rewards_equal_sklearn_on_the_same_partition(validation):
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(90, 6))
+    y = (X[:, 0] + 0.5 * X[:, 3] + rng.normal(scale=0.5, size=90) > 0).astype(int)
+    mask = np.array([True, False, False, True, True, False])
+    reward = KNNReward(X, y, validation=validation, random_state=0)
+    scores = []
+    for groups, queries in reward._splits:
+        hits = 0
+        for g in np.unique(groups[queries]):  # each validated group against the other rows
+            val = queries[groups[queries] == g]
+            train = np.flatnonzero(groups != g)
+            knn = KNeighborsClassifier(5).fit(X[train][:, mask], y[train])
+            hits += int((knn.predict(X[val][:, mask]) == y[val]).sum())
+        scores.append(hits / len(queries))
+    assert reward(mask) == pytest.approx(np.mean(scores), abs=1e-12)
+    kind, _, arg = validation.partition(":")
+    if kind == "kfold":  # stratified folds of equal size (+- 1), one partition per repetition
+        k, _, r = arg.partition("x")
+        assert len(reward._splits) == int(r or 1)
+        for groups, _ in reward._splits:
+            assert set(groups) == set(range(int(k)))
+            assert np.ptp(np.bincount(groups)) <= 1 + len(np.unique(y))
+    else:  # a quarter of each class is validated against the rest
+        (groups, queries), = reward._splits
+        assert len(queries) == pytest.approx(0.25 * 90, abs=2)
+
+
+def test_knn_reward_distance_ties_go_to_the_lower_row():
+    X = np.array([[0.0], [1.0], [1.0], [1.0], [1.0], [5.0]])
+    y = np.array([0, 1, 1, 0, 0, 0])
+    # row 0's neighbours at k = 2: rows 1..4 tie at distance 1; the lower rows 1 and 2 vote 1
+    for method in ("direct", "gram"):
+        reward = KNNReward(X, y, n_neighbors=2, queries=[0], method=method)
+        assert reward(np.array([True])) == 0.0
 
 
 def test_knn_reward_caches_repeated_subsets_and_scores_the_empty_subset_zero():
@@ -152,6 +181,9 @@ def test_knn_reward_rejects_bad_input():
         KNNReward(X, np.arange(4))
     with pytest.raises(ValueError):
         KNNReward(X, np.arange(5), n_neighbors=2, method="kdtree")
+    for bad in ("kfold:1", "kfold:6", "holdout:1.5", "bootstrap"):
+        with pytest.raises(ValueError):
+            KNNReward(X, np.arange(5), n_neighbors=2, validation=bad)
 
 
 # -- Algorithm 1 pieces on hand numbers ----------------------------------------------------

@@ -1,0 +1,101 @@
+"""Compiled k-NN validation kernels of the R-MOTiFS reward (eq. 3): one pass per query row.
+
+A query row's distances to every row are built column by column from the subset's features
+(squared Euclidean distance is a sum over features), the k nearest rows that may vote for it
+are kept by insertion into a k-slot list, and their labels vote. Nothing of size rows x rows is
+ever allocated: the work is ``n_queries * n_rows * (|S| + 1)`` streaming steps.
+
+Which rows may vote for query row i: every row j whose group differs, ``groups[j] !=
+groups[i]``. One rule covers the validations of ``KNNReward``: leave-one-out (each row its own
+group), k-fold (group = fold), holdout (training rows in one group, validation rows in another).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def knn_hits(XT, cols, queries, groups, codes, k, n_classes):
+    """Number of ``queries`` whose k nearest allowed rows vote their own label.
+
+    XT: features x rows (C order, a feature's values contiguous); cols: the subset's feature
+    indices; groups: one int per row (rows of the query's group do not vote). Distance ties at
+    the k-th place keep the lower row index; vote ties go to the smallest class code.
+    """
+    n = XT.shape[1]
+    dist = np.empty(n)
+    top_d = np.empty(k)
+    top_i = np.empty(k, dtype=np.int64)
+    votes = np.zeros(n_classes, dtype=np.int64)
+    hits = 0
+    for qi in range(queries.shape[0]):
+        q = queries[qi]
+        dist[:] = 0.0
+        for c in range(cols.shape[0]):
+            row = XT[cols[c]]
+            xq = row[q]
+            for j in range(n):
+                diff = row[j] - xq
+                dist[j] += diff * diff
+        g = groups[q]
+        top_d[:] = np.inf
+        top_i[:] = -1
+        for j in range(n):
+            d = dist[j]
+            if d < top_d[k - 1] and groups[j] != g:
+                p = k - 1
+                while p > 0 and top_d[p - 1] > d:  # strict: an equal earlier row stays ahead
+                    top_d[p] = top_d[p - 1]
+                    top_i[p] = top_i[p - 1]
+                    p -= 1
+                top_d[p] = d
+                top_i[p] = j
+        votes[:] = 0
+        for p in range(k):
+            if top_i[p] >= 0:
+                votes[codes[top_i[p]]] += 1
+        best = 0
+        for c in range(1, n_classes):
+            if votes[c] > votes[best]:
+                best = c
+        if best == codes[q]:
+            hits += 1
+    return hits
+
+
+@njit(cache=True)
+def knn_hits_from_distances(dist, queries, groups, codes, k, n_classes):
+    """``knn_hits`` on precomputed distances: ``dist[i]`` holds query ``queries[i]``'s row."""
+    n = dist.shape[1]
+    top_d = np.empty(k)
+    top_i = np.empty(k, dtype=np.int64)
+    votes = np.zeros(n_classes, dtype=np.int64)
+    hits = 0
+    for qi in range(queries.shape[0]):
+        q = queries[qi]
+        g = groups[q]
+        top_d[:] = np.inf
+        top_i[:] = -1
+        for j in range(n):
+            d = dist[qi, j]
+            if d < top_d[k - 1] and groups[j] != g:
+                p = k - 1
+                while p > 0 and top_d[p - 1] > d:
+                    top_d[p] = top_d[p - 1]
+                    top_i[p] = top_i[p - 1]
+                    p -= 1
+                top_d[p] = d
+                top_i[p] = j
+        votes[:] = 0
+        for p in range(k):
+            if top_i[p] >= 0:
+                votes[codes[top_i[p]]] += 1
+        best = 0
+        for c in range(1, n_classes):
+            if votes[c] > votes[best]:
+                best = c
+        if best == codes[q]:
+            hits += 1
+    return hits
