@@ -79,7 +79,7 @@ def flat_aggregates(events, entity_col, order_col, schema):
         X = g.evaluate(s, table)
         cols.append(X)
         owner += [k] * X.shape[1]
-    return table.entities, np.hstack(cols), np.array(owner)
+    return table, np.hstack(cols), np.array(owner)
 
 
 def split(entities, seed):
@@ -97,25 +97,53 @@ def logit(p):
     return np.log(p / (1 - p))
 
 
-def train_teachers(F, labels, train, valid, seed):
+def train_gru(table, labels, train, valid, seed, epochs=30):
+    """The sequence teacher (numpy GRU, ``rudi_gru.py``) on the raw events of each entity."""
+    from rudi_gru import EventEncoder, GRUTeacher, table_sequences
+
+    seqs = table_sequences(table, EventEncoder().fit(table))
+    gru = GRUTeacher(hidden=32, epochs=epochs, random_state=seed)
+    with tqdm(total=epochs, desc="GRU teacher", leave=False) as bar:
+        def progress(epoch, vloss):
+            bar.n = epoch
+            bar.set_postfix(valid_loss=f"{vloss:.4f}")
+            bar.refresh()
+
+        gru.fit([seqs[i] for i in train], labels[train].astype(float),
+                valid=([seqs[i] for i in valid], labels[valid].astype(float)), progress=progress)
+    print(f"GRU teacher: {gru.n_epochs_} epochs, valid log-loss {min(gru.history_):.4f}",
+          flush=True)
+    return gru.decision_function(seqs)
+
+
+def train_teachers(F, labels, train, valid, seed, which=("LightGBM", "MLP"), table=None):
     import lightgbm as lgb
     from sklearn.neural_network import MLPClassifier
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import QuantileTransformer
 
-    gbm = lgb.LGBMClassifier(n_estimators=2000, learning_rate=0.05, num_leaves=31,
-                             random_state=seed, verbose=-1)
-    gbm.fit(F[train], labels[train], eval_X=(F[valid],), eval_y=(labels[valid],),
-            callbacks=[lgb.early_stopping(50, verbose=False)])
-    mlp = make_pipeline(
-        QuantileTransformer(n_quantiles=200, output_distribution="normal", random_state=seed),
-        MLPClassifier((64, 32), early_stopping=True, max_iter=300, random_state=seed),
-    )
-    mlp.fit(F[np.r_[train, valid]], labels[np.r_[train, valid]])
-    return {
-        "LightGBM": gbm.predict(F, raw_score=True),
-        "MLP": logit(mlp.predict_proba(F)[:, 1]),
-    }
+    out = {}
+    for name in which:
+        tic, cpu = time.perf_counter(), time.process_time()
+        if name == "GRU":
+            out[name] = train_gru(table, labels, train, valid, seed)
+        elif name == "LightGBM":
+            gbm = lgb.LGBMClassifier(n_estimators=2000, learning_rate=0.05, num_leaves=31,
+                                     random_state=seed, verbose=-1)
+            gbm.fit(F[train], labels[train], eval_X=(F[valid],), eval_y=(labels[valid],),
+                    callbacks=[lgb.early_stopping(50, verbose=False)])
+            out[name] = gbm.predict(F, raw_score=True)
+        else:
+            mlp = make_pipeline(
+                QuantileTransformer(n_quantiles=200, output_distribution="normal",
+                                    random_state=seed),
+                MLPClassifier((64, 32), early_stopping=True, max_iter=300, random_state=seed),
+            )
+            mlp.fit(F[np.r_[train, valid]], labels[np.r_[train, valid]])
+            out[name] = logit(mlp.predict_proba(F)[:, 1])
+        print(f"teacher {name} trained: {time.perf_counter() - tic:.0f}s wall, "
+              f"{time.process_time() - cpu:.0f}s CPU", flush=True)
+    return out
 
 
 def select_by_lasso(F, y, owner, K):
@@ -148,7 +176,7 @@ def mc_train_test(Xtr, ytr, Xte, yte):
     A = np.column_stack([np.ones(len(ytr)), Xtr])
     beta, *_ = np.linalg.lstsq(A, ytr, rcond=None)
     fit_te = np.column_stack([np.ones(len(yte)), Xte]) @ beta
-    return multiple_corr(Xtr, ytr), abs(np.corrcoef(fit_te, yte)[0, 1])
+    return multiple_corr(Xtr, ytr), abs(np.corrcoef(fit_te, yte)[0, 1]), Xtr.shape[1]
 
 
 def lasso_with_about(X, y, R):
@@ -170,7 +198,12 @@ def run_dataset(name, args):
     t0 = time.perf_counter()
     events, labels_s, desc = load(args.n_entities, args.seed)
     schema = infer_schema(events, entity_col, order_col, max_categories=args.max_categories)
-    entities, F, owner = flat_aggregates(events, entity_col, order_col, schema)
+    if args.max_events:  # the first max_events events of each entity, for every model
+        events = events[events.groupby(entity_col).cumcount().to_numpy() < args.max_events]
+        events = events.reset_index(drop=True)
+        desc += f", first {args.max_events} events per entity"
+    table, F, owner = flat_aggregates(events, entity_col, order_col, schema)
+    entities = table.entities
     labels = labels_s.loc[entities].to_numpy()
     train, valid, test = split(entities, args.seed)
     # sorted, so that rows line up with RuDi's outputs (sorted entity ids)
@@ -178,7 +211,8 @@ def run_dataset(name, args):
     print(f"\n## {desc}: {len(entities)} entities, {len(events)} events, "
           f"{F.shape[1]} flat aggregates ({owner.max() + 1} statistics); "
           f"load {time.perf_counter() - t0:.0f}s", flush=True)
-    teachers = train_teachers(F, labels, train, valid, args.seed)
+    teachers = train_teachers(F, labels, train, valid, args.seed,
+                              args.teacher or ("LightGBM", "MLP"), table)
     from sklearn.metrics import roc_auc_score
 
     ent_col = events[entity_col].to_numpy()
@@ -187,13 +221,11 @@ def run_dataset(name, args):
     out = {"dataset": desc, "n_entities": len(entities), "n_events": len(events),
            "teachers": {}}
     for tname, y in teachers.items():
-        if args.teacher and tname not in args.teacher:
-            continue
         res = {"teacher_auc": float(roc_auc_score(labels[test], y[test]))}
         print(f"\n### teacher {tname}: test AUC {res['teacher_auc']:.4f}", flush=True)
         y_fit, y_te = y[fit_idx], y[test]
         with tqdm(total=100, desc=f"RuDi {name}/{tname}", leave=False) as bar:
-            tic = time.perf_counter()
+            tic, cpu = time.perf_counter(), time.process_time()
             model = RuDi(K=args.K, D=args.D, R=args.R, B=args.B, n_simulations=args.sims,
                          epochs=args.epochs, max_categories=args.max_categories,
                          random_state=args.seed)
@@ -201,7 +233,9 @@ def run_dataset(name, args):
                       labels=pd.Series(labels[fit_idx], index=entities[fit_idx]),
                       order_col=order_col, progress=bar_progress(bar))
             res["rudi_seconds"] = time.perf_counter() - tic
+            res["rudi_cpu_seconds"] = time.process_time() - cpu
             res["search_seconds"] = model.search_seconds_
+            res["search_cpu_seconds"] = model.search_cpu_seconds_
         Xtr, Xte = model.transform(ev_fit), model.transform(ev_test)
         # -- Table 3 ---------------------------------------------------------------------
         t3 = {}
@@ -219,6 +253,22 @@ def run_dataset(name, args):
         cols = select_by_lightgbm(F[fit_idx], y_fit, owner, args.K, args.seed)
         t3["LightGBM"] = mc_train_test(F[fit_idx][:, cols], y_fit, F[test][:, cols], y_te)
         t3["MCTS-SG"] = mc_train_test(Xtr, y_fit, Xte, y_te)
+        sg_runs = [t3["MCTS-SG"]]
+        res["sg_extra"] = []
+        for s in range(1, args.sg_seeds):  # more MCTS-SG runs (other seeds), same budget
+            cpu = time.process_time()
+            with tqdm(total=100, desc=f"MCTS-SG seed {args.seed + s}", leave=False) as bar:
+                sg = MCTSSG(args.K, args.D, args.B, args.sims, random_state=args.seed + s).fit(
+                    fit_table, y_fit, model.grammar_, progress=bar_progress(bar))
+            S_te = np.hstack([model.grammar_.evaluate(c, te_table) for c in sg.statistics_])
+            sg_runs.append(mc_train_test(np.hstack(sg.values_), y_fit, S_te, y_te))
+            res["sg_extra"].append({"seed": args.seed + s, "table3": sg_runs[-1],
+                                    "search_cpu_seconds": time.process_time() - cpu,
+                                    "statistics": [model.grammar_.label(c)
+                                                   for c in sg.statistics_]})
+        if len(sg_runs) > 1:
+            t3[f"MCTS-SG (mean of {len(sg_runs)} seeds)"] = tuple(np.mean(sg_runs, axis=0))
+            res["sg_std"] = tuple(np.std(sg_runs, axis=0)[:2])
         t3["All flat aggregates"] = mc_train_test(F[fit_idx], y_fit, F[test], y_te)
         res["table3"] = t3
         res["statistics"] = [(s["name"], s["correlation"]) for s in model.statistics_]
@@ -257,13 +307,20 @@ def run_dataset(name, args):
 
 def print_teacher(res):
     print("\nTable 3 (multiple correlation with the teacher; train / test):")
-    for k, (a, b) in res["table3"].items():
-        print(f"  {k:<22} {a:.4f} / {b:.4f}")
+    for k, (a, b, ncol) in res["table3"].items():
+        print(f"  {k:<30} {a:.4f} / {b:.4f}   ({ncol:.0f} columns)")
+    if "sg_std" in res:
+        print(f"  MCTS-SG std over seeds: {res['sg_std'][0]:.4f} / {res['sg_std'][1]:.4f}")
+    for extra in res.get("sg_extra", []):
+        print(f"  MCTS-SG seed {extra['seed']}: {extra['table3'][0]:.4f} / "
+              f"{extra['table3'][1]:.4f} ({extra['search_cpu_seconds']:.0f}s CPU)")
     print("Table 4 (test split):  fidelity   AUC")
     for k, v in res["table4"].items():
         extra = f" +- {v[3]:.4f} / {v[4]:.4f}" if len(v) > 3 else ""
         print(f"  {k:<16} {v[0]:.4f}   {v[1]:.4f}   (size {v[2]}){extra}")
-    print(f"RuDi fit {res['rudi_seconds']:.0f}s (tree search {res['search_seconds']:.0f}s); "
+    print(f"RuDi fit {res['rudi_seconds']:.0f}s wall, {res['rudi_cpu_seconds']:.0f}s CPU "
+          f"(tree search {res['search_seconds']:.0f}s wall, "
+          f"{res['search_cpu_seconds']:.0f}s CPU); "
           f"max literals per rule {res['max_literals']}")
     print("Statistics (correlation with the teacher):")
     for n, c in res["statistics"]:
@@ -320,8 +377,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dataset", action="append", choices=sorted(LOADERS))
     ap.add_argument("--n-entities", type=int, default=None, help="subsample (default: all)")
-    ap.add_argument("--teacher", action="append", choices=["LightGBM", "MLP"],
-                    help="distil only these teachers (default: both)")
+    ap.add_argument("--teacher", action="append", choices=["GRU", "LightGBM", "MLP"],
+                    help="teachers to distil (default: LightGBM and MLP)")
+    ap.add_argument("--max-events", type=int, default=None,
+                    help="keep the first events of each entity (every model sees the same)")
+    ap.add_argument("--sg-seeds", type=int, default=1,
+                    help="MCTS-SG runs (seeds) for the +- of Table 3")
     ap.add_argument("--K", type=int, default=20)
     ap.add_argument("--D", type=int, default=4)
     ap.add_argument("--R", type=int, default=20)

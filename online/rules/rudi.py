@@ -160,6 +160,7 @@ class RuDi:
         sg = MCTSSG(self.K, self.D, self.B, self.n_simulations, random_state=rng)
         sg.fit(table, y, self.grammar_, progress=stage(0.0, 0.6))
         self.search_seconds_ = sg.search_seconds_
+        self.search_cpu_seconds_ = sg.search_cpu_seconds_
         self.evaluation_seconds_ = sg.evaluation_seconds_
         self.compositions_ = [tuple(s) for s in sg.statistics_]
         names = []
