@@ -63,11 +63,17 @@ class Table:
     def capacity(self) -> int:
         return len(getattr(self, next(iter(self._columns))))
 
-    def reserve(self, extra: int) -> None:
-        """Room for ``extra`` more rows (capacity doubles, or grows to what is needed)."""
+    def reserve(self, extra: int, limit: int | None = None) -> None:
+        """Room for ``extra`` more rows: capacity doubles, but not past ``limit`` (the rows the
+        table is expected to hold at most) unless more is needed, then by eighths."""
         end = self.n + extra
         if end > self.capacity:
-            new_capacity = max(end, 2 * self.capacity)
+            if limit is None:
+                new_capacity = max(end, 2 * self.capacity)
+            elif end <= limit:
+                new_capacity = max(end, min(2 * self.capacity, limit))
+            else:
+                new_capacity = max(end, self.capacity + self.capacity // 8)
             for name in self._columns:
                 old = getattr(self, name)
                 arr = np.empty(new_capacity, dtype=old.dtype)

@@ -52,6 +52,10 @@ class Scratch:
         self.err = np.empty(L)
         self.powers = np.empty(L)
         self.counts = np.zeros(4, dtype=np.int64)
+        self.alive = np.empty(T, dtype=np.bool_)
+        self.is_new = np.empty(T, dtype=np.bool_)
+        self.tmp = np.empty(T, dtype=np.int64)
+        self.on_path = np.empty(F, dtype=np.bool_)
 
 
 @njit(cache=True)
@@ -68,20 +72,20 @@ def _sort_small(a, n):
 
 @njit(cache=True)
 def _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab,
-             n_d, c_p, rng, path_d, path_f, plen, at_leaf, best, n_unv, ex, grow, counts):
+             n_d, c_p, rng, path_d, path_f, plen, at_leaf, best, n_unv, ex, grow, counts,
+             alive, is_new, tmp):
     """Selection (line 14-18, eq. 8) in every tree for sample r; no table is written."""
     T = roots.shape[0]
     n_ex = 0
     n_grow = 0
     pending = 0  # data-node rows the growths will add
-    tmp = np.empty(T, dtype=np.int64)
     for t in range(T):
         path_d[t, 0] = roots[t]
         path_f[t, 0] = -1
         plen[t] = 1
         at_leaf[t] = False
-    alive = np.ones(T, dtype=np.bool_)
-    is_new = np.zeros(T, dtype=np.bool_)  # the walker stands on a child a growth will create
+        alive[t] = True
+        is_new[t] = False  # the walker stands on a child a growth will create
     level = 0
     while True:
         any_alive = False
@@ -216,7 +220,8 @@ def _recount(f, ds, fcs, fcc, fnab, lam):
 def _phase_b(r, y, K, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
              fV, fsig, fsumV, ffield, fpar, fcs, fcc, fnab, n_d, n_f,
              v, kappa, c_f, lam, grace, max_depth, max_nodes,
-             path_d, path_f, support, plen, at_leaf, ex, grow, err, powers, counts):
+             path_d, path_f, support, plen, at_leaf, ex, grow, err, powers, counts,
+             leaves, owner, on_path):
     """Growths, backpropagation (sec. 3.2, eq. 9, lines 22-27) and expansion for sample r."""
     T = roots.shape[0]
     yt = y[r]
@@ -313,8 +318,6 @@ def _phase_b(r, y, K, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
 
     # -- expansion (sec. 3): the deepest selected node when it is a leaf, by node id --------
     F = K.shape[0]
-    leaves = np.empty(T, dtype=np.int64)
-    owner = np.empty(T, dtype=np.int64)
     m = 0
     for t in range(T):
         if at_leaf[t]:
@@ -323,9 +326,10 @@ def _phase_b(r, y, K, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
                 leaves[m] = node
                 owner[m] = t
                 m += 1
+    if m == 0:
+        return n_d, n_f
     order = np.argsort(leaves[:m])
     smallest = np.sort(K)[: max(F - 1, 0)].sum()
-    on_path = np.zeros(F, dtype=np.bool_)
     for q in range(m):
         if n_d + smallest > max_nodes:
             break  # node budget spent: the FDT keeps its shape, estimators keep learning
@@ -366,7 +370,7 @@ def _learn_rows(codes, y, Krows, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, 
                 fV, fsig, fsumV, ffield, fpar, fcs, fcc, fnab, n_d, n_f,
                 c_p, v, kappa, c_f, lam, grace, max_depth, max_nodes, rng, start, resume,
                 path_d, path_f, support, plen, at_leaf, best, n_unv, ex, grow, err, powers,
-                counts):
+                counts, alive, is_new, tmp, on_path):
     """Algorithm 1 on samples ``start, start + 1, ...``; returns (next sample, n_d, n_f):
     next sample < len(y) when the tables need room (``counts``), phase A of it being done."""
     R = y.shape[0]
@@ -374,14 +378,15 @@ def _learn_rows(codes, y, Krows, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, 
         K = Krows[r]
         if not (resume and r == start):
             _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab, n_d,
-                     c_p, rng, path_d, path_f, plen, at_leaf, best, n_unv, ex, grow, counts)
+                     c_p, rng, path_d, path_f, plen, at_leaf, best, n_unv, ex, grow, counts,
+                     alive, is_new, tmp)
             if n_d + counts[NEED_D] > dV.shape[0] or n_f + counts[NEED_F] > fV.shape[0]:
                 return r, n_d, n_f
         n_d, n_f = _phase_b(r, y, K, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
                             fV, fsig, fsumV, ffield, fpar, fcs, fcc, fnab, n_d, n_f,
                             v, kappa, c_f, lam, grace, max_depth, max_nodes,
                             path_d, path_f, support, plen, at_leaf, ex, grow, err, powers,
-                            counts)
+                            counts, best, n_unv, on_path)
     return R, n_d, n_f
 
 
@@ -407,8 +412,10 @@ def iterate(fdt: FDT, codes: np.ndarray, y: np.ndarray, k_rows: np.ndarray, para
             float(params["kappa"]), float(params["c_f"]), float(params["lambda_"]),
             float(params["grace_period"]), max_depth, int(params["max_nodes"]), rng, r,
             resume, s.path_d, s.path_f, s.support, s.plen, s.at_leaf, s.best, s.n_unv, s.ex,
-            s.grow, s.err, s.powers, s.counts)
-        if r < R:  # room for phase B of row r, then resume there
-            D.reserve(int(s.counts[NEED_D]))
-            F.reserve(int(s.counts[NEED_F]))
+            s.grow, s.err, s.powers, s.counts, s.alive, s.is_new, s.tmp, s.on_path)
+        if r < R:  # room for phase B of row r, then resume there; max_nodes bounds the
+            # expansions, so the tables need not double past it (growths may add a few rows)
+            need_d, need_f = int(s.counts[NEED_D]), int(s.counts[NEED_F])
+            D.reserve(need_d, limit=int(params["max_nodes"]) + 2 * need_d)
+            F.reserve(need_f, limit=int(params["max_nodes"]) + 2 * need_f)
             resume = True
