@@ -11,6 +11,7 @@ from online.pruning.mepsi import MEPSI
 from online.pruning.ted import ted, ted_cross, ted_matrix
 from online.pruning.trees import (
     Tree,
+    forest_oob_predictions,
     forest_predictions,
     from_sklearn_forest,
     from_sklearn_tree,
@@ -22,6 +23,7 @@ __all__ = [
     "METHODS",
     "Tree",
     "boosting_based",
+    "forest_oob_predictions",
     "forest_predictions",
     "from_sklearn_forest",
     "from_sklearn_tree",

@@ -56,9 +56,15 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
-from online.pruning.ted import _blocks, postorder_sed_matrix, ted_cross, ted_matrix
+from online.pruning.ted import (
+    _blocks,
+    postorder_sed_matrix,
+    ted_cross,
+    ted_matrix,
+    ted_pairs,
+)
 from online.pruning.trees import Tree
-from online.pruning.voting import encode, votes
+from online.pruning.voting import covered, covered_error, encode, votes
 
 __all__ = ["MEPSI", "esm"]
 
@@ -98,6 +104,9 @@ class MEPSI:
         ``"auto"`` (default): full for small trees, lazy when the full matrix is large.
     insert_cost, remove_cost, update_cost
         Costs of the three TED operations (Definition 3.2 counts each as 1).
+    ted_backend
+        ``"auto"`` (numba when installed), ``"numba"`` or ``"numpy"``: see
+        :mod:`online.pruning.ted` (same distances, different speed).
     random_state
         Seed (or ``numpy.random.RandomState``) for the ``ESM_avg`` sampling.
 
@@ -149,6 +158,7 @@ class MEPSI:
         insert_cost: float = 1.0,
         remove_cost: float = 1.0,
         update_cost: float = 1.0,
+        ted_backend: str = "auto",
         random_state=None,
     ):
         self.k = k
@@ -159,6 +169,7 @@ class MEPSI:
         self.insert_cost = insert_cost
         self.remove_cost = remove_cost
         self.update_cost = update_cost
+        self.ted_backend = ted_backend
         self.random_state = random_state
 
     # -----------------------------------------------------------------------------------------
@@ -205,7 +216,7 @@ class MEPSI:
                 raise ValueError("distances must have shape (T, T)")
         if self.ted_strategy not in ("auto", "full", "lazy"):
             raise ValueError("ted_strategy must be 'auto', 'full' or 'lazy'")
-        dist = _Distances(trees, costs, self.ted_strategy, distances)
+        dist = _Distances(trees, costs, self.ted_strategy, distances, self.ted_backend)
         self.n_internal_ = nc
 
         # Appendix C.1: lambda = C / ESM_avg, ESM_avg estimated by sampling
@@ -343,6 +354,7 @@ _PARAMS = (
     "insert_cost",
     "remove_cost",
     "update_cost",
+    "ted_backend",
     "random_state",
 )
 
@@ -404,15 +416,15 @@ class _Distances:
     ``TED(g, h) >= (NC(g) - M) remove + (NC(h) - M) insert + max(0, M - common) min(update, insert + remove)``.
     """
 
-    def __init__(self, trees, costs, strategy, distances=None):
-        self.trees, self.costs = trees, costs
+    def __init__(self, trees, costs, strategy, distances=None, backend="auto"):
+        self.trees, self.costs, self.backend = trees, costs, backend
         T = len(trees)
         self.symmetric = costs["insert"] == costs["remove"]
         self.evaluations = 0
         if distances is None and strategy != "lazy":
             cells = sum(len(_blocks(t)["local"]) for t in trees if t.n_nodes) ** 2 / 2
             if strategy == "full" or cells <= _FULL_CELLS:
-                distances = ted_matrix(trees, **costs)
+                distances = ted_matrix(trees, backend=backend, **costs)
                 self.evaluations = T * (T - 1) // (2 if self.symmetric else 1)
         if distances is not None and not np.isnan(distances).any():
             self.lower = np.array(distances, dtype=np.float64)
@@ -444,7 +456,7 @@ class _Distances:
     def fill(self) -> None:
         """Compute every TED not known yet, batched as in :func:`ted_matrix`."""
         self.evaluations += int((~self.known).sum()) // (2 if self.symmetric else 1)
-        self.lower = ted_matrix(self.trees, **self.costs)
+        self.lower = ted_matrix(self.trees, backend=self.backend, **self.costs)
         self.known[:] = True
 
     def ensure(self, I, J) -> None:
@@ -456,18 +468,14 @@ class _Distances:
         I, J = I[miss], J[miss]
         if self.symmetric:
             I, J = np.minimum(I, J), np.maximum(I, J)
-        pairs = np.unique(np.stack([I, J], axis=1), axis=0)
-        for i in np.unique(pairs[:, 0]):
-            js = pairs[pairs[:, 0] == i, 1]
-            vals = ted_cross(
-                [self.trees[i]], [self.trees[j] for j in js], **self.costs
-            )[0]
-            self.lower[i, js] = vals
-            self.known[i, js] = True
-            if self.symmetric:
-                self.lower[js, i] = vals
-                self.known[js, i] = True
-            self.evaluations += len(js)
+        I, J = np.unique(np.stack([I, J], axis=1), axis=0).T
+        vals = ted_pairs(self.trees, I, J, backend=self.backend, **self.costs)
+        self.lower[I, J] = vals
+        self.known[I, J] = True
+        if self.symmetric:
+            self.lower[J, I] = vals
+            self.known[J, I] = True
+        self.evaluations += len(I)
 
 
 def _pair_errors(codes, y_codes, n_classes) -> np.ndarray:
@@ -501,8 +509,9 @@ def _pair_errors_scores(scores, y_codes) -> np.ndarray:
         L * L * K > 4 * m * K or L * L * K * T > 5e7
     ):  # many distinct rows: vote sample by sample
         for i in range(T - 1):
-            pred = (scores[i][None] + scores[i + 1 :]).argmax(axis=2)
-            out[i, i + 1 :] = np.mean(pred != y_codes[None, :], axis=1)
+            total = scores[i][None] + scores[i + 1 :]
+            wrong = total.argmax(axis=2) != y_codes[None, :]
+            out[i, i + 1 :] = covered_error(wrong, covered(total))
         return out + out.T
     U = np.zeros((T, L, K))
     for t in range(T):
@@ -517,20 +526,21 @@ def _pair_errors_scores(scores, y_codes) -> np.ndarray:
         counts = np.bincount(code.ravel(), minlength=n * Li * L * K).reshape(
             n, Li, L, K
         )
-        winner = (U[i, :Li][None, :, None, :] + U[rest][:, None, :, :]).argmax(
-            axis=3
-        )  # Eq. (1)
-        correct = np.take_along_axis(counts, winner[..., None], axis=3).sum(
-            axis=(1, 2, 3)
-        )
-        out[i, rest] = (m - correct) / m
+        total = U[i, :Li][None, :, None, :] + U[rest][:, None, :, :]
+        winner = total.argmax(axis=3)  # Eq. (1)
+        correct = np.take_along_axis(counts, winner[..., None], axis=3)[..., 0]
+        cover = covered(total)  # out-of-bag: rows of zeros do not vote
+        n_cov = (counts.sum(axis=3) * cover).sum(axis=(1, 2))
+        n_ok = (correct * cover).sum(axis=(1, 2))
+        out[i, rest] = np.where(n_cov > 0, (n_cov - n_ok) / np.maximum(n_cov, 1), 1.0)
     return out + out.T
 
 
 def _candidate_errors(codes, y_codes, total) -> np.ndarray:
     """Error of ``S + h`` for every tree ``h`` given the vote totals of ``S`` (line 17)."""
     if codes.ndim == 3:
-        return np.mean((total[None] + codes).argmax(axis=2) != y_codes[None, :], axis=1)
+        new = total[None] + codes
+        return covered_error(new.argmax(axis=2) != y_codes[None, :], covered(new))
     m = total.shape[0]
     best = total.max(axis=1)
     best_idx = total.argmax(axis=1)

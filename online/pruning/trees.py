@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Tree", "forest_predictions", "from_sklearn_forest", "from_sklearn_tree"]
+__all__ = [
+    "Tree",
+    "forest_oob_predictions",
+    "forest_predictions",
+    "from_sklearn_forest",
+    "from_sklearn_tree",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -207,3 +213,37 @@ def forest_predictions(forest, X, *, scores: bool = False) -> np.ndarray:
     if scores:
         return proba
     return np.asarray(forest.classes_)[proba.argmax(axis=2)]
+
+
+def forest_oob_predictions(forest, X) -> np.ndarray:
+    """Each member's class probabilities on its out-of-bag samples of the training set ``X``.
+
+    Shape ``(n_trees, n_samples, n_classes)``; the rows of the samples a tree was fitted on
+    (its bootstrap draw) are all zeros, which :mod:`online.pruning.voting` reads as "no vote".
+    ``X`` must be the data the bootstrap forest was fitted on, in the same order (the draws
+    are replayed from each tree's seed, as scikit-learn's own ``oob_score`` does).
+
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> X = [[0.0], [1.0], [2.0], [3.0], [4.0], [5.0]]
+    >>> rf = RandomForestClassifier(3, random_state=0).fit(X, [0, 0, 0, 1, 1, 1])
+    >>> P = forest_oob_predictions(rf, X)
+    >>> P.shape
+    (3, 6, 2)
+    >>> bool(((P.sum(axis=2) == 0) | np.isclose(P.sum(axis=2), 1)).all())
+    True
+    """
+    from sklearn.ensemble._forest import (
+        _generate_unsampled_indices,
+        _get_n_samples_bootstrap,
+    )
+
+    if not getattr(forest, "bootstrap", False):
+        raise ValueError("out-of-bag predictions need a bootstrap forest")
+    X = np.asarray(X)
+    n = X.shape[0]
+    n_boot = _get_n_samples_bootstrap(n, forest.max_samples, None)
+    out = np.zeros((len(forest.estimators_), n, len(forest.classes_)))
+    for t, est in enumerate(forest.estimators_):
+        oob = _generate_unsampled_indices(est.random_state, n, n_boot, None)
+        out[t, oob] = est.predict_proba(X[oob])
+    return out

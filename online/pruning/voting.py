@@ -5,6 +5,12 @@ scores (class probabilities), shape ``(n_trees, n_samples, n_classes)``, combine
 average and Eq. (1) of MEPSI (argmax over classes). Ties go to the lowest class index (numpy's
 ``argmax``), so the vote is deterministic.
 
+Out-of-bag scores: a tree whose score row on a sample is all zeros does not vote on it (this is
+how :func:`online.pruning.trees.forest_oob_predictions` marks the samples a tree was fitted on).
+The error of a sub-ensemble is then taken over the samples at least one of its trees votes on
+(the out-of-bag estimate); with no such sample it is 1. Probabilities of a fitted tree always
+sum to 1, so ordinary score predictions are unaffected.
+
 >>> import numpy as np
 >>> P = np.array([[0, 1, 2], [0, 2, 2], [1, 1, 0]])
 >>> codes, classes = encode(P, np.array([0, 1, 2]))
@@ -18,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["encode", "vote", "vote_accuracy", "vote_error", "votes"]
+__all__ = ["covered", "covered_error", "encode", "vote", "vote_accuracy", "vote_error", "votes"]
 
 
 def encode(predictions, y) -> tuple[np.ndarray, np.ndarray]:
@@ -60,7 +66,19 @@ def vote(totals: np.ndarray) -> np.ndarray:
 
 def vote_error(codes: np.ndarray, y_codes: np.ndarray, n_classes: int, subset) -> float:
     """Empirical 0-1 error of the sub-ensemble's vote (the error term of Eq. (3))."""
-    return float(np.mean(vote(votes(codes, n_classes, subset)) != y_codes))
+    totals = votes(codes, n_classes, subset)
+    return float(covered_error(vote(totals) != y_codes, covered(totals)))
+
+
+def covered(totals: np.ndarray) -> np.ndarray:
+    """Samples (last axis but one) on which at least one tree voted."""
+    return totals.sum(axis=-1) > 0
+
+
+def covered_error(wrong: np.ndarray, cover: np.ndarray) -> np.ndarray:
+    """Share of wrong votes among covered samples, along the last axis (1 where none is)."""
+    n = cover.sum(axis=-1)
+    return np.where(n > 0, (wrong & cover).sum(axis=-1) / np.maximum(n, 1), 1.0)
 
 
 def vote_accuracy(predictions, y, subset) -> float:

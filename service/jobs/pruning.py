@@ -78,7 +78,9 @@ from service.jobs.feature_selection import _encode
 from service.jobs.params import JobParams
 
 #: parameters that only make sense for one of the modes
-LABELED_ONLY = ("target", "features", "n_estimators", "ccp_alpha", "test_size", "vote", "max_rows")
+LABELED_ONLY = (
+    "target", "features", "n_estimators", "ccp_alpha", "test_size", "vote", "max_rows", "prune_on"
+)
 LIVE_ONLY = (
     "exploring", "tolerance", "validation_fraction", "publish", "publish_timeout", "latency_samples"
 )
@@ -99,6 +101,12 @@ class PruningParams(JobParams):
     ccp_alpha: float = Field(default=0.2, ge=0, description="cost-complexity pruning (Table S1)")
     test_size: float = Field(default=0.3, gt=0, lt=1, description="held-out share of the rows")
     vote: Literal["soft", "hard"] = Field(default="soft")
+    prune_on: Literal["train", "oob"] = Field(
+        default="train",
+        description="labeled set of the error term, for MEPSI and the baselines alike: the "
+        "training rows (the paper) or each tree's out-of-bag rows (needed for unpruned trees, "
+        "ccp_alpha 0, which fit their training rows; soft vote only)",
+    )
     max_rows: int | None = Field(default=20_000, ge=10)
     # an app's logged events
     exploring: Literal["wrong", "greedy"] = Field(
@@ -152,12 +160,15 @@ def _run_labeled(params: PruningParams, dataset: Dataset, progress) -> dict[str,
     from online.pruning import (
         MEPSI,
         METHODS,
+        forest_oob_predictions,
         forest_predictions,
         from_sklearn_forest,
         vote_accuracy,
     )
 
     frame = dataset.frame
+    if params.prune_on == "oob" and params.vote != "soft":
+        raise DatasetError("prune_on='oob' needs vote='soft' (out-of-bag rows carry no score)")
     if params.target is None:
         raise DatasetError("pruning uploaded data needs 'target' (the class label column)")
     columns = feature_columns(frame, params.target, params.features)
@@ -199,6 +210,8 @@ def _run_labeled(params: PruningParams, dataset: Dataset, progress) -> dict[str,
         index = {c: i for i, c in enumerate(rf.classes_.tolist())}
         y_tr = np.array([index[c] for c in y_tr.tolist()])
         y_te = np.array([index.get(c, -1) for c in y_te.tolist()])
+    # the error term's labeled set: the training rows, or each tree's out-of-bag rows
+    P_pr = forest_oob_predictions(rf, X_tr) if params.prune_on == "oob" else P_tr
 
     def scored(name: str, selected, seconds: float, **extra) -> dict[str, Any]:
         selected = np.asarray(selected, dtype=np.int64)
@@ -215,14 +228,14 @@ def _run_labeled(params: PruningParams, dataset: Dataset, progress) -> dict[str,
     for i, name in enumerate(BASELINES):
         progress(0.35 + 0.1 * i, f"baseline {name}")
         t0 = time.perf_counter()
-        chosen = METHODS[name](P_tr, y_tr, params.k, random_state=params.random_state)
+        chosen = METHODS[name](P_pr, y_tr, params.k, random_state=params.random_state)
         methods.append(scored(name, chosen, time.perf_counter() - t0, trees=chosen.tolist()))
     progress(0.75, f"MEPSI: {len(trees)} -> {params.k} trees")
     t0 = time.perf_counter()
     mepsi = MEPSI(
         k=params.k, C=params.c, n_esm_samples=params.n_esm_samples,
         random_state=params.random_state,
-    ).fit(trees, P_tr, y_tr)
+    ).fit(trees, P_pr, y_tr)
     methods.append(
         scored("mepsi", mepsi.selected_, time.perf_counter() - t0, trees=mepsi.selected_.tolist())
     )
@@ -238,6 +251,7 @@ def _run_labeled(params: PruningParams, dataset: Dataset, progress) -> dict[str,
         "rowsTest": len(y_te),
         "classes": len(classes),
         "vote": params.vote,
+        "pruneOn": params.prune_on,
         "forest": {
             "nTrees": params.n_estimators,
             "criterion": "entropy",
@@ -252,7 +266,8 @@ def _run_labeled(params: PruningParams, dataset: Dataset, progress) -> dict[str,
         "bestMethod": best,
         "mepsi": _mepsi_summary(mepsi),
         "validation": f"test accuracy of the kept trees' {params.vote} vote on a held-out "
-        f"{params.test_size:g} of the rows; pruning on the rest",
+        f"{params.test_size:g} of the rows; pruning on the rest"
+        + (" (each tree's out-of-bag rows)" if params.prune_on == "oob" else ""),
     }
 
 

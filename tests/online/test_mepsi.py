@@ -17,7 +17,12 @@ from online.pruning import (
 )
 from online.pruning.mepsi import esm
 from online.pruning.ted import ted, ted_matrix
-from online.pruning.trees import Tree, forest_predictions, from_sklearn_forest
+from online.pruning.trees import (
+    Tree,
+    forest_oob_predictions,
+    forest_predictions,
+    from_sklearn_forest,
+)
 from online.pruning.voting import encode, vote_accuracy, vote_error, votes
 
 
@@ -108,7 +113,7 @@ def _algorithm_1(trees, P, y, k, lam):
     return S, history
 
 
-@pytest.mark.parametrize("scores", [None, "dense", "leaves"])
+@pytest.mark.parametrize("scores", [None, "dense", "leaves", "oob"])
 def test_matches_a_literal_algorithm_1(scores):
     rng = np.random.default_rng(3)
     Tn, m, K = 12, 60, 3
@@ -122,6 +127,10 @@ def test_matches_a_literal_algorithm_1(scores):
     ):  # a few score vectors per tree, one per leaf, as trees give
         leaves = rng.dirichlet(np.ones(K), size=(Tn, 4))
         P = leaves[np.arange(Tn)[:, None], rng.integers(0, 4, (Tn, m))]
+    elif scores == "oob":  # out-of-bag: a tree does not vote on about 60 % of the samples
+        leaves = rng.dirichlet(np.ones(K), size=(Tn, 3))
+        P = leaves[np.arange(Tn)[:, None], rng.integers(0, 3, (Tn, m))]
+        P[rng.random((Tn, m)) < 0.6] = 0.0
     else:
         P = np.where(rng.random((Tn, m)) < 0.6, y, rng.integers(0, K, (Tn, m)))
     for C, esm_avg in [
@@ -222,6 +231,32 @@ def test_prunes_a_scikit_learn_forest():
     assert vote_accuracy(P_te, yte, np.arange(40)) == pytest.approx(
         rf.score(Xte, yte), abs=0.01
     )
+
+
+def test_out_of_bag_votes_and_the_error_over_voting_samples():
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:400], y[:400]
+    rf = RandomForestClassifier(
+        n_estimators=30, oob_score=True, random_state=0, max_depth=6
+    ).fit(X, y)
+    P = forest_oob_predictions(rf, X)
+    # the same out-of-bag draws as scikit-learn's own estimate
+    avg = P.sum(axis=0)
+    assert np.allclose(avg / avg.sum(axis=1, keepdims=True), rf.oob_decision_function_)
+    in_bag = P.sum(axis=2) == 0
+    assert 0.25 < in_bag.mean() < 0.75
+    # a sub-ensemble's error counts only the samples one of its trees votes on
+    codes, y_codes, K = _codes(P, y)
+    wrong = P[0].argmax(axis=1) != y
+    assert vote_error(codes, y_codes, K, [0]) == pytest.approx(wrong[~in_bag[0]].mean())
+    assert vote_error(np.zeros((1, 3, 2)), np.array([0, 1, 0]), 2, [0]) == 1.0
+    # every method runs on out-of-bag votes, and MEPSI's error is the out-of-bag one
+    for name, method in METHODS.items():
+        s = method(P, y, 5, random_state=0)
+        assert len(set(s.tolist())) == 5, name
+    m = MEPSI(k=5, C=0.01, random_state=0).fit(from_sklearn_forest(rf), P, y)
+    assert m.errors_[-1] == pytest.approx(vote_error(codes, y_codes, K, m.selected_))
+    assert m.errors_[-1] < np.mean([vote_error(codes, y_codes, K, [t]) for t in range(30)])
 
 
 def test_baselines():

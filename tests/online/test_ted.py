@@ -9,8 +9,13 @@ import pytest
 from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
 from sklearn.tree import DecisionTreeClassifier
 
-from online.pruning.ted import postorder_sed_matrix, ted, ted_cross, ted_matrix
+from online.pruning import ted_compiled
+from online.pruning.ted import postorder_sed_matrix, ted, ted_cross, ted_matrix, ted_pairs
 from online.pruning.trees import Tree, from_sklearn_forest, from_sklearn_tree
+
+
+# the compiled kernel where numba is installed; the numpy fill always
+BACKENDS = ["numpy"] + (["numba"] if ted_compiled.AVAILABLE else [])
 
 
 def T(feature, children):
@@ -113,30 +118,65 @@ def _random_tree(rng, n, n_features=3):
     return T(rng.integers(0, n_features, n), kids)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("costs", [(1.0, 1.0, 1.0), (1.0, 2.0, 1.5), (0.5, 1.0, 3.0)])
-def test_agrees_with_brute_force_on_random_trees(costs):
+def test_agrees_with_brute_force_on_random_trees(costs, backend):
     rng = np.random.default_rng(42)
     ins, rem, upd = costs
     for _ in range(60):
         h = _random_tree(rng, int(rng.integers(0, 8)))
         g = _random_tree(rng, int(rng.integers(0, 8)))
-        assert ted(h, g, insert=ins, remove=rem, update=upd) == pytest.approx(
+        assert ted(h, g, insert=ins, remove=rem, update=upd, backend=backend) == pytest.approx(
             _brute(h, g, ins, rem, upd)
         )
 
 
-def test_batched_matrix_matches_pairs_whatever_the_chunking():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batched_matrix_matches_pairs_whatever_the_chunking(backend):
     rng = np.random.default_rng(7)
     trees = [_random_tree(rng, int(rng.integers(0, 9))) for _ in range(14)]
     expected = np.array([[_brute(a, b) for b in trees] for a in trees])
     for max_cells in (50, 400, 10_000_000):  # one pair per batch ... everything at once
-        assert np.array_equal(ted_matrix(trees, max_cells=max_cells), expected)
+        D = ted_matrix(trees, max_cells=max_cells, backend=backend)
+        assert np.array_equal(D, expected)
     asym = np.array([[_brute(a, b, 1.0, 2.0, 1.0) for b in trees[:5]] for a in trees])
-    assert np.allclose(ted_cross(trees, trees[:5], remove=2.0, max_cells=300), asym)
     assert np.allclose(
-        ted_matrix(trees, remove=2.0),
+        ted_cross(trees, trees[:5], remove=2.0, max_cells=300, backend=backend), asym
+    )
+    assert np.allclose(
+        ted_matrix(trees, remove=2.0, backend=backend),
         [[_brute(a, b, 1.0, 2.0, 1.0) for b in trees] for a in trees],
     )
+    I, J = np.array([3, 0, 13, 5]), np.array([3, 13, 0, 6])
+    assert np.array_equal(ted_pairs(trees, I, J, backend=backend), expected[I, J])
+
+
+def test_compiled_kernel_matches_its_pure_python_reference_on_forest_trees():
+    """The compiled Zhang-Shasha against the same function run by the interpreter, the numpy
+    backend and (on small trees) the brute-force recursion, on unpruned scikit-learn trees."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(120, 5))
+    y = (X[:, 0] * X[:, 1] + X[:, 2] > 0).astype(int)
+    forest = RandomForestClassifier(n_estimators=6, random_state=0).fit(X, y)
+    trees = from_sklearn_forest(forest) + [EMPTY, A_BC]
+    assert max(t.n_nodes for t in trees) > 10
+    I, J = np.triu_indices(len(trees), 1)
+    reference = getattr(ted_compiled._zs_pairs, "py_func", ted_compiled._zs_pairs)
+    for ins, rem, upd in [(1.0, 1.0, 1.0), (1.0, 2.0, 0.5)]:
+        expected = np.zeros(len(I))
+        reference(
+            *ted_compiled.flatten(trees), I, J, ins, rem, upd, expected
+        )  # the interpreted kernel
+        compiled = ted_compiled.pairs(trees, I, J, insert=ins, remove=rem, update=upd)
+        assert np.array_equal(compiled, expected)
+        numpy_fill = ted_matrix(trees, insert=ins, remove=rem, update=upd, backend="numpy")
+        assert np.allclose(numpy_fill[I, J], expected)
+    small = [t for t in trees if t.n_nodes <= 7]
+    assert np.array_equal(
+        ted_matrix(small), [[_brute(a, b) for b in small] for a in small]
+    )
+    with pytest.raises(ValueError):
+        ted(A_BC, A_BC, backend="fortran")
 
 
 def test_metric_properties_on_sklearn_trees():

@@ -105,7 +105,23 @@ def test_labeled_upload_prunes_a_random_forest_and_compares_the_baselines(grove)
     assert methods["mepsi"]["testAccuracy"] > 0.6 and methods["all"]["testAccuracy"] > 0.6
     history = result["mepsi"]["objectiveHistory"]
     assert len(history) == 4 and history == sorted(history, reverse=True)  # Algorithm 1 descends
-    assert result["bestMethod"] in methods
+    assert result["bestMethod"] in methods and result["pruneOn"] == "train"
+
+
+def test_unpruned_forest_pruned_on_out_of_bag_rows(grove):  # noqa: F811
+    http, *_ = grove
+    params = {"target": "label", "nEstimators": 20, "k": 5, "ccpAlpha": 0, "pruneOn": "oob"}
+    answer = submit_upload(http, labeled(), params)
+    assert answer.status_code == 202, answer.text
+    final, _ = follow(http, answer.json()["id"], timeout=60)
+    assert final["state"] == "done", final
+    result = final["result"]
+    assert result["pruneOn"] == "oob" and "out-of-bag" in result["validation"]
+    methods = {m["method"]: m for m in result["methods"]}
+    # unpruned trees fit their training rows: all 5 kept trees' vote is perfect there, so only
+    # the out-of-bag rows could tell them apart; test accuracy stays near the whole forest's
+    assert methods["mepsi"]["trainAccuracy"] == 1.0
+    assert methods["mepsi"]["testAccuracy"] > methods["all"]["testAccuracy"] - 0.1
 
 
 def _learned(http, name: str, key: dict, n: int) -> int:
@@ -219,6 +235,12 @@ def test_bad_parameters_are_refused_or_fail_with_a_message(grove, live_app):  # 
         (
             submit_upload(http, labeled(40), {"target": "label", "k": 20, "nEstimators": 10}),
             "exceeds the forest's n_estimators",
+        ),
+        (
+            submit_upload(
+                http, labeled(40), {"target": "label", "pruneOn": "oob", "vote": "hard"}
+            ),
+            "needs vote='soft'",
         ),
         (
             http.post(
