@@ -215,6 +215,56 @@ def summary(path, simulations=None, validation="loo"):
     return "\n".join(lines + [""] + verdicts)
 
 
+def plot(path, png, simulations=None, validation="loo"):
+    """Accuracy against number of selected features, one panel per data set: every method's
+    mean (runs x folds) with the paper's R-MOTiFS and MOTiFS points, and R-MOTiFS's reward
+    (validated on the training folds) beside its test accuracy: the optimism of the search."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    df = pd.read_json(path, lines=True)
+    if simulations is not None:
+        df = df[df.simulations == simulations]
+    df["validation"] = df.get("validation", pd.Series("loo", index=df.index)).fillna("loo")
+    df = df[~df.method.isin(["rmotifs", "motifs"]) | (df.validation == validation)]
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+    names = list(dict.fromkeys(df.dataset))
+    ncols = min(3, len(names))
+    nrows = -(-len(names) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 3.3 * nrows), squeeze=False)
+    flat = axes.ravel()
+    style = {"rmotifs": ("R-MOTiFS", "C0"), "motifs": ("MOTiFS", "C1"), "sfs": ("forward SFS", "C2"),
+             "all": ("all features", "C7")}
+    for ax, name in zip(flat, names):
+        g = df[df.dataset == name]
+        for method, (label, color) in style.items():
+            m = g[g.method == method]
+            if len(m):
+                ax.scatter(m.n_features.mean(), m.accuracy.mean(), color=color, label=label, s=40)
+        r = g[g.method == "rmotifs"]
+        if len(r) and "reward" in r:
+            ax.scatter(r.n_features.mean(), r.reward.mean(), color="C0", marker="^", s=40,
+                       facecolors="none", label="R-MOTiFS reward")
+        if name in PAPER:
+            p = PAPER[name]
+            ax.scatter(p[0][2], p[0][0], color="C0", marker="x", s=60, label="paper R-MOTiFS")
+            ax.scatter(p[1][1], p[1][0], color="C1", marker="x", s=60, label="paper MOTiFS")
+        ax.set_title(f"{name} ({g.run.nunique()} runs)")
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("selected features (log)")
+        ax.set_ylabel("accuracy")
+    for ax in flat[len(names):]:
+        ax.axis("off")
+    flat[0].legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--datasets", nargs="+", default=["wdbc", "ionosphere", "sonar", "spambase"],
@@ -230,10 +280,13 @@ def main():
                     help="bound the LOO reward to this many query rows (default: all, as the paper)")
     ap.add_argument("--out", default="/tmp/r_motifs_bench/results.jsonl")
     ap.add_argument("--summary", action="store_true", help="only print the table from --out")
+    ap.add_argument("--plot", help="also draw accuracy against features to this PNG")
     args = ap.parse_args()
     if not args.summary:
         run(args)
     print(summary(args.out, args.simulations, args.validation))
+    if args.plot:
+        plot(args.out, args.plot, args.simulations, args.validation)
 
 
 if __name__ == "__main__":

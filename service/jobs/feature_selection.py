@@ -1,7 +1,7 @@
 """Job kind ``feature-selection``: R-MOTiFS (``online.RMOTiFS``) on a table's columns.
 
 Input: the columns to choose from (``features``, default every column but the target) and the
-``target`` column (class labels). Output: the selected columns, the leave-one-out k-NN accuracy
+``target`` column (class labels). Output: the selected columns, the validated k-NN accuracy
 with all features and with the selection, FSR (eq. 4 of the R-MOTiFS paper) and the history
 of the recursions.
 
@@ -36,6 +36,10 @@ class FeatureSelectionParams(JobParams):
     n_simulations: int = Field(default=1000, ge=1, le=100_000, description="S per recursion")
     c: float = Field(default=0.1, gt=0, description="C of the UCT, eq. (2)")
     n_neighbors: int = Field(default=5, ge=1, le=100, description="k of the k-NN reward")
+    validation: str = Field(
+        default="loo", pattern=r"^(loo|kfold:\d+(x\d+)?|holdout:0?\.\d+)$",
+        description="how the reward validates k-NN: loo, kfold:K, kfold:KxR or holdout:P",
+    )
     recursive: bool = Field(default=True, description="R-MOTiFS (True) or MOTiFS (False)")
     max_recursions: int | None = Field(default=None, ge=1)
     max_rows: int | None = Field(
@@ -86,6 +90,9 @@ def _labels(series: pd.Series, target: str) -> np.ndarray:
     return series.astype("string").to_numpy(dtype=object).astype(str)
 
 
+_VALIDATION_NAMES = {"loo": "leave-one-out", "kfold": "stratified k-fold", "holdout": "holdout"}
+
+
 def run(params: FeatureSelectionParams, dataset: Dataset, progress) -> dict[str, Any]:
     from online import RMOTiFS  # scikit-learn is imported by the worker only
 
@@ -110,6 +117,7 @@ def run(params: FeatureSelectionParams, dataset: Dataset, progress) -> dict[str,
         n_simulations=params.n_simulations,
         c=params.c,
         n_neighbors=params.n_neighbors,
+        validation=params.validation,
         recursive=params.recursive,
         max_recursions=params.max_recursions,
         max_validation_samples=params.max_validation_samples,
@@ -131,8 +139,9 @@ def run(params: FeatureSelectionParams, dataset: Dataset, progress) -> dict[str,
         "accuracyAllFeatures": selector.all_features_accuracy_,
         "accuracySelected": selector.accuracy_,
         "fsr": selector.fsr_,
-        "validation": f"leave-one-out {params.n_neighbors}-NN accuracy on the rows used "
-        "(min-max scaled)",
+        "validation": f"{_VALIDATION_NAMES[params.validation.partition(':')[0]]} "
+        f"({params.validation}) {params.n_neighbors}-NN accuracy on the rows used (min-max scaled)",
+
         "rows": rows_given,
         "rowsUsed": int(X.shape[0]),
         "classes": n_classes,
