@@ -244,6 +244,8 @@ MODEL_KINDS: dict[str, ModelKind] = {
         decide=_not_served("decide", "mcts-is", _MCTS_INSTEAD),
         learn=_not_served("learn from rewards", "mcts-is", _MCTS_INSTEAD),
         change_actions=lambda model, added, removed: None,
+        # the extracted DTs and the interaction candidates only: predicts and lists the same
+        dump_serving=lambda model: model.to_state(statistics=False),
         predict=_mcts_predict,
         learn_labeled=_mcts_learn_labeled,
         interactions=_mcts_interactions,

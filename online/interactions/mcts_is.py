@@ -10,6 +10,7 @@ from river import base
 from online.interactions import search
 from online.interactions.extraction import extract, route
 from online.interactions.fdt import FDT
+from online.interactions.serving import serving_fdt
 from online.interactions.vocabulary import Vocabulary
 
 FORMAT = "grove.mcts_is"
@@ -184,6 +185,7 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
         self._extracted = None  # cache of extract(): (best_f, loss_d)
         self._names: dict[int, str] = {}
         self._scratch = None  # work arrays of the compiled search (search.Scratch)
+        self._serving = False  # restored from to_state(statistics=False): predicts only
 
     @property
     def _multiclass(self):
@@ -211,6 +213,13 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
         for field in range(len(self._fdt.roots), len(K)):
             self._fdt.add_tree(field, K)
 
+    def _check_learns(self) -> None:
+        if self._serving:
+            raise RuntimeError(
+                "this model was restored without its search statistics "
+                "(to_state(statistics=False)): it can predict, not learn"
+            )
+
     def _learn_codes(self, codes: np.ndarray, y: np.ndarray, k_before: np.ndarray) -> None:
         """Algorithm 1 on each row in turn, with the K_i known when that row came: codes are
         given in order of appearance, so after row r, K_i = max(code_i up to r) + 1."""
@@ -229,6 +238,7 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
 
     def learn_one(self, x: dict, y) -> None:
         """One iteration of Algorithm 1 on (x, y) in each of the N_T FDTs."""
+        self._check_learns()
         target = self._target(y)
         k_before = self._vocab.n_categories
         codes = self._vocab.learn_row(x, self._rng)
@@ -236,6 +246,7 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
 
     def learn_many(self, X, y) -> None:
         """``learn_one`` on each row of DataFrame ``X`` in turn (the same model, faster)."""
+        self._check_learns()
         targets = np.asarray(y, dtype=np.float64).ravel()
         if not np.isin(targets, (0.0, 1.0)).all():
             raise ValueError("MCTSInteractions learns y in {0, 1}")
@@ -498,9 +509,23 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
             "bytes": int(self._fdt.nbytes),
         }
 
-    def to_state(self) -> dict:
-        """Everything needed to continue exactly: numpy arrays and JSON scalars, no pickle."""
+    def to_state(self, statistics: bool = True) -> dict:
+        """Everything needed to continue exactly: numpy arrays and JSON scalars, no pickle.
+
+        With ``statistics=False``, a serving copy: only the extracted DTs and the interaction
+        candidates (s > lambda) with their paths (``online.interactions.serving``). The restored
+        model predicts, transforms, explains and lists interactions exactly as this one, but
+        cannot learn. A grown FDT is mostly search statistics, so this is much smaller.
+        """
         rng = self._rng.bit_generator.state
+        if statistics and not self._serving:
+            fdt = self._fdt.to_state()
+        else:
+            best = self._best()
+            served, best_f, loss_d = serving_fdt(
+                self._fdt, best, self._extracted[1], self.lambda_
+            )
+            fdt = {**served.to_state(), "best_f": best_f, "loss_d": loss_d}
         return {
             "format": FORMAT,
             "version": VERSION,
@@ -514,7 +539,8 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
                 "uinteger": int(rng["uinteger"]),
             },
             "vocabulary": self._vocab.to_state(),
-            "fdt": self._fdt.to_state(),
+            "fdt": fdt,
+            "statistics": statistics and not self._serving,
         }
 
     @classmethod
@@ -534,4 +560,10 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
         )
         model._fdt = FDT.from_state(state["fdt"])
         model._n_learned = int(state["n_learned"])
+        if not state.get("statistics", True):  # a serving copy: its extraction comes with it
+            model._serving = True
+            model._extracted = (
+                np.asarray(state["fdt"]["best_f"], dtype=np.int64).copy(),
+                np.asarray(state["fdt"]["loss_d"], dtype=np.float64).copy(),
+            )
         return model

@@ -273,6 +273,38 @@ def test_state_round_trip_with_groups_and_mixed_values():
     assert clone._vocab.values == model._vocab.values
 
 
+def test_serving_state_predicts_the_same_and_is_smaller():
+    rng = random.Random(0)
+    model = MCTSInteractions(grace_period=5, lambda_=0.02, seed=3)
+    rows = []
+    for _ in range(3000):
+        x = {k: rng.choice("0123") for k in "abcdef"}
+        y = int((x["a"] in "01") != (x["b"] == "2") or (x["c"] == "3" and rng.random() < 0.5))
+        rows.append(x)
+        model.learn_one(x, y)
+    full, served = model.to_state(), model.to_state(statistics=False)
+    assert served["statistics"] is False and full["statistics"] is True
+    for leaf in _leaves(served):
+        assert isinstance(leaf, np.ndarray) or json.loads(json.dumps(leaf)) == leaf
+
+    def nbytes(state):
+        return sum(a.nbytes for a in _leaves(state["fdt"]) if isinstance(a, np.ndarray))
+
+    assert nbytes(served) < 0.5 * nbytes(full)
+    clone = MCTSInteractions.from_state(served)
+    for x in rows[:200] + [{"a": "9", "b": "0"}, {}]:
+        assert clone.explain_one(x) == model.explain_one(x)
+        assert clone.transform_one(x) == model.transform_one(x)
+    assert clone.interactions() == model.interactions()
+    assert clone.interactions(leaves_only=True) == model.interactions(leaves_only=True)
+    assert clone.trees() == model.trees()
+    again = MCTSInteractions.from_state(clone.to_state())  # stays a serving copy
+    assert again.to_state()["statistics"] is False and again.trees() == model.trees()
+    with pytest.raises(RuntimeError, match="cannot|not learn"):
+        clone.learn_one(rows[0], 1)
+    assert clone.to_state()["vocabulary"]["values"].tolist() == served["vocabulary"]["values"].tolist()
+
+
 # -- unseen categories, missing fields ------------------------------------------------------------
 
 

@@ -90,6 +90,11 @@ def test_learn_xor_through_the_trainer_then_predict_and_list_interactions(client
     check_xor_model(client, headers)
     leaves = client.get("/apps/ctr/interactions", params={"leavesOnly": True}, headers=headers)
     assert leaves.status_code == 200 and all(i["leaf"] for i in leaves.json()["interactions"])
+    # API processes load the serving copy (no search statistics): it answers as the full state
+    _, served = store.load_snapshot("ctr", serving=True)
+    _, full = store.load_snapshot("ctr")
+    assert served["statistics"] is False and full["statistics"] is True
+    assert len(served["fdt"]["data_nodes"]["V"]) < len(full["fdt"]["data_nodes"]["V"])
 
 
 def test_labeled_events_are_learned_exactly_once_across_a_trainer_crash(client, redis_url, store):
