@@ -82,7 +82,8 @@ def trace(name: str) -> dict:
         "interactions": [[t["rule"], round(t["chi2"], 9)] for t in top],
         "nodes": model.n_nodes["data_nodes"],
         "feature_nodes": model.n_nodes["feature_nodes"],
-        "state": state_hash(model.to_state()),
+        # the "statistics" flag was added to the state after the trace was recorded
+        "state": state_hash({k: v for k, v in model.to_state().items() if k != "statistics"}),
     }
 
 
