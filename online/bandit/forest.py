@@ -481,7 +481,7 @@ class BanditForest(bandit.base.ContextualPolicy):
             store.leaf_T[leaf] = [store.slot_T[slot] - t1, t1]
             store.leaf_W[leaf] = [store.slot_W[slot] - w1, w1]
             store.leaf_R[leaf] = [store.slot_Rt[slot] - r1, r1]
-            store.leaf_A[leaf] = store.slot_A[slot, var]
+            store.leaf_A[leaf] = store.slot_A[slot, :, :, var].T
         store.node_kind[node] = LEAF
         store.node_var[node] = var
         store.node_ref[node] = leaf

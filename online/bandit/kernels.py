@@ -10,7 +10,7 @@ Notation (Algorithm 6): for an exploring path c (a *slot*), ``T[s, k]`` = t_{c,k
 ``T1[s, k, i]``, ``W1[s, k, i]``, ``R1[s, k, i]`` = the same restricted to x_i = 1. The x_i = 0
 parts are the differences (``T - T1``, ...), so an event only touches the variables it sets:
 contexts are sparse (one-hot categories, one bin out of five). ``inS[s, i]``: i is still in S_c;
-``A[s, i, v, k]`` = action k is still in A_{c,i,v}; ``union[s, k]`` = k is in some A_{c,i,v} of
+``A[s, k, v, i]`` = action k is still in A_{c,i,v} (variables innermost, as in ``T1``); ``union[s, k]`` = k is in some A_{c,i,v} of
 a remaining variable i. A *leaf* (depth D_theta, variable selected) keeps the same
 sums for its variable only: ``leaf_*[l, v, k]``.
 """
@@ -92,9 +92,28 @@ def eliminate_in_slot(x, s, vars_, n_vars, inS, T, W, Rt, T1, W1, R1, A, union, 
 
     Returns the number of variables left in S_c.
     """
+    width = min(inS.shape[1], M)
+    return round_end(x, s, vars_, n_vars, inS, T, W, Rt, T1, W1, R1, A, union, best_var,
+                     active, n_active, M, D, L, eps, delta, radii,
+                     *round_scratch(width, active.shape[0]))
+
+
+@njit(cache=True)
+def round_scratch(width, K):
+    """Work arrays of :func:`round_end`, allocated once per event rather than once per round."""
+    return (np.empty(width), np.empty(width), np.empty(width), np.empty(K), np.empty(K, np.int64),
+            np.empty(width, np.int64))
+
+
+@njit(cache=True)
+def round_end(x, s, vars_, n_vars, inS, T, W, Rt, T1, W1, R1, A, union, best_var,
+              active, n_active, M, D, L, eps, delta, radii, top0, top1, mu, means, counts,
+              n_left):
+    """:func:`eliminate_in_slot` with its work arrays given (see :func:`round_scratch`)."""
     n = n_vars[s]
     n_before = n
     K = active.shape[0]
+    width = min(inS.shape[1], M)
     # VE works on the actions still remaining for the path (those eliminated for every (i, v)
     # are no longer played, so their count would stall the bound and they cannot be the max).
     t_min = -1
@@ -105,9 +124,8 @@ def eliminate_in_slot(x, s, vars_, n_vars, inS, T, W, Rt, T1, W1, R1, A, union, 
         # VE lines 2-7: mu^i = sum_v max_k mu_{k,v}^i with mu_{k,v}^i = R / W. Actions outside,
         # variables inside, over the whole row (the removed ones are ignored below): contiguous
         # loops the compiler vectorizes.
-        width = min(inS.shape[1], M)
-        top0 = np.full(width, -np.inf)
-        top1 = np.full(width, -np.inf)
+        top0[:] = -np.inf
+        top1[:] = -np.inf
         for k in range(K):
             if active[k] and union[s, k]:
                 inv_w = 1.0 / W[s, k]
@@ -117,7 +135,6 @@ def eliminate_in_slot(x, s, vars_, n_vars, inS, T, W, Rt, T1, W1, R1, A, union, 
                     value1 = row[i] * inv_w
                     top1[i] = max(top1[i], value1)
                     top0[i] = max(top0[i], mean_k - value1)
-        mu = np.empty(n)
         best_j = 0
         for j in range(n):
             i = vars_[s, j]
@@ -141,53 +158,64 @@ def eliminate_in_slot(x, s, vars_, n_vars, inS, T, W, Rt, T1, W1, R1, A, union, 
         best_var[s] = vars_[s, best_j_new]
     elif best_var[s] < 0 and n > 0:
         best_var[s] = vars_[s, 0]
-    # AE for each remaining variable on its observed value (Algorithm 4, lines 9-12), inlined:
-    # this loop is most of the cost of learning. Cell (i, v) of action k: count and weight of
-    # the plays of k with x_i = v (v = 0 is the total minus v = 1), conditional mean R / W.
-    means = np.empty(K)
-    counts = np.empty(K, np.int64)
+    # AE for each remaining variable on its observed value (Algorithm 4, lines 9-12). Eq. (4)
+    # compares two remaining actions of a cell, so a cell with one action left (most cells once
+    # a path has learned) cannot lose any: counting them first, for all the variables at once
+    # (actions outside, variables inside: SIMD), spares their means, the cost of AE.
+    n_left[:width] = 0
+    for k in range(K):
+        if active[k]:
+            a0, a1 = A[s, k, 0], A[s, k, 1]
+            for i in range(width):
+                n_left[i] += a1[i] if x[i] != 0 else a0[i]
     changed = n != n_before
     for j in range(n):
         i = vars_[s, j]
-        for v in range(x[i], x[i] + 1):
-            best = -1
-            best_mean = -np.inf
-            for k in range(K):
-                counts[k] = 0
-                if A[s, i, v, k] and active[k]:
-                    if v == 1:
-                        t, w, r = T1[s, k, i], W1[s, k, i], R1[s, k, i]
-                    else:
-                        t = T[s, k] - T1[s, k, i]
-                        w = W[s, k] - W1[s, k, i]
-                        r = Rt[s, k] - R1[s, k, i]
-                    if t > 0:
-                        counts[k] = t
-                        means[k] = r / w
-                        if means[k] > best_mean:
-                            best, best_mean = k, means[k]
-            if best < 0:
-                continue
-            best_radius = cached_radius(counts[best], radii, n_active, delta, L)
-            for k in range(K):
-                if k != best and counts[k] > 0:
-                    gap = best_mean - means[k] + eps  # eq. (4), as in eliminate_actions
-                    if gap >= best_radius and gap >= best_radius + cached_radius(
-                            counts[k], radii, n_active, delta, L):
-                        A[s, i, v, k] = False
-                        changed = True
+        if n_left[i] < 2:
+            continue
+        v = x[i]
+        # cell (i, v) of action k: count and weight of the plays of k with x_i = v (v = 0 is
+        # the total minus v = 1), conditional mean R / W
+        best = -1
+        best_mean = -np.inf
+        for k in range(K):
+            counts[k] = 0
+            if A[s, k, v, i] and active[k]:
+                if v == 1:
+                    t, w, r = T1[s, k, i], W1[s, k, i], R1[s, k, i]
+                else:
+                    t = T[s, k] - T1[s, k, i]
+                    w = W[s, k] - W1[s, k, i]
+                    r = Rt[s, k] - R1[s, k, i]
+                if t > 0:
+                    counts[k] = t
+                    means[k] = r / w
+                    if means[k] > best_mean:
+                        best, best_mean = k, means[k]
+        if best < 0:
+            continue
+        best_radius = cached_radius(counts[best], radii, n_active, delta, L)
+        for k in range(K):
+            if k != best and counts[k] > 0:
+                # eq. (4): mu_k' - mu_k + eps >= r(t_k') + r(t_k)  (= 2 r(t) for equal counts);
+                # the first test skips the logarithm when even r(t_k) = 0 would not do
+                gap = best_mean - means[k] + eps
+                if gap >= best_radius and gap >= best_radius + cached_radius(
+                        counts[k], radii, n_active, delta, L):
+                    A[s, k, v, i] = False
+                    changed = True
     if not changed:
         return n
     # remaining actions of the path: an action leaves the draw only once it is eliminated for
     # every value of every remaining variable (sec. 3.4)
     for k in range(K):
         union[s, k] = False
-    for j in range(n):
-        i = vars_[s, j]
         for v in range(2):
-            for k in range(K):
-                if A[s, i, v, k]:
+            row = A[s, k, v]
+            for i in range(width):
+                if row[i] and inS[s, i]:
                     union[s, k] = True
+                    break
     return n
 
 
@@ -204,6 +232,7 @@ def learn_event(x, k, y, w, roots, node_kind, node_var, node_child, node_ref, tr
     wy = w * y
     n_ready = 0
     capacity = inS.shape[1]
+    top0, top1, mu, means, counts, n_left = round_scratch(min(capacity, M), active.shape[0])
     ones = np.empty(x.shape[0], np.int64)  # the variables x sets (the only ones updated)
     n_ones = 0
     for i in range(min(x.shape[0], capacity)):
@@ -226,10 +255,10 @@ def learn_event(x, k, y, w, roots, node_kind, node_var, node_child, node_ref, tr
                     R1[s, k, i] += wy
             # "if k = LastAction(A)": with random draws, a round is n_active plays of the path
             if slot_n[s] % n_active == 0:
-                left = eliminate_in_slot(x, s, vars_, n_vars, inS, T, W, Rt, T1, W1, R1, A, union,
-                                         best_var,
-                                         active, n_active, M, tree_depth[theta], L,
-                                         tree_eps[theta], delta, radii)
+                left = round_end(x, s, vars_, n_vars, inS, T, W, Rt, T1, W1, R1, A, union,
+                                 best_var, active, n_active, M, tree_depth[theta], L,
+                                 tree_eps[theta], delta, radii, top0, top1, mu, means, counts,
+                                 n_left)
                 if left <= 1:
                     ready[n_ready] = node
                     n_ready += 1
@@ -321,7 +350,7 @@ def greedy_actions(x, roots, node_kind, node_var, node_child, node_ref, T, W, Rt
                 i = vars_[s, 0]
             v = x[i]
             for k in range(K):
-                if A[s, i, v, k] and active[k] and allowed[k]:
+                if A[s, k, v, i] and active[k] and allowed[k]:
                     if v == 1:
                         wk, rk = W1[s, k, i], R1[s, k, i]
                     else:

@@ -53,7 +53,7 @@ class ForestStorage:
         self.slot_T1 = np.zeros((cap, K, M), np.int32)
         self.slot_W1 = np.zeros((cap, K, M))
         self.slot_R1 = np.zeros((cap, K, M))
-        self.slot_A = np.zeros((cap, M, 2, K), bool)
+        self.slot_A = np.zeros((cap, K, 2, M), bool)  # [s, k, v, i]: variables innermost
         self.slot_union = np.zeros((cap, K), bool)
         self.slot_n = np.zeros(cap, np.int64)
         self.slot_best = np.full(cap, -1, np.int32)
@@ -137,7 +137,7 @@ class ForestStorage:
         self.slot_W1[s] = 0.0
         self.slot_R1[s] = 0.0
         self.slot_A[s] = False
-        self.slot_A[s, variables] = self.active
+        self.slot_A[s][:, :, variables] = self.active[:, None, None]
         self.slot_union[s] = self.active
         self.slot_n[s] = 0
         self.slot_best[s] = -1
@@ -161,7 +161,7 @@ class ForestStorage:
         """Action k (new, or back in the inventory) is put back in every A_{c,i,v} of every path."""
         live = self.live_slots()
         for s in live:
-            self.slot_A[s, self.slot_vars[s, : self.slot_nvars[s]], :, k] = True
+            self.slot_A[s, k][:, self.slot_vars[s, : self.slot_nvars[s]]] = True
         self.slot_union[live, k] = True
         self.leaf_A[: self.n_leaves, :, k] = True
 
@@ -173,10 +173,10 @@ class ForestStorage:
         leaf_A[empty] = act
         for s in self.live_slots():
             vars_ = self.slot_vars[s, : self.slot_nvars[s]]
-            cells = self.slot_A[s, vars_]
+            cells = self.slot_A[s][:, :, vars_].transpose(2, 1, 0)  # [i, v, k]
             empty = ~(cells & act).any(axis=-1)
             cells[empty] = act
-            self.slot_A[s, vars_] = cells
+            self.slot_A[s][:, :, vars_] = cells.transpose(2, 1, 0)
             self.slot_union[s] = cells.any(axis=(0, 1))
 
     def live_slots(self) -> np.ndarray:
@@ -210,7 +210,8 @@ class ForestStorage:
         state["slot_vars"] = self.slot_vars[live, :M].copy()
         state["slot_in"] = self.slot_in[live, :M].copy()
         state["slot_union"] = self.slot_union[live, :K].copy()
-        state["slot_A"] = self.slot_A[live, :M, :, :K].copy()
+        # the state keeps the layout [s, i, v, k] (format version 1)
+        state["slot_A"] = self.slot_A[live, :K, :, :M].transpose(0, 3, 2, 1).copy()
         state["slot_best"] = self.slot_best[live].copy()
         state["leaf_A"] = self.leaf_A[: self.n_leaves, :, :K].copy()
         if statistics:
@@ -243,6 +244,8 @@ class ForestStorage:
             if name in state:
                 target = getattr(store, name)
                 source = np.asarray(state[name], dtype=target.dtype)
+                if name == "slot_A":  # [s, i, v, k] in the state
+                    source = source.transpose(0, 3, 2, 1)
                 target[tuple(slice(0, d) for d in source.shape)] = source
         store.has_statistics = "slot_T" in state
         return store

@@ -116,7 +116,7 @@ def hand_built_stump(eps: float, x0: int = 1):
         x, s, store.slot_vars, store.slot_nvars, store.slot_in, store.slot_T, store.slot_W,
         store.slot_Rt, store.slot_T1, store.slot_W1, store.slot_R1, store.slot_A, store.slot_union,
         store.slot_best, store.active, 2, 2, 1, 1, eps, 0.05, radii)
-    return left, store.slot_vars[s, :left].tolist(), store.slot_A[s, :, :, :2]
+    return left, store.slot_vars[s, :left].tolist(), store.slot_A[s, :2, :, :2].transpose(2, 1, 0)
 
 
 def test_variable_elimination_follows_eq_3():
