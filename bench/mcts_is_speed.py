@@ -1,9 +1,11 @@
 """MCTS-IS fit time on 1M rows vs LightGBM with the same number of trees (issue 6).
 
 For each data set: sample ``--rows`` rows with replacement, fit LightGBM (one thread, N_T trees =
-number of fields, ``--leaves`` max leaves) and MCTS-IS (``learn_many`` on mini-batches of
-``--batch`` rows, and ``learn_one`` on the first ``--one-rows`` rows, extrapolated), and print
-the times, their ratio, the node count and the bytes held by the node arrays.
+number of fields, ``--leaves`` max leaves) and MCTS-IS (``learn_many`` in chunks of ``--batch``
+rows -- exactly ``learn_one`` row after row -- and ``learn_one`` itself on the first
+``--one-rows`` rows), and print the CPU times, their ratio, the node count, the bytes held by
+the node arrays, and the node bytes of the full and of the serving state
+(``to_state(statistics=False)``).
 
     nice -n 10 python bench/mcts_is_speed.py --rows 1000000
 """
@@ -42,6 +44,13 @@ def fit_lightgbm(X, y, n_trees: int, leaves: int) -> tuple[float, float]:
     return time.perf_counter() - t0, time.process_time() - c0
 
 
+def state_bytes(state) -> int:
+    """Bytes of the numpy arrays of a ``to_state()`` dict (what a snapshot mostly carries)."""
+    if isinstance(state, dict):
+        return sum(state_bytes(v) for v in state.values())
+    return state.nbytes if isinstance(state, np.ndarray) else 0
+
+
 def fit_mcts(X, y, batch: int, **params) -> tuple[float, float, MCTSInteractions]:
     model = MCTSInteractions(seed=0, **params)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -53,7 +62,7 @@ def fit_mcts(X, y, batch: int, **params) -> tuple[float, float, MCTSInteractions
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--batch", type=int, default=4096)
+    ap.add_argument("--batch", type=int, default=65536)
     ap.add_argument("--one-rows", type=int, default=2000)
     ap.add_argument("--leaves", type=int, default=100)
     ap.add_argument("--data", nargs="*", default=list(NAMES))
@@ -65,7 +74,7 @@ def main():
     print(
         "times in s, wall / CPU (the machine is shared: CPU time is the comparable figure)\n"
         "data          N_T  lgbm_wall lgbm_cpu  mcts_wall mcts_cpu  cpu_ratio  learn_one_us  "
-        "data_nodes feature_nodes node_MB model_MB"
+        "data_nodes feature_nodes node_MB model_MB state_MB serving_MB"
     )
     for name in args.data:
         X, y = load(name)
@@ -81,11 +90,14 @@ def main():
             one.learn_one(x, int(t))
         per_row = (time.process_time() - c0) / len(rows) * 1e6
         size = model.n_nodes
+        state_mb, serving_mb = (
+            state_bytes(model.to_state(statistics=stats)) / 2**20 for stats in (True, False)
+        )
         print(
             f"{name:12s} {n_trees:4d} {lgb_wall:9.2f} {lgb_cpu:8.2f} {wall:10.2f} {cpu:8.2f} "
             f"{cpu / lgb_cpu:10.2f} {per_row:13.0f} {size['data_nodes']:11d} "
             f"{size['feature_nodes']:13d} {size['bytes'] / 2**20:7.1f} "
-            f"{model._raw_memory_usage / 2**20:8.1f}",
+            f"{model._raw_memory_usage / 2**20:8.1f} {state_mb:8.1f} {serving_mb:10.2f}",
             flush=True,
         )
 

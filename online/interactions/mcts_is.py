@@ -106,6 +106,9 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
     - Eq. (8): never-selected feature nodes (V = 0, infinite bonus) first, at random.
     - ``learn_many(X, y)`` is ``learn_one`` on each row in turn (Algorithm 1 is sequential:
       sample t's path reads what sample t-1 updated); it only saves the Python per-row work.
+    - ``to_state(statistics=False)`` (a serving copy, not in the paper) keeps only the extracted
+      DTs and the nodes with s > lambda, with their paths and sibling blocks; it predicts and
+      lists interactions as the full model does, and refuses to learn.
     - Not in the paper, to bound time and memory: ``grace_period`` (expansion after that many
       visits; 1 = the paper), ``max_nodes`` (no expansion once the data-node table is full),
       ``max_depth``, ``max_categories`` (later values share ``"<other>"``).
