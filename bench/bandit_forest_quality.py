@@ -248,6 +248,74 @@ def report(out: Path, plots: Path, data_names: list[str], seed: int) -> str:
     return md
 
 
+def prefix_stats(r: dict, horizon: int) -> dict | None:
+    """Figures of run ``r`` over its first ``horizon`` steps (a shorter run of the same stream and
+    seed is a prefix of a longer one): average reward, and for Bandit Forest the share of
+    explored steps and the reward of the voted steps over the last 10% of the prefix."""
+    cum = np.asarray(r["cum_reward"])
+    n = horizon // r["every"]
+    if len(cum) < n:
+        return None
+    out = {"avg": cum[n - 1] / horizon,
+           "last10": (cum[n - 1] - cum[n - 1 - n // 10]) / (n // 10 * r["every"])}
+    if r.get("explore_log"):
+        log = np.asarray(r["explore_log"], dtype=float)
+        ends = np.cumsum(log[:, 0])
+        sel = (ends > 0.9 * horizon) & (ends <= horizon)
+        n_all, n_exp, _, r_vote = log[sel].sum(axis=0)
+        out["explored"] = n_exp / max(n_all, 1)
+        out["voted"] = r_vote / max(n_all - n_exp, 1) if n_all > n_exp else float("nan")
+    return out
+
+
+SWEEP_HORIZONS = {"shuttle": 300_000, "letter": 300_000, "adult": 200_000}
+
+
+def sweep_report(sweep: Path, base: Path, seed: int = 0, horizons: dict = SWEEP_HORIZONS) -> str:
+    """One row per forest variant (``<data>_s<seed>_forest+<tag>_*.json`` in ``sweep``) at the
+    sweep horizons, beside the baselines of ``base`` cut at the same horizon ("default" is the
+    default forest's run in ``base``, tag "latest", or untagged). The score that picks a setting
+    for all data sets at once: the mean over the data sets of (avg - uniform) / (reference -
+    uniform), the share of the reference's gain over uniform play that the variant gets."""
+    rows: dict[str, dict] = {}
+    for data_name, h in horizons.items():
+        for path in list(base.glob(f"{data_name}_s{seed}_*.json")) + list(sweep.glob(f"{data_name}_s{seed}_*.json")):
+            r = json.loads(path.read_text())
+            name = r["policy"]
+            if path.parent == base and name.startswith("forest"):
+                if name not in ("forest+latest",):
+                    continue
+                name = "forest+default"
+            elif path.parent == base and "+" in name:
+                continue
+            st = prefix_stats(r, h)
+            if st is not None:
+                rows.setdefault(name, {})[data_name] = st
+    ref, uni = rows.get("reference", {}), rows.get("uniform", {})
+
+    def score(row):
+        vals = [(row[d]["avg"] - uni[d]["avg"]) / (ref[d]["avg"] - uni[d]["avg"])
+                for d in horizons if d in row and d in ref and d in uni]
+        return sum(vals) / len(vals) if len(vals) == len(horizons) else float("nan")
+
+    head = " | ".join(f"{d} {h // 1000}k: avg (last 10%, explored, voted)" for d, h in horizons.items())
+    lines = [f"| variant | {head} | score |", "|---|" + "---:|" * (len(horizons) + 1)]
+    order = sorted(rows, key=lambda n: (not n.startswith("forest"), -np.nan_to_num(score(rows[n]), nan=-9)))
+    for name in order:
+        row = rows[name]
+        cells = []
+        for d in horizons:
+            st = row.get(d)
+            if st is None:
+                cells.append("")
+            elif "explored" in st:
+                cells.append(f"{st['avg']:.4f} ({st['last10']:.3f}, {st['explored']:.2f}, {st['voted']:.3f})")
+            else:
+                cells.append(f"{st['avg']:.4f} ({st['last10']:.3f})")
+        lines.append(f"| {label(name)} | " + " | ".join(cells) + f" | {score(row):.3f} |")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default="letter,shuttle,adult", help="comma-separated: adult,letter,shuttle")
@@ -261,8 +329,13 @@ def main(argv=None):
     p.add_argument("--tree-params", type=json.loads, default={}, help="JSON for the Bandit Tree (default epsilon 0.6, depth 4)")
     p.add_argument("--tag", default="", help="variant name: runs are stored as <policy>+<tag>")
     p.add_argument("--report-only", action="store_true", help="only rebuild the table and plots")
+    p.add_argument("--sweep-report", type=Path, default=None,
+                   help="print the variants of this folder at the sweep horizons beside --out's baselines")
     args = p.parse_args(argv)
     data_names = args.data.split(",")
+    if args.sweep_report is not None:
+        print(sweep_report(args.sweep_report, args.out, args.seed))
+        return
     if not args.report_only:
         for data_name in data_names:
             steps = args.steps or (200_000 if data_name == "adult" else 1_000_000)
