@@ -159,13 +159,21 @@ def run(args):
                     f.write(json.dumps(rec) + "\n")
 
 
-def summary(path, simulations=None, validation="loo"):
-    df = pd.read_json(path, lines=True)
-    if simulations is not None:
-        df = df[df.simulations == simulations]
+def read_results(paths):
+    """All result lines of ``paths`` (one JSON-lines file or several), duplicates dropped."""
+    paths = [paths] if isinstance(paths, (str, Path)) else paths
+    df = pd.concat([pd.read_json(p, lines=True) for p in paths], ignore_index=True)
     if "validation" not in df:
         df["validation"] = "loo"
     df["validation"] = df.validation.fillna("loo")
+    keys = df.apply(lambda r: _key(r.to_dict()), axis=1)
+    return df[~keys.duplicated()].reset_index(drop=True)
+
+
+def summary(path, simulations=None, validation="loo"):
+    df = read_results(path)
+    if simulations is not None:
+        df = df[df.simulations == simulations]
     df = df[~df.method.isin(["rmotifs", "motifs"]) | (df.validation == validation)]
     rows = []
     for (name, method), g in df.groupby(["dataset", "method"], sort=False):
@@ -224,10 +232,9 @@ def plot(path, png, simulations=None, validation="loo"):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    df = pd.read_json(path, lines=True)
+    df = read_results(path)
     if simulations is not None:
         df = df[df.simulations == simulations]
-    df["validation"] = df.get("validation", pd.Series("loo", index=df.index)).fillna("loo")
     df = df[~df.method.isin(["rmotifs", "motifs"]) | (df.validation == validation)]
     from matplotlib.ticker import NullFormatter, ScalarFormatter
 
@@ -281,12 +288,14 @@ def main():
     ap.add_argument("--out", default="/tmp/r_motifs_bench/results.jsonl")
     ap.add_argument("--summary", action="store_true", help="only print the table from --out")
     ap.add_argument("--plot", help="also draw accuracy against features to this PNG")
+    ap.add_argument("--inputs", nargs="+", help="with --summary: read these result files (not --out)")
     args = ap.parse_args()
     if not args.summary:
         run(args)
-    print(summary(args.out, args.simulations, args.validation))
+    results = args.inputs if args.summary and args.inputs else args.out
+    print(summary(results, args.simulations, args.validation))
     if args.plot:
-        plot(args.out, args.plot, args.simulations, args.validation)
+        plot(results, args.plot, args.simulations, args.validation)
 
 
 if __name__ == "__main__":

@@ -66,9 +66,14 @@ def knn_hits(XT, cols, queries, groups, codes, k, n_classes):
 
 
 @njit(cache=True)
-def knn_hits_from_distances(dist, queries, groups, codes, k, n_classes):
-    """``knn_hits`` on precomputed distances: ``dist[i]`` holds query ``queries[i]``'s row."""
-    n = dist.shape[1]
+def knn_hits_from_products(prod, norms, queries, groups, codes, k, n_classes):
+    """``knn_hits`` from a block of inner products ``prod[i] = X_S[queries[i]] . X_S^T``.
+
+    The squared distance is ``|q|^2 + norms[j] - 2 prod[i, j]``; ``|q|^2`` is the same for the
+    whole row, so ranking by ``norms[j] - 2 prod[i, j]`` finds the same neighbours (exact
+    distance ties may be ordered differently by rounding).
+    """
+    n = prod.shape[1]
     top_d = np.empty(k)
     top_i = np.empty(k, dtype=np.int64)
     votes = np.zeros(n_classes, dtype=np.int64)
@@ -78,8 +83,9 @@ def knn_hits_from_distances(dist, queries, groups, codes, k, n_classes):
         g = groups[q]
         top_d[:] = np.inf
         top_i[:] = -1
+        row = prod[qi]
         for j in range(n):
-            d = dist[qi, j]
+            d = norms[j] - 2.0 * row[j]
             if d < top_d[k - 1] and groups[j] != g:
                 p = k - 1
                 while p > 0 and top_d[p - 1] > d:

@@ -11,8 +11,9 @@ Two exact ways of using that, both ending in the compiled k-slot neighbour searc
 
 - ``"direct"``: per query row, the distances are summed feature by feature from the
   feature-major copy of X (a streaming, vectorised loop); best for small subsets.
-- ``"gram"``: per block of query rows, one BLAS product ``X_S X_S^T`` plus the summed squared
-  norms; best for subsets of more than ``AUTO_DIRECT_MAX`` columns.
+- ``"gram"``: per block of query rows, one BLAS product ``X_S X_S^T``; the kernel ranks rows
+  by ``|b_S|^2 - 2 a_S . b_S`` (``|a_S|^2`` is constant along a query's row) from the summed
+  per-feature squares; best for subsets of more than ``AUTO_DIRECT_MAX`` columns.
 
 ``"auto"`` (default) picks by the subset's size. Rewards are cached by subset: the tree search
 revisits subsets, more so in late recursions.
@@ -27,12 +28,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from online.selection.knn_kernels import knn_hits, knn_hits_from_distances
+from online.selection.knn_kernels import knn_hits, knn_hits_from_products
 
 __all__ = ["KNNReward", "validation_groups"]
 
 AUTO_DIRECT_MAX = 12  # "auto": "direct" up to this many columns, "gram" above (measured)
-_GRAM_BLOCK = 256  # query rows per BLAS block: a block's distances stay in cache
+_GRAM_BLOCK = 64  # query rows per BLAS block (64 was 1.5x faster than 256 on Spambase)
 
 
 def _stratified_folds(codes, n_folds, rng):
@@ -181,14 +182,12 @@ class KNNReward:
             method = "direct" if len(cols) <= AUTO_DIRECT_MAX else "gram"
         if method == "direct":
             return int(knn_hits(self._XT, cols, queries, groups, self._codes, k, n_classes))
-        xs = np.ascontiguousarray(self._X[:, cols])
+        xs = self._X[:, cols]
+        xs_t = np.ascontiguousarray(xs.T)
         norms = self._sq[:, cols].sum(axis=1)
         hits = 0
         for start in range(0, len(queries), _GRAM_BLOCK):
             block = queries[start:start + _GRAM_BLOCK]
-            dist = xs[block] @ xs.T
-            dist *= -2.0
-            dist += norms[block, None]
-            dist += norms[None, :]
-            hits += knn_hits_from_distances(dist, block, groups, self._codes, k, n_classes)
+            hits += knn_hits_from_products(xs[block] @ xs_t, norms, block, groups, self._codes,
+                                           k, n_classes)
         return int(hits)
