@@ -182,8 +182,8 @@ def test_lazy_strategy_skips_pairs_that_cannot_win():
 def test_esm_avg_and_lambda():
     trees, P, y, _ = _ensemble(seed=1)
     D = ted_matrix(trees)
-    a = MEPSI(k=5, C=0.5, random_state=2).fit(trees, P, y, distances=D)
-    b = MEPSI(k=5, C=0.5, random_state=2).fit(trees, P, y)
+    a = MEPSI(k=5, C=0.5, esm_avg="subset", random_state=2).fit(trees, P, y, distances=D)
+    b = MEPSI(k=5, C=0.5, esm_avg="subset", random_state=2).fit(trees, P, y)
     assert a.selected_.tolist() == b.selected_.tolist() and a.esm_avg_ == b.esm_avg_
     term = MEPSI(k=5, C=0.5, esm_avg="term", random_state=2).fit(
         trees, P, y, distances=D
