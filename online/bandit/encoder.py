@@ -88,13 +88,25 @@ class ContextEncoder:
 
     def encode(self, x: dict) -> np.ndarray:
         """Dense int8 vector of the binary variables of ``x``; never changes the coding."""
-        out = np.zeros(len(self._names), dtype=np.int8)
-        out[self._active_variables(x)] = 1
-        return out
+        return self.encode_known(x)[0]
 
-    def _active_variables(self, x: dict) -> list[int]:
-        """Indices of the variables set by ``x`` (the hot path: one pass, no numpy per value)."""
+    def encode_known(self, x: dict) -> tuple[np.ndarray, bool]:
+        """``(encode(x), known)``: ``known`` says that ``learn_one(x)`` would change nothing.
+
+        That is: every feature of ``x`` is already coded (not pending) and every category of
+        ``x`` is already a variable. A learner that encodes a context to decide can then reuse
+        the encoding to learn from the same context (see :meth:`BanditForest.learn_one`).
+        """
+        active, known = self._active_variables(x)
+        out = np.zeros(len(self._names), dtype=np.int8)
+        out[active] = 1
+        return out, known
+
+    def _active_variables(self, x: dict) -> tuple[list[int], bool]:
+        """Indices of the variables set by ``x`` (the hot path: one pass, no numpy per value),
+        and whether ``learn_one(x)`` would change nothing."""
         active = []
+        known = True
         features = self._features
         binary = self._binary
         for key, value in x.items():
@@ -105,8 +117,11 @@ class ContextEncoder:
                         active.append(index)
                     continue
             value = _checked(key, value)
+            if value is None:
+                continue
             feature = features.get(key)
-            if feature is None or value is None:
+            if feature is None:
+                known = False
                 continue
             kind = feature["kind"]
             if kind == CATEGORICAL:
@@ -115,6 +130,8 @@ class ContextEncoder:
                 index = feature["values"].get(value)
                 if index is not None:
                     active.append(index)
+                else:
+                    known = False
             elif isinstance(value, str):
                 raise _kind_error(key, kind, value)
             elif kind == BINARY:
@@ -122,7 +139,9 @@ class ContextEncoder:
                     active.append(feature["variable"])
             elif kind == NUMERIC:
                 active.append(feature["first"] + bisect.bisect_right(feature["cuts"], value))
-        return active
+            else:  # PENDING: learn_one keeps the value
+                known = False
+        return active, known
 
     # -- learning ----------------------------------------------------------------------------
 

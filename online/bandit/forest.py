@@ -222,6 +222,7 @@ class BanditForest(bandit.base.ContextualPolicy):
         self._n_learned = 0
         self._ready = np.zeros(n_trees, np.int32)
         self._last_probabilities: dict = {}
+        self._encoded: tuple[dict, np.ndarray, bool] | None = None  # last decide's context
         self._radii_table: np.ndarray | None = None
         self._inventory: tuple[list, np.ndarray] | None = None  # cached active actions
         self._arrays_version = -1  # storage version the cached kernel arguments belong to
@@ -277,7 +278,9 @@ class BanditForest(bandit.base.ContextualPolicy):
 
         Does not change what the forest has learned (only its random generator moves on).
         """
-        xb = self._encoder.encode(x)
+        xb, complete = self._encoder.encode_known(x)
+        # learn_one(x) right after (the usual pair) reuses this encoding if x is unchanged
+        self._encoded = (dict(x), xb, complete) if complete else None
         candidates, known = self._candidates(actions, excluded)
         n = len(candidates)
         probs = np.empty(n)
@@ -363,7 +366,14 @@ class BanditForest(bandit.base.ContextualPolicy):
         if not self._store.has_statistics:
             raise RuntimeError("this forest was restored without its statistics: it can decide "
                                "but not learn")
-        xb = self._encoder.learn_encode(x)
+        encoded = self._encoded
+        if (encoded is not None and len(encoded[1]) == self._encoder.n_variables
+                and x == encoded[0]):
+            # decided on this very context, whose features were all known: learning it would
+            # not change the coding, and its encoding is the same
+            xb = encoded[1]
+        else:
+            xb = self._encoder.learn_encode(x)
         if action not in self._index:
             self.add_action(action)
         self._n_learned += 1

@@ -232,13 +232,15 @@ def learn_event(x, k, y, w, roots, node_kind, node_var, node_child, node_ref, tr
     wy = w * y
     n_ready = 0
     capacity = inS.shape[1]
-    top0, top1, mu, means, counts, n_left = round_scratch(min(capacity, M), active.shape[0])
+    width = min(capacity, M)
+    scratch = round_scratch(width, active.shape[0])
     ones = np.empty(x.shape[0], np.int64)  # the variables x sets (the only ones updated)
     n_ones = 0
     for i in range(min(x.shape[0], capacity)):
         if x[i]:
             ones[n_ones] = i
             n_ones += 1
+    dense = 4 * n_ones >= width
     for theta in range(L):
         node = find_path(x, roots[theta], node_kind, node_var, node_child)
         if node_kind[node] == SLOT:
@@ -247,18 +249,26 @@ def learn_event(x, k, y, w, roots, node_kind, node_var, node_child, node_ref, tr
             W[s, k] += w
             Rt[s, k] += wy
             slot_n[s] += 1
-            for a in range(n_ones):  # VE lines 2-5 and AE line 2, for the played action
-                i = ones[a]
-                if inS[s, i]:
-                    T1[s, k, i] += 1
-                    W1[s, k, i] += w
-                    R1[s, k, i] += wy
+            # VE lines 2-5 and AE line 2, for the played action and the variables x sets
+            if dense:  # the whole row, SIMD (x + 0.0 is x: these sums are never -0.0)
+                t1, w1, r1, in_s = T1[s, k], W1[s, k], R1[s, k], inS[s]
+                for i in range(width):
+                    m = (x[i] != 0) & in_s[i]
+                    t1[i] += m
+                    w1[i] += w if m else 0.0
+                    r1[i] += wy if m else 0.0
+            else:
+                for a in range(n_ones):
+                    i = ones[a]
+                    if inS[s, i]:
+                        T1[s, k, i] += 1
+                        W1[s, k, i] += w
+                        R1[s, k, i] += wy
             # "if k = LastAction(A)": with random draws, a round is n_active plays of the path
             if slot_n[s] % n_active == 0:
                 left = round_end(x, s, vars_, n_vars, inS, T, W, Rt, T1, W1, R1, A, union,
                                  best_var, active, n_active, M, tree_depth[theta], L,
-                                 tree_eps[theta], delta, radii, top0, top1, mu, means, counts,
-                                 n_left)
+                                 tree_eps[theta], delta, radii, *scratch)
                 if left <= 1:
                     ready[n_ready] = node
                     n_ready += 1
