@@ -15,7 +15,7 @@ from river import bandit
 from online.bandit.encoder import ContextEncoder
 from online.bandit.kernels import (
     LEAF, SLOT, SPLIT, decide_probabilities, finished_actions, greedy_actions, learn_event,
-    radius_table)
+    learn_events, radius_table)
 from online.bandit.storage import ForestStorage
 from online.bandit.subforest import select_trees_state
 
@@ -357,15 +357,7 @@ class BanditForest(bandit.base.ContextualPolicy):
         :meth:`decide`); the reward is weighted by its inverse. Rewards are expected in [0, 1],
         the range the elimination bounds assume.
         """
-        reward = float(reward)
-        probability = float(probability)
-        if not math.isfinite(reward):
-            raise ValueError(f"reward must be a finite number, got {reward}")
-        if not 0.0 < probability <= 1.0:
-            raise ValueError(f"probability must be in (0, 1], got {probability}")
-        if not self._store.has_statistics:
-            raise RuntimeError("this forest was restored without its statistics: it can decide "
-                               "but not learn")
+        reward, probability = self._feedback(reward, probability)
         encoded = self._encoded
         if (encoded is not None and len(encoded[1]) == self._encoder.n_variables
                 and x == encoded[0]):
@@ -384,15 +376,89 @@ class BanditForest(bandit.base.ContextualPolicy):
             return
         self._learn(xb, self._index[action], reward, 1.0 / probability)
 
+    def learn_many(self, events: Iterable[tuple[dict, Hashable, float, float]]) -> int:
+        """:meth:`learn_one` for each ``(x, action, reward, probability)``, in order.
+
+        The forest ends exactly as after the same calls to :meth:`learn_one` (also when an event
+        is rejected: the events before it are learned, then the error is raised), with less
+        work per event: the events are encoded first and given to the trees in one compiled
+        call that only returns to Python when a stump has selected its variable. Meant for a
+        trainer that reads rewards in batches. Returns the number of events learned.
+        """
+        pending: list = []  # (encoding, number of variables, action index, reward, weight)
+        learned = 0
+        try:
+            for x, action, reward, probability in events:
+                reward, probability = self._feedback(reward, probability)
+                if not len(self._roots) or action not in self._index:
+                    # warm-up or a new action: the one-event path (the pending events first)
+                    self._learn_pending(pending)
+                    self.learn_one(x, action, reward, probability)
+                else:
+                    xb = self._encoder.learn_encode(x)
+                    self._n_learned += 1
+                    pending.append((xb, len(xb), self._index[action], reward, 1.0 / probability))
+                    if len(pending) >= 1024:
+                        self._learn_pending(pending)
+                learned += 1
+        finally:
+            self._learn_pending(pending)
+        return learned
+
+    def _feedback(self, reward, probability) -> tuple[float, float]:
+        """Checked reward and probability of a learning event."""
+        reward = float(reward)
+        probability = float(probability)
+        if not math.isfinite(reward):
+            raise ValueError(f"reward must be a finite number, got {reward}")
+        if not 0.0 < probability <= 1.0:
+            raise ValueError(f"probability must be in (0, 1], got {probability}")
+        if not self._store.has_statistics:
+            raise RuntimeError("this forest was restored without its statistics: it can decide "
+                               "but not learn")
+        return reward, probability
+
     def _learn(self, xb: np.ndarray, k: int, reward: float, weight: float) -> None:
         n_active = len(self._active_inventory()[0])
         if n_active == 0:
             return
-        n_ready = learn_event(xb, k, reward, weight, *self._learn_arrays(), n_active,
-                              self._encoder.n_variables, self.delta, self._radii(n_active),
-                              self._ready)
-        for node in self._ready[:n_ready].tolist():
-            self._resolve(node)
+        M = self._encoder.n_variables
+        n_ready = learn_event(xb, k, reward, weight, *self._learn_arrays(), n_active, M,
+                              self.delta, self._radii(n_active), self._ready)
+        if n_ready:
+            for node in self._ready[:n_ready].tolist():
+                self._resolve(node, M)
+
+    def _learn_pending(self, pending: list) -> None:
+        """Give the encoded events of :meth:`learn_many` to the trees (and empty the list).
+
+        Each event keeps the number of variables the encoder had when it was learned: a path
+        created after it draws its candidates among those, as with :meth:`learn_one`.
+        """
+        if not pending:
+            return
+        n_active = len(self._active_inventory()[0])
+        n = len(pending)
+        if n_active == 0:
+            pending.clear()
+            return
+        xbs, n_vars, ks, rewards, weights = zip(*pending)
+        pending.clear()
+        X = np.zeros((n, max(n_vars)), np.int8)  # zeros past an event's variables: not set
+        for j, xb in enumerate(xbs):
+            X[j, : len(xb)] = xb
+        n_vars = np.array(n_vars, np.int64)
+        ks = np.array(ks, np.int64)
+        rewards = np.array(rewards)
+        weights = np.array(weights)
+        radii = self._radii(n_active)
+        start = 0
+        while start < n:
+            start, n_ready = learn_events(X, n_vars, ks, rewards, weights, start,
+                                          *self._learn_arrays(), n_active, self.delta, radii,
+                                          self._ready)
+            for node in self._ready[:n_ready].tolist():
+                self._resolve(node, int(n_vars[start - 1]))
 
     def _refresh_arrays(self) -> None:
         """Kernel arguments, cached until the storage reallocates (numba call overhead)."""
@@ -434,27 +500,30 @@ class BanditForest(bandit.base.ContextualPolicy):
         depth_low, depth_high = _range(self.max_depth, "max_depth")
         self._tree_eps = self._rng_learn.uniform(eps_low, eps_high, L)
         self._tree_depth = self._rng_learn.integers(depth_low, depth_high + 1, L).astype(np.int32)
-        self._roots = np.array([self._new_path(theta, 1, -1, []) for theta in range(L)], np.int32)
+        M = self._encoder.n_variables
+        self._roots = np.array([self._new_path(theta, 1, -1, [], M) for theta in range(L)],
+                               np.int32)
         self._store.version += 1  # the kernels' arguments changed
         buffer, self._buffer = self._buffer, []
         for x, action, reward, probability in buffer:
             self._learn(self._encoder.encode(x), self._index[action], reward, 1.0 / probability)
 
-    def _new_path(self, theta: int, depth: int, parent: int, used: list[int]) -> int:
-        """NewPath (Algorithm 6): a stump over a random subset S_c of the unused variables."""
+    def _new_path(self, theta: int, depth: int, parent: int, used: list[int], M: int) -> int:
+        """NewPath (Algorithm 6): a stump over a random subset S_c of the unused variables
+        (of the first ``M``: the variables the encoder had at the event that made the path)."""
         store = self._store
         node = store.new_node(theta, depth, parent)
-        available = np.setdiff1d(np.arange(self._encoder.n_variables, dtype=np.int32), used)
+        available = np.setdiff1d(np.arange(M, dtype=np.int32), used)
         if len(available) == 0:
             return self._make_leaf(node, -1, None)
         size = max(1, int(round(self.split_fraction * len(available))))
         chosen = np.sort(self._rng_learn.choice(available, size, replace=False)).astype(np.int32)
-        store.reserve_capacity(self._encoder.n_variables, len(self._actions))
+        store.reserve_capacity(M, len(self._actions))
         store.node_kind[node] = SLOT
         store.node_ref[node] = store.new_slot(chosen)
         return node
 
-    def _resolve(self, node: int) -> None:
+    def _resolve(self, node: int, M: int) -> None:
         """Algorithm 6, lines 16-20: the stump of ``node`` has selected its variable."""
         store = self._store
         s = int(store.node_ref[node])
@@ -470,7 +539,7 @@ class BanditForest(bandit.base.ContextualPolicy):
             store.node_kind[node] = SPLIT
             store.node_var[node] = var
             store.free_slot(s)
-            children = [self._new_path(theta, depth + 1, node, used) for _ in range(2)]
+            children = [self._new_path(theta, depth + 1, node, used, M) for _ in range(2)]
             store.node_child[node] = children
         else:
             self._make_leaf(node, var, s)

@@ -285,6 +285,26 @@ def learn_event(x, k, y, w, roots, node_kind, node_var, node_child, node_ref, tr
 
 
 @njit(cache=True)
+def learn_events(X, n_vars, ks, ys, ws, start, roots, node_kind, node_var, node_child, node_ref,
+                 tree_eps, tree_depth, vars_, n_vars_s, inS, T, W, Rt, T1, W1, R1, A, union,
+                 slot_n, best_var, leaf_T, leaf_W, leaf_R, leaf_A, active, n_active, delta, radii,
+                 ready):
+    """:func:`learn_event` for events ``start, start + 1, ...`` (rows of X, padded with zeros
+    past their ``n_vars``) until one leaves stumps to resolve.
+
+    Returns ``(next event, number of nodes in ready)``; the caller resolves them and goes on.
+    """
+    for j in range(start, X.shape[0]):
+        n_ready = learn_event(X[j], ks[j], ys[j], ws[j], roots, node_kind, node_var, node_child,
+                              node_ref, tree_eps, tree_depth, vars_, n_vars_s, inS, T, W, Rt, T1,
+                              W1, R1, A, union, slot_n, best_var, leaf_T, leaf_W, leaf_R, leaf_A,
+                              active, n_active, n_vars[j], delta, radii, ready)
+        if n_ready:
+            return j + 1, n_ready
+    return X.shape[0], 0
+
+
+@njit(cache=True)
 def leaf_vote(x, node, node_var, node_ref, leaf_A, active):
     """The one action left in the cell of leaf ``node`` for x (its learning is finished), or -1."""
     l = node_ref[node]

@@ -14,6 +14,7 @@ from online import BanditForest
 from online.bandit import kernels
 from online.bandit.bounds import action_radius, variable_radius
 from online.bandit.storage import ForestStorage
+from tests.online.test_bandit_forest_golden import state_hash
 
 
 # -- the paper's Table 1 toy problem ---------------------------------------------------------------
@@ -382,3 +383,61 @@ def test_finished_votes_are_what_a_one_tree_forest_plays_without_exploring():
         for theta in range(forest.n_trees):
             alone = forest.select_trees([theta]).decide(x)
             assert finished[theta] == (None if alone.explored else alone.action)
+
+
+def test_learn_one_after_decide_learns_the_context_it_is_given():
+    # learn_one reuses decide's encoding only for the same, fully known context: a context
+    # changed in place, or holding a category decide had not seen, is encoded again
+    def play(mutate: bool) -> dict:
+        rng = random.Random(5)
+        forest = BanditForest(n_trees=4, warmup=20, max_depth=2, seed=2)
+        for t in range(400):
+            x = {"site": rng.choice(["a", "b", "c"]), "n": rng.randrange(3),
+                 "flag": rng.random() < 0.5}
+            if t % 50 == 49:
+                x["site"] = f"new{t}"  # unseen by the encoder when decide runs
+            d = forest.decide(x, actions=["p", "q"])
+            if mutate:
+                x["site"] = "c" if x["site"] == "a" else "a"
+                x["flag"] = not x["flag"]
+            else:
+                x = dict(x, site="c" if x["site"] == "a" else "a", flag=not x["flag"])
+            forest.learn_one(x, d.action, float(x["site"] == "a") * (d.action == "p"),
+                             d.probability)
+        return forest.to_state()
+
+    assert state_hash(play(mutate=True)) == state_hash(play(mutate=False))
+
+
+def test_learn_many_ends_exactly_as_learn_one():
+    rng = random.Random(11)
+    events = []
+    for t in range(1500):
+        x = {"site": rng.choice(["a", "b", "c"] + ([f"s{t // 300}"] if t > 400 else [])),
+             "age": rng.uniform(10, 90), "mobile": rng.random() < 0.3}
+        if t > 700:
+            x["late"] = rng.randrange(5)  # a numeric feature whose bins come mid-stream
+        action = rng.choice(["p", "q", "r"] + (["s"] if t > 900 else []))
+        reward = float(rng.random() < (0.8 if (x["site"] == "a") == (action == "p") else 0.3))
+        events.append((x, action, reward, rng.choice([1.0, 0.5, 0.25])))
+
+    def forest():
+        return BanditForest(n_trees=6, warmup=60, max_depth=(1, 3), epsilon=0.8, seed=4)
+
+    one = forest()
+    for event in events:
+        one.learn_one(*event)
+    many = forest()
+    start = 0
+    while start < len(events):
+        size = rng.randrange(1, 400)
+        assert many.learn_many(events[start:start + size]) == len(events[start:start + size])
+        start += size
+    assert many.n_nodes > 6  # stumps were resolved inside batches
+    assert state_hash(many.to_state()) == state_hash(one.to_state())
+    # a bad event: the ones before it are learned, then the error is raised, as with learn_one
+    bad = [events[0], (events[1][0], "p", float("nan"), 1.0), events[2]]
+    before = many.n_learned
+    with pytest.raises(ValueError, match="reward"):
+        many.learn_many(bad)
+    assert many.n_learned == before + 1
