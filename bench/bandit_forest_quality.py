@@ -274,7 +274,7 @@ SWEEP_HORIZONS = {"shuttle": 300_000, "letter": 300_000, "adult": 200_000}
 def sweep_report(sweep: Path, base: Path, seed: int = 0, horizons: dict = SWEEP_HORIZONS) -> str:
     """One row per forest variant (``<data>_s<seed>_forest+<tag>_*.json`` in ``sweep``) at the
     sweep horizons, beside the baselines of ``base`` cut at the same horizon ("default" is the
-    default forest's run in ``base``, tag "latest", or untagged). The score that picks a setting
+    default forest's run in ``base``, tag "default"). The score that picks a setting
     for all data sets at once: the mean over the data sets of (avg - uniform) / (reference -
     uniform), the share of the reference's gain over uniform play that the variant gets."""
     rows: dict[str, dict] = {}
@@ -283,9 +283,8 @@ def sweep_report(sweep: Path, base: Path, seed: int = 0, horizons: dict = SWEEP_
             r = json.loads(path.read_text())
             name = r["policy"]
             if path.parent == base and name.startswith("forest"):
-                if name not in ("forest+latest",):
+                if name != "forest+default":
                     continue
-                name = "forest+default"
             elif path.parent == base and "+" in name:
                 continue
             st = prefix_stats(r, h)
@@ -329,12 +328,17 @@ def main(argv=None):
     p.add_argument("--tree-params", type=json.loads, default={}, help="JSON for the Bandit Tree (default epsilon 0.6, depth 4)")
     p.add_argument("--tag", default="", help="variant name: runs are stored as <policy>+<tag>")
     p.add_argument("--report-only", action="store_true", help="only rebuild the table and plots")
+    p.add_argument("--horizons", default=None,
+                   help="for --sweep-report: data=steps,... (default shuttle=300000,letter=300000,adult=200000)")
     p.add_argument("--sweep-report", type=Path, default=None,
                    help="print the variants of this folder at the sweep horizons beside --out's baselines")
     args = p.parse_args(argv)
     data_names = args.data.split(",")
     if args.sweep_report is not None:
-        print(sweep_report(args.sweep_report, args.out, args.seed))
+        horizons = SWEEP_HORIZONS
+        if args.horizons:
+            horizons = {d: int(h) for d, h in (item.split("=") for item in args.horizons.split(","))}
+        print(sweep_report(args.sweep_report, args.out, args.seed, horizons))
         return
     if not args.report_only:
         for data_name in data_names:
