@@ -223,6 +223,7 @@ class BanditForest(bandit.base.ContextualPolicy):
         self._ready = np.zeros(n_trees, np.int32)
         self._last_probabilities: dict = {}
         self._encoded: tuple[dict, np.ndarray, bool] | None = None  # last decide's context
+        self._decide_buffers = (np.empty(0), np.empty(0, np.int64), np.empty(0, np.int64))
         self._radii_table: np.ndarray | None = None
         self._inventory: tuple[list, np.ndarray] | None = None  # cached active actions
         self._arrays_version = -1  # storage version the cached kernel arguments belong to
@@ -283,16 +284,15 @@ class BanditForest(bandit.base.ContextualPolicy):
         self._encoded = (dict(x), xb, complete) if complete else None
         candidates, known = self._candidates(actions, excluded)
         n = len(candidates)
-        probs = np.empty(n)
-        pool = np.empty(n, np.bool_)
-        order = np.empty(n, np.int64)
-        share, winner = decide_probabilities(xb, *self._decide_arrays(), known,
-                                             self.voting == "all-finished", probs, pool, order)
+        if len(self._decide_buffers[0]) != n:  # the kernel's outputs, reused while n is the same
+            self._decide_buffers = (np.empty(n), np.empty(n, np.int64), np.empty(n, np.int64))
+        probs, drawn, order = self._decide_buffers
+        share, winner, n_pool = decide_probabilities(
+            xb, *self._decide_arrays(), known, self.voting == "all-finished", probs, drawn, order)
         rng = self._rng_decide
         explored = share == 1.0 or (share > 0.0 and rng.random() < share)
-        if explored:
-            positions = np.flatnonzero(pool)
-            j = int(positions[int(rng.random() * len(positions))])
+        if explored:  # uniform among the pool (positions in candidate order)
+            j = int(drawn[int(rng.random() * n_pool)])
         else:
             j = winner
         probs_list = probs.tolist()

@@ -166,8 +166,9 @@ def round_end(x, s, vars_, n_vars, inS, T, W, Rt, T1, W1, R1, A, union, best_var
     for k in range(K):
         if active[k]:
             a0, a1 = A[s, k, 0], A[s, k, 1]
-            for i in range(width):
-                n_left[i] += a1[i] if x[i] != 0 else a0[i]
+            for i in range(width):  # branch-free: a1 where x_i = 1, a0 where x_i = 0
+                one = x[i] != 0
+                n_left[i] += (a1[i] & one) | (a0[i] & (not one))
     changed = n != n_before
     for j in range(n):
         i = vars_[s, j]
@@ -403,14 +404,15 @@ def greedy_actions(x, roots, node_kind, node_var, node_child, node_ref, T, W, Rt
 
 @njit(cache=True)
 def decide_probabilities(x, roots, node_kind, node_var, node_child, node_ref, union, leaf_A,
-                         active, candidates, all_finished, probs, pool, order):
+                         active, candidates, all_finished, probs, drawn, order):
     """The forest's probability for each candidate action (sec. 5's version of Algorithm 6).
 
     ``candidates[j]`` is an action index, or -1 for an action never learned about (it counts as
-    exploring). Fills ``probs`` and ``pool`` (candidates the exploring paths draw from) and
-    ``order`` (ranking: probability, then votes, then position), and returns
-    ``(share, winner)``: the probability of drawing from the pool instead of playing the vote
-    winner (a position, -1 if no finished path votes for a candidate).
+    exploring). Fills ``probs``, ``drawn`` (the positions of the candidates the exploring paths
+    draw from, the pool, in order) and ``order`` (ranking: probability, then votes, then
+    position), and returns ``(share, winner, n_pool)``: the probability of drawing from the pool
+    instead of playing the vote winner (a position, -1 if no finished path votes for a
+    candidate), and the size of the pool.
     """
     K = active.shape[0]
     explore = np.zeros(K, np.bool_)
@@ -421,6 +423,7 @@ def decide_probabilities(x, roots, node_kind, node_var, node_child, node_ref, un
         exploring = 1
         explore[:] = True
     n = candidates.shape[0]
+    pool = np.empty(n, np.bool_)
     cand_votes = np.zeros(n, np.int64)
     n_pool = 0
     any_new = False
@@ -469,4 +472,9 @@ def decide_probabilities(x, roots, node_kind, node_var, node_child, node_ref, un
             order[b + 1] = order[b]
             b -= 1
         order[b + 1] = j
-    return share, winner
+    n_pool = 0
+    for j in range(n):
+        if pool[j]:
+            drawn[n_pool] = j
+            n_pool += 1
+    return share, winner, n_pool
