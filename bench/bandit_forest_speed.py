@@ -56,28 +56,34 @@ def state_nbytes(state) -> int:
     return arrays + len(json.dumps(rest, default=str))
 
 
-def side_by_side(data, seed, events, block, n_trees, forest_params):
+def side_by_side(data, seed, events, block, n_trees, forest_params, after=0):
     """Rates (events/s) of both players on the same blocks: by CPU time (process_time, what
-    counts on a shared machine) and by wall time."""
+    counts on a shared machine) and by wall time. With ``after``, both first play that many
+    events untimed (the forest's cost falls as its paths finish: see the README)."""
     forest = ForestPlayer(data, seed, n_trees=n_trees, **forest_params)
     vw = VWEpsilonPlayer(data, seed, epsilon=0.05)
     times = {"forest": [], "vw": []}
     cpu = {"forest": [], "vw": []}
     rewards = {"forest": 0.0, "vw": 0.0}
-    with tqdm(total=events, desc="forest | vw side by side", unit="ev", mininterval=5) as bar:
-        for X, y in BanditStream(data, seed=seed, chunk_size=block).chunks(events):
+    done = 0
+    with tqdm(total=after + events, desc="forest | vw side by side", unit="ev", mininterval=5) as bar:
+        for X, y in BanditStream(data, seed=seed, chunk_size=block).chunks(after + events):
+            timed = done >= after
             for name, player in (("forest", forest), ("vw", vw)):
                 t, c = time.perf_counter(), time.process_time()
                 r = player.play(X, y)
-                cpu[name].append(time.process_time() - c)
-                times[name].append(time.perf_counter() - t)
-                rewards[name] += float(r.sum())
+                if timed:
+                    cpu[name].append(time.process_time() - c)
+                    times[name].append(time.perf_counter() - t)
+                    rewards[name] += float(r.sum())
+            done += len(y)
             bar.update(len(y))
     # the first block holds the forest's warm-up and the loading of its compiled kernels: the
     # rates leave it out (both policies), "with_first_block" keeps it
-    n = events - block if len(times["forest"]) > 1 else events
-    rates = {k: n / (sum(v[1:]) if len(v) > 1 else v[0]) for k, v in cpu.items()}
-    rates_wall = {k: n / (sum(v[1:]) if len(v) > 1 else v[0]) for k, v in times.items()}
+    skip = 1 if after == 0 and len(times["forest"]) > 1 else 0
+    n = events - block * skip
+    rates = {k: n / sum(v[skip:]) for k, v in cpu.items()}
+    rates_wall = {k: n / sum(v[skip:]) for k, v in times.items()}
     rates_all = {k: events / sum(v) for k, v in cpu.items()}
     return forest, vw, rates, rates_wall, rates_all, {k: v / events for k, v in rewards.items()}
 
@@ -144,7 +150,8 @@ def plot(sizes: dict[int, int], path: Path, title: str) -> None:
 
 def save(args, result) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"speed_{args.data}_s{args.seed}.json").write_text(json.dumps(result, indent=1))
+    suffix = f"_after{args.after}" if args.after else ""
+    (args.out / f"speed_{args.data}_s{args.seed}{suffix}.json").write_text(json.dumps(result, indent=1))
 
 
 def main(argv=None):
@@ -153,6 +160,8 @@ def main(argv=None):
                    help="synthetic (100 variables, 7 actions), shuttle, letter or adult")
     p.add_argument("--events", type=int, default=50_000, help="events for the side-by-side timing")
     p.add_argument("--block", type=int, default=1000, help="events per alternating block")
+    p.add_argument("--after", type=int, default=0,
+                   help="events both play untimed before the timed ones (a forest further on)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--trees", type=int, default=100)
     p.add_argument("--memory-events", type=int, default=1_000_000, help="0 to skip the memory curve")
@@ -165,20 +174,22 @@ def main(argv=None):
     data = load(args.data)
     print(f"stream: {args.data}, {data.X.shape[1]} binary variables, {len(data.actions)} actions, noise 0.05")
     forest, vw, rates, rates_wall, rates_all, avg = side_by_side(
-        data, args.seed, args.events, args.block, args.trees, args.forest_params)
+        data, args.seed, args.events, args.block, args.trees, args.forest_params, args.after)
     ratio = rates["forest"] / rates["vw"]
     print(f"Bandit Forest (L={args.trees}) decide+learn: {rates['forest']:,.0f} events/s of CPU time "
           f"({rates_wall['forest']:,.0f} by wall time; avg reward {avg['forest']:.4f})")
     print(f"VW --cb_explore {len(data.actions)} --epsilon 0.05:  {rates['vw']:,.0f} events/s of CPU time "
           f"({rates_wall['vw']:,.0f} by wall time; avg reward {avg['vw']:.4f})")
     print(f"ratio forest / VW: {ratio:.2f} by CPU time, {rates_wall['forest'] / rates_wall['vw']:.2f} by wall time "
-          f"({args.events:,} events each, alternating blocks of {args.block}, first block not timed; "
+          f"({args.events:,} events each after {args.after:,} untimed, alternating blocks of {args.block}, "
+          f"{'first block not timed; ' if not args.after else ''}"
           f"with it: {rates_all['forest']:,.0f} vs {rates_all['vw']:,.0f} events/s of CPU time)")
     result = {
         "data": args.data,
         "n_features": int(data.X.shape[1]),
         "n_actions": len(data.actions),
         "events": args.events,
+        "after": args.after,
         "block": args.block,
         "trees": args.trees,
         "forest_params": args.forest_params,
@@ -199,7 +210,7 @@ def main(argv=None):
     if args.memory_events:
         marks = [c for c in (10_000, 30_000, 100_000, 300_000, 1_000_000, 3_000_000, 10_000_000)]
         marks = sorted({c for c in marks if c <= args.memory_events} | {args.memory_events})
-        sizes = memory_curve(forest, data, args.seed, args.events, args.memory_events, marks)
+        sizes = memory_curve(forest, data, args.seed, args.after + args.events, args.memory_events, marks)
         for k in sorted(sizes):
             print(f"forest state after {k:>10,} events: {sizes[k] / 2**20:8.2f} MiB")
         result["state_bytes"] = {str(k): v for k, v in sorted(sizes.items())}
