@@ -154,15 +154,19 @@ def main(argv=None):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        fig, axes = plt.subplots(1, len(rows), figsize=(2.6 * len(rows), 2.8), squeeze=False)
+        ncol = min(3, len(rows))
+        nrow = -(-len(rows) // ncol)
+        fig, axes = plt.subplots(nrow, ncol, figsize=(3.4 * ncol, 2.6 * nrow), squeeze=False)
         x = np.arange(len(GRID))
-        for ax, (n, curve, re_) in zip(axes[0], rows):
+        for ax in axes.ravel()[len(rows):]:
+            ax.axis("off")
+        for ax, (n, curve, re_) in zip(axes.ravel(), rows):
             ax.plot(x, curve, "o-", label="MEPSI")
             ax.axhline(re_, ls="--", color="k", label="OA-RE")
             ax.set_xticks(x, [f"{C:g}" for C in GRID], rotation=90, fontsize=7)
             ax.set_title(n, fontsize=9)
-            ax.set_xlabel("C")
-        axes[0][0].set_ylabel("test accuracy %")
+            ax.set_ylabel("test accuracy %", fontsize=8)
+        axes[-1][0].set_xlabel("C (subset reading)")
         axes[0][0].legend(fontsize=7)
         fig.suptitle(f"MEPSI test accuracy vs C ({tag}); dashed: reduce-error", fontsize=9)
         fig.tight_layout()

@@ -8,7 +8,7 @@ from online.pruning.baselines import (
     reduce_error,
 )
 from online.pruning.mepsi import MEPSI
-from online.pruning.ted import ted, ted_cross, ted_matrix
+from online.pruning.ted import ted, ted_cross, ted_matrix, ted_pairs
 from online.pruning.trees import (
     Tree,
     forest_oob_predictions,
@@ -33,5 +33,6 @@ __all__ = [
     "ted",
     "ted_cross",
     "ted_matrix",
+    "ted_pairs",
     "vote_accuracy",
 ]
