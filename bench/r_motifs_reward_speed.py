@@ -10,7 +10,7 @@ draws them, or --share) and the same rows:
   ~550 rows, scikit-learn's chunked k-nearest search above), loaded from git;
 - KNNReward "direct" (compiled per-feature streaming sum + k-slot insertion, no n x n matrix),
   "gram" (BLAS blocks + the same compiled k-slot search) and "auto" (the default: "direct" up
-  to 12 columns, "gram" above).
+  to 4 columns, "gram" above).
 Accuracies are compared (they differ only where exact distance ties are broken differently);
 times are CPU time per subset, one BLAS thread. --fit also times RMOTiFS(random_state=0).fit
 on all rows (S = 1000) with the current and the previous reward.

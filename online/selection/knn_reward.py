@@ -10,7 +10,8 @@ Two exact ways of using that, both ending in the compiled k-slot neighbour searc
 ``knn_kernels`` (no rows x rows matrix, no sort):
 
 - ``"direct"``: per query row, the distances are summed feature by feature from the
-  feature-major copy of X (a streaming, vectorised loop); best for small subsets.
+  feature-major copy of X (a streaming, vectorised loop); as fast as "gram" on subsets of a
+  few columns, up to 2x slower on half of Sonar's or WDBC's.
 - ``"gram"``: per block of query rows, one BLAS product ``X_S X_S^T``; the kernel ranks rows
   by ``|b_S|^2 - 2 a_S . b_S`` (``|a_S|^2`` is constant along a query's row) from the summed
   per-feature squares; best for subsets of more than ``AUTO_DIRECT_MAX`` columns.
@@ -32,7 +33,7 @@ from online.selection.knn_kernels import knn_hits, knn_hits_from_products
 
 __all__ = ["KNNReward", "validation_groups"]
 
-AUTO_DIRECT_MAX = 12  # "auto": "direct" up to this many columns, "gram" above (measured)
+AUTO_DIRECT_MAX = 4  # "auto": "direct" up to this many columns, "gram" above (bench/README_r_motifs.md)
 _GRAM_BLOCK = 64  # query rows per BLAS block (64 was 1.5x faster than 256 on Spambase)
 
 
