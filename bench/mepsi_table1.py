@@ -170,7 +170,7 @@ def run_one(
         "mean_internal_nodes": float(nc.mean()),
         "max_internal_nodes": int(nc.max()),
         "esm_avg": float(m.esm_avg_),
-        "m_prune": int(len(y_pr)),
+        "m_prune": len(y_pr),
     }
 
 

@@ -70,20 +70,17 @@ def _zs_pairs(
                         ly = lml[ob + yj]
                         v = fd[x - 1, y] + rem
                         w = fd[x, y - 1] + ins
-                        if w < v:
-                            v = w
+                        v = min(v, w)
                         if lx == li and ly == lj:  # both trees whole: a tree distance
                             w = fd[x - 1, y - 1]
                             if fx != feat[ob + yj]:
                                 w += upd
-                            if w < v:
-                                v = w
+                            v = min(v, w)
                             fd[x, y] = v
                             td[xi, yj] = v
                         else:
                             w = fd[lx - li, ly - lj] + td[xi, yj]
-                            if w < v:
-                                v = w
+                            v = min(v, w)
                             fd[x, y] = v
         out[p] = td[n1 - 1, n2 - 1]
 
@@ -112,7 +109,7 @@ def flatten(trees) -> tuple[np.ndarray, ...]:
         krs.append(kr)
     node_off = np.concatenate(([0], np.cumsum([len(f) for f in feats]))).astype(np.int64)
     kr_off = np.concatenate(([0], np.cumsum([len(k) for k in krs]))).astype(np.int64)
-    cat = lambda parts: (  # noqa: E731
+    cat = lambda parts: (
         np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
     )
     return cat(feats), cat(lmls), node_off, cat(krs), kr_off

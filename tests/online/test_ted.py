@@ -10,9 +10,14 @@ from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
 from sklearn.tree import DecisionTreeClassifier
 
 from online.pruning import ted_compiled
-from online.pruning.ted import postorder_sed_matrix, ted, ted_cross, ted_matrix, ted_pairs
+from online.pruning.ted import (
+    postorder_sed_matrix,
+    ted,
+    ted_cross,
+    ted_matrix,
+    ted_pairs,
+)
 from online.pruning.trees import Tree, from_sklearn_forest, from_sklearn_tree
-
 
 # the compiled kernel where numba is installed; the numpy fill always
 BACKENDS = ["numpy"] + (["numba"] if ted_compiled.AVAILABLE else [])
