@@ -19,6 +19,18 @@ Choices where the paper is silent or ambiguous
 - Each simulation draws a fresh batch of B entities without replacement (all entities if
   N < B). Eq. 7 is solved by least squares with an intercept on all N entities.
 - Ties in eq. 6 go to the first child created.
+- Eq. 6 (and the exploitation term of eq. 2) use the *mean* reward Q(v)/C(v), as the paper
+  writes it, not the best reward seen below a child. On deceptive spaces this prefers a Select
+  whose random completions are all fair over one whose few completions are the best (see the
+  recovery test in tests/online/test_rudi.py); more simulations reduce it only slowly.
+
+Checked against the paper, equation by equation: eq. 2 (UCT, c = 1/sqrt(2), ln of the parent's
+visits), Algorithm 2's expansion of one untried valid operator, eq. 3 (uniform random
+completion to a valid statistic), eqs. 4-5 (|corr| or multiple correlation on a fresh batch
+of B entities), eq. 6 (mean reward of the root's children), eq. 7 (OLS with intercept of y on
+all chosen statistics, on all N), eqs. 8-9 (rewards against the residual, statistic values not
+residualised), and V <- V \\ {S_k} (also excluded from completions). Table 2's B = 128 and 500
+simulations per tree are the defaults.
 """
 
 from __future__ import annotations
