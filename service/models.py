@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
-
 
 
 @dataclass(frozen=True)
@@ -88,6 +87,24 @@ class ModelKind:
     interactions: Callable[[Any, int | None, float, bool], dict] | None = None
     #: whether apps of this kind have actions (bandits) or none (predictors)
     uses_actions: bool = True
+    #: learn a run of ``(context, action, reward, probability)`` events in order, as ``learn``
+    #: on each would; raises at a bad event after learning those before it (default: ``learn``
+    #: one at a time)
+    learn_many: Callable[[Any, Iterable[tuple[dict[str, Any], str, float, float]]], None] | None = (
+        None
+    )
+
+    def learn_run(self, learner: Any, events: Iterable[tuple[dict[str, Any], str, float, float]]):
+        """Learn reward events in order (``learn_many`` if the kind has one, else ``learn``).
+
+        On a bad event the events before it are learned and its exception is raised: a caller
+        that feeds a generator knows which event that was (the last one it yielded).
+        """
+        if self.learn_many is not None:
+            self.learn_many(learner, events)
+        else:
+            for context, action, reward, probability in events:
+                self.learn(learner, context, action, reward, probability)
 
     def serves(self, operation: str) -> bool:
         """Whether ``operation`` (a callable field: decide, predict, ...) means something here."""
@@ -152,6 +169,11 @@ def _forest_decide(policy: Any, context: dict, actions: list[str], excluded: lis
 def _forest_learn(policy: Any, context: dict, action: str, reward: float, probability: float):
     # an action the app does not list (offered by the request) is added by the forest itself
     policy.learn_one(context, action, reward, probability)
+
+
+def _forest_learn_many(policy: Any, events: Iterable[tuple[dict, str, float, float]]) -> None:
+    # one compiled call per run of events between stump resolutions (BanditForest.learn_many)
+    policy.learn_many(events)
 
 
 def _forest_load_serving(cls: type, state: dict) -> Any:
@@ -231,6 +253,7 @@ MODEL_KINDS: dict[str, ModelKind] = {
         build=_forest_build,
         decide=_forest_decide,
         learn=_forest_learn,
+        learn_many=_forest_learn_many,
         change_actions=_forest_change_actions,
         # without the exploring stumps' counts: an order of magnitude smaller, decides the same
         dump_serving=lambda forest: forest.to_state(statistics=False),

@@ -280,37 +280,78 @@ class Trainer:
         return int(result[1]) + int(result[2])
 
     def learn(self, name: str) -> int:
+        """Learn the app's next batch of stream entries; returns how many were read.
+
+        Reward events go to the learner in runs (``ModelKind.learn_run``: one compiled call per
+        run for the Bandit Forest); a bad entry (or a learner error on it) is counted in
+        eventsRejected and logged, not retried, and the run goes on after it.
+        """
         owned = self.owned[name]
         answer = self.redis.xreadgroup(
             keys.TRAINER_GROUP, self.id, {keys.stream(name): ">"}, count=self.settings.trainer_batch
         )
-        entries = answer[0][1] if answer else []
-        for entry_id, fields in entries:
-            entry_id = _s(entry_id)
-            fields = {_s(k): v for k, v in fields.items()}
-            try:
-                if "label" in fields:  # a labeled event (POST /apps/{app}/learn, script LABEL)
-                    owned.kind.require("learn_labeled", name)(
-                        owned.learner, codec.unpack(fields["context"]), int(fields["label"])
-                    )
-                else:  # a decision joined with its reward
-                    owned.kind.learn(
-                        owned.learner,
+        entries = [
+            (_s(entry_id), {_s(k): v for k, v in fields.items()})
+            for entry_id, fields in (answer[0][1] if answer else [])
+        ]
+        start = 0
+        while start < len(entries):
+            if "label" in entries[start][1]:  # a labeled event (POST /apps/{app}/learn)
+                end = start + 1
+                self._learn_labeled(name, owned, entries[start])
+            else:  # decisions joined with their rewards, up to the next labeled event
+                end = next(
+                    (j for j in range(start, len(entries)) if "label" in entries[j][1]),
+                    len(entries),
+                )
+                self._learn_rewards(name, owned, entries[start:end])
+            start = end
+        for entry_id, _ in entries:
+            owned.to_ack.append(entry_id)
+        if entries:
+            owned.offset = entries[-1][0]
+            owned.unpublished += len(entries)
+        return len(entries)
+
+    def _learn_labeled(self, name: str, owned: OwnedApp, entry: tuple[str, dict]) -> None:
+        entry_id, fields = entry
+        try:
+            owned.kind.require("learn_labeled", name)(
+                owned.learner, codec.unpack(fields["context"]), int(fields["label"])
+            )
+            owned.events_learned += 1
+        except Exception:
+            # one bad event (or a learner bug on it) must not stop the app's learning, nor
+            # crash-loop the trainer: it is counted in eventsRejected and logged, not retried
+            owned.events_rejected += 1
+            log.exception("app %s: event %s not learned", name, entry_id)
+
+    def _learn_rewards(self, name: str, owned: OwnedApp, run: list[tuple[str, dict]]) -> None:
+        start = 0
+        while start < len(run):
+            given = 0  # entries handed to the learner: on an error, the last one is the bad one
+
+            def events(rest):
+                nonlocal given
+                for _, fields in rest:
+                    given += 1
+                    yield (
                         codec.unpack(fields["context"]),
                         _s(fields["action"]),
                         owned.config.rescale(float(fields["reward"])),
                         float(fields["probability"]),
                     )
-                owned.events_learned += 1
+
+            try:
+                owned.kind.learn_run(owned.learner, events(run[start:]))
+                owned.events_learned += given
+                return
             except Exception:
-                # one bad event (or a learner bug on it) must not stop the app's learning, nor
-                # crash-loop the trainer: it is counted in eventsRejected and logged, not retried
+                given = max(given, 1)  # a learner that fails before reading blames the first
+                owned.events_learned += given - 1
                 owned.events_rejected += 1
-                log.exception("app %s: event %s not learned", name, entry_id)
-            owned.offset = entry_id
-            owned.to_ack.append(entry_id)
-            owned.unpublished += 1
-        return len(entries)
+                log.exception("app %s: event %s not learned", name, run[start + given - 1][0])
+                start += given
 
     def maybe_publish(self, name: str, force: bool = False) -> bool:
         owned = self.owned.get(name)

@@ -138,6 +138,50 @@ def test_a_malformed_event_is_counted_not_fatal(client, trainer, store):
     assert (s["eventsLearned"], s["eventsRejected"], s["trainerLag"]) == (3, 1, 0)
 
 
+def test_a_bad_event_inside_a_run_rejects_it_alone(client, trainer, store):
+    """The trainer hands reward events to the forest in runs (learn_many): a bad event in the
+    middle is rejected alone, the ones before and after it are learned once, in order, and the
+    forest ends exactly as one that learned the good events one by one."""
+    shop = create(client, rewardWaitTime=60)
+    trainer.refresh_leases()
+    owned = trainer.owned["shop"]
+    reference = owned.kind.load(owned.kind.dump(owned.learner))
+    reward(client, shop, decide(client, shop, 4))
+    bad = {"eventId": "bad", "context": codec.pack({"x": 1}), "action": "a", "reward": "1"}
+    store.redis.xadd(keys.stream("shop"), {**bad, "probability": "0", "source": "reward"})
+    reward(client, shop, decide(client, shop, 5))
+    drain(trainer)
+    s = status(client, shop)
+    assert (s["eventsLearned"], s["eventsRejected"], s["trainerLag"]) == (9, 1, 0)
+
+    for _, fields in store.redis.xrange(keys.stream("shop")):
+        if fields[b"eventId"] != b"bad":
+            reference.learn_one(
+                codec.unpack(fields[b"context"]),
+                fields[b"action"].decode(),
+                float(fields[b"reward"]),
+                float(fields[b"probability"]),
+            )
+    assert_same_state(owned.learner.to_state(), reference.to_state())
+
+
+def assert_same_state(a, b, where="state"):
+    import numpy as np
+
+    if isinstance(b, dict):
+        assert isinstance(a, dict) and a.keys() == b.keys(), where
+        for key in b:
+            assert_same_state(a[key], b[key], f"{where}.{key}")
+    elif isinstance(b, np.ndarray):
+        np.testing.assert_array_equal(a, b, err_msg=where)
+    elif isinstance(b, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same_state(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
+
+
 def test_learned_events_older_than_the_retention_are_trimmed(client, redis_url):
     settings = make_settings(redis_url, event_retention=0)
     trainer = Trainer(connect(settings), settings)
