@@ -315,6 +315,37 @@ def sweep_report(sweep: Path, base: Path, seed: int = 0, horizons: dict = SWEEP_
     return "\n".join(lines)
 
 
+def plot_window(long_dir: Path, base: Path, data_name: str, path: Path, seed: int = 0, window: int = 50_000) -> None:
+    """Reward per ``window`` steps of the (long) forest runs in ``long_dir`` and of the runs in
+    ``base``, against the step: does the forest's curve reach the others' level?"""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=90)
+    runs = {**collect(base, data_name, seed), **collect(long_dir, data_name, seed)}
+    for name, r in runs.items():
+        if name in ("linucb_river", "uniform", "reference_d6"):
+            continue
+        cum = np.asarray(r["cum_reward"])
+        k = window // r["every"]
+        ends = np.arange(k, len(cum) + 1, k)
+        if not len(ends):
+            continue
+        rate = np.diff(np.concatenate([[0.0], cum[ends - 1]])) / window
+        ax.plot(ends * r["every"], rate, marker="." if len(ends) < 30 else None, label=f"{label(name)} ({r['steps']:,} steps)")
+    ax.set_xlabel("steps")
+    ax.set_ylabel(f"average reward per {window:,} steps")
+    ax.set_title(f"{data_name}: reward along the run (seed {seed})", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default="letter,shuttle,adult", help="comma-separated: adult,letter,shuttle")
@@ -328,6 +359,8 @@ def main(argv=None):
     p.add_argument("--tree-params", type=json.loads, default={}, help="JSON for the Bandit Tree (default epsilon 0.6, depth 4)")
     p.add_argument("--tag", default="", help="variant name: runs are stored as <policy>+<tag>")
     p.add_argument("--report-only", action="store_true", help="only rebuild the table and plots")
+    p.add_argument("--window-plot", type=Path, default=None,
+                   help="with --sweep-report: draw bandit_forest_window_<data>.png (reward per 50k steps) there")
     p.add_argument("--horizons", default=None,
                    help="for --sweep-report: data=steps,... (default shuttle=300000,letter=300000,adult=200000)")
     p.add_argument("--sweep-report", type=Path, default=None,
@@ -339,6 +372,10 @@ def main(argv=None):
         if args.horizons:
             horizons = {d: int(h) for d, h in (item.split("=") for item in args.horizons.split(","))}
         print(sweep_report(args.sweep_report, args.out, args.seed, horizons))
+        if args.window_plot is not None:
+            for data_name in horizons:
+                plot_window(args.sweep_report, args.out, data_name,
+                            args.window_plot / f"bandit_forest_window_{data_name}.png", args.seed)
         return
     if not args.report_only:
         for data_name in data_names:
