@@ -130,7 +130,7 @@ def ted_matrix(
         T = len(trees)
         I, J = np.triu_indices(T, 1) if symmetric else np.nonzero(~np.eye(T, dtype=bool))
         D = np.zeros((T, T))
-        flat = ted_compiled.flatten(trees)
+        flat = (ted_compiled.flatten(trees), ted_compiled.flatten(trees, mirror=True))
         step = 2000
         for s in range(0, len(I), step):
             sl = slice(s, s + step)

@@ -89,21 +89,44 @@ if AVAILABLE:
     _zs_pairs = numba.njit(cache=False, nogil=True)(_zs_pairs)
 
 
-def flatten(trees) -> tuple[np.ndarray, ...]:
+def _postorder(tree, mirror: bool):
+    """(postorder features, leftmost-leaf postorder index, key roots) of ``tree`` or its mirror."""
+    key = "flat_mirror" if mirror else "flat"
+    if key not in tree._post:
+        if mirror:
+            kids = [k[::-1] for k in tree.children()]
+            feats, lml, first = [], [], {}
+            stack = [(0, False)] if tree.n_nodes else []
+            while stack:
+                v, done = stack.pop()
+                if done or not kids[v]:
+                    x = len(feats)
+                    feats.append(tree.feature[v])
+                    lml.append(first[kids[v][0]] if kids[v] else x)
+                    first[v] = lml[-1]
+                else:
+                    stack.append((v, True))
+                    stack.extend((c, False) for c in reversed(kids[v]))
+            f, lml = np.array(feats, dtype=np.int64), np.array(lml, dtype=np.int64)
+        else:
+            f, lml = tree._postorder()
+        last = np.full(len(f), -1)
+        last[lml] = np.arange(len(f))  # the highest node for each leftmost leaf
+        tree._post[key] = (f, lml, np.sort(last[last >= 0]))
+    return tree._post[key]
+
+
+def flatten(trees, mirror: bool = False) -> tuple[np.ndarray, ...]:
     """Concatenate the trees' postorder features, leftmost leaves and key roots.
 
     Returns ``(feat, lml, node_off, kr, kr_off)``: tree ``t``'s nodes are
     ``node_off[t]:node_off[t + 1]`` (local postorder indices in ``lml``), its key roots
     ``kr[kr_off[t]:kr_off[t + 1]]`` in increasing order (Zhang & Shasha's LR_keyroots).
+    ``mirror=True`` flattens the mirrored trees (children in right-to-left order).
     """
     feats, lmls, krs = [], [], []
     for t in trees:
-        if "flat" not in t._post:
-            f, lml = t._postorder()
-            last = np.full(len(f), -1)
-            last[lml] = np.arange(len(f))  # the highest node for each leftmost leaf
-            t._post["flat"] = (f, lml, np.sort(last[last >= 0]))
-        f, lml, kr = t._post["flat"]
+        f, lml, kr = _postorder(t, mirror)
         feats.append(f)
         lmls.append(lml)
         krs.append(kr)
@@ -115,18 +138,37 @@ def flatten(trees) -> tuple[np.ndarray, ...]:
     return cat(feats), cat(lmls), node_off, cat(krs), kr_off
 
 
+def _cells(flat) -> np.ndarray:
+    """Zhang-Shasha rows per tree: sum over key roots of (subtree size + 1)."""
+    feat, lml, node_off, kr, kr_off = flat
+    tree_of = np.repeat(np.arange(len(kr_off) - 1), np.diff(kr_off))
+    size = kr - lml[node_off[tree_of] + kr] + 2
+    return np.bincount(tree_of, weights=size, minlength=len(kr_off) - 1)
+
+
 def pairs(trees, I, J, *, insert=1.0, remove=1.0, update=1.0, flat=None) -> np.ndarray:
     """``TED(trees[I[p]], trees[J[p]])`` for every p with the compiled kernel.
 
-    ``flat`` may pass ``flatten(trees)`` computed once for many calls.
+    Mirroring both trees (children right to left) keeps the distance (an edit mapping of the
+    trees is one of their mirrors), but changes Zhang-Shasha's key roots: each pair runs in the
+    orientation whose tables are smaller (left paths vs right paths, the choice RTED makes per
+    subproblem, made here once per pair). ``flat`` may pass ``(flatten(trees),
+    flatten(trees, mirror=True))`` computed once for many calls.
     """
     I = np.ascontiguousarray(I, dtype=np.int64)
     J = np.ascontiguousarray(J, dtype=np.int64)
     out = np.zeros(len(I))
-    if len(I):
-        feat, lml, node_off, kr, kr_off = flatten(trees) if flat is None else flat
-        _zs_pairs(
-            feat, lml, node_off, kr, kr_off, I, J,
-            float(insert), float(remove), float(update), out,
-        )  # fmt: skip
+    if not len(I):
+        return out
+    if flat is None:
+        flat = (flatten(trees), flatten(trees, mirror=True))
+    left, right = flat
+    cl, cr = _cells(left), _cells(right)
+    use_right = cr[I] * cr[J] < cl[I] * cl[J]
+    costs = (float(insert), float(remove), float(update))
+    for f, sel in ((left, ~use_right), (right, use_right)):
+        if sel.any():
+            part = np.zeros(int(sel.sum()))
+            _zs_pairs(*f, np.ascontiguousarray(I[sel]), np.ascontiguousarray(J[sel]), *costs, part)
+            out[sel] = part
     return out

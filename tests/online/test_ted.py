@@ -174,6 +174,10 @@ def test_compiled_kernel_matches_its_pure_python_reference_on_forest_trees():
         )  # the interpreted kernel
         compiled = ted_compiled.pairs(trees, I, J, insert=ins, remove=rem, update=upd)
         assert np.array_equal(compiled, expected)
+        # the mirrored trees (right-path key roots) have the same distances
+        mirrored = np.zeros(len(I))
+        reference(*ted_compiled.flatten(trees, mirror=True), I, J, ins, rem, upd, mirrored)
+        assert np.array_equal(mirrored, expected)
         numpy_fill = ted_matrix(trees, insert=ins, remove=rem, update=upd, backend="numpy")
         assert np.allclose(numpy_fill[I, J], expected)
     small = [t for t in trees if t.n_nodes <= 7]
