@@ -140,7 +140,7 @@ def flatten(trees, mirror: bool = False) -> tuple[np.ndarray, ...]:
 
 def _cells(flat) -> np.ndarray:
     """Zhang-Shasha rows per tree: sum over key roots of (subtree size + 1)."""
-    feat, lml, node_off, kr, kr_off = flat
+    _, lml, node_off, kr, kr_off = flat
     tree_of = np.repeat(np.arange(len(kr_off) - 1), np.diff(kr_off))
     size = kr - lml[node_off[tree_of] + kr] + 2
     return np.bincount(tree_of, weights=size, minlength=len(kr_off) - 1)
