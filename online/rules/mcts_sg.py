@@ -94,6 +94,12 @@ class MCTSSG:
         20, 4, 128, 500).
     c
         Exploration constant of UCT (eq. 2), 1/sqrt(2).
+    adjusted
+        False (the paper): the reward is the multiple correlation of eqs. 5/9. True (a
+        departure, for the bench's reward-bias study): its adjusted version
+        sqrt(max(0, 1 - (1 - r^2) (B - 1) / (B - p - 1))) for a statistic of p dimensions,
+        which removes the upward bias of about sqrt(p / B) that a p-dimensional categorical
+        statistic gets on a batch of B entities even when it carries no signal.
     random_state
         Seed (int), ``numpy.random.Generator`` or None.
 
@@ -126,13 +132,14 @@ class MCTSSG:
     ['Sum(Select amount)']
     """
 
-    def __init__(self, K=20, D=4, B=128, n_simulations=500, c=UCT_C,
+    def __init__(self, K=20, D=4, B=128, n_simulations=500, c=UCT_C, adjusted=False,
                  random_state=None):
         self.K = K
         self.D = D
         self.B = B
         self.n_simulations = n_simulations
         self.c = c
+        self.adjusted = adjusted
         self.random_state = random_state
 
     # -- validity under invalidation ------------------------------------------------------
@@ -167,7 +174,13 @@ class MCTSSG:
         else:
             batch = self._rng.choice(N, self.B, replace=False)
         x = self.grammar_.evaluate(seq, self.table_, batch)
-        return multiple_corr(x, target[batch])
+        r = multiple_corr(x, target[batch])
+        if self.adjusted:  # not the paper: adjusted R^2 (see the class docstring)
+            n, p = len(batch), (x.shape[1] if x.ndim > 1 else 1)
+            if n - p - 1 <= 0:
+                return 0.0
+            r = math.sqrt(max(0.0, 1.0 - (1.0 - r * r) * (n - 1) / (n - p - 1)))
+        return r
 
     # -- Algorithm 2 -----------------------------------------------------------------------
     def _uct_child(self, v: _Node) -> _Node:

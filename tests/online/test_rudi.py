@@ -222,3 +222,29 @@ def test_sequences_of_length_one():
     assert model.fidelity_ > 0.85  # thresholds are deciles (eq. 10): age > 40 becomes > 42
     assert {s["name"].split("(")[1].split(")")[0] for s in model.statistics_} >= {
         "Select age", "Select device"}
+
+
+def test_adjusted_reward_removes_the_dimension_bias():
+    """Eq. 5/9 on a batch of B gives a p-dimensional statistic about sqrt(p / B) with no signal;
+    the (non-paper, opt-in) adjusted reward does not."""
+    from online.rules.events import EventTable, infer_schema
+    from online.rules.mcts_sg import MCTSSG
+    from online.rules.operators import Grammar, build_operators
+
+    rng = np.random.default_rng(0)
+    n = 400
+    lengths = rng.integers(2, 9, n)
+    ev = {"user": np.repeat(np.arange(n), lengths),
+          "page": rng.choice(list("abcdefghij"), lengths.sum())}
+    schema = infer_schema(ev, "user")
+    table = EventTable.from_events(ev, "user", schema)
+    g = Grammar(build_operators(schema), 2)
+    stat = (g.index["Select page"], g.index["Sum"])
+    noise = rng.standard_normal(n)  # a teacher unrelated to the events
+    means = {}
+    for adjusted in (False, True):
+        sg = MCTSSG(B=128, adjusted=adjusted, random_state=1)
+        sg._rng, sg.table_, sg.grammar_ = np.random.default_rng(1), table, g
+        means[adjusted] = np.mean([sg.reward(stat, noise) for _ in range(30)])
+    assert 0.2 < means[False] < 0.36  # sqrt(10 / 127) = 0.28
+    assert means[True] < 0.12
