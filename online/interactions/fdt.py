@@ -51,17 +51,36 @@ FEATURE_COLUMNS = {
 
 
 class Table:
-    """Columns of equal length that grow by doubling; ``n`` rows are in use."""
+    """Columns of equal length that grow by doubling; ``n`` rows are in use.
+
+    The columns are the fields of one structured array (a node's values sit together in
+    memory: the search touches V, B and s of a node, or V, sigma_hat and the block of a feature
+    node, at once, and a grown FDT is far larger than the caches); ``table.V`` is a view.
+    """
 
     def __init__(self, columns: dict, capacity: int = 64):
         self._columns = columns
+        self._dtype = np.dtype(
+            [(name, dtype) for name, (dtype, _) in columns.items()], align=True
+        )
         self.n = 0
-        for name, (dtype, _) in columns.items():
-            setattr(self, name, np.empty(capacity, dtype=dtype))
+        self._set_rows(np.empty(capacity, dtype=self._dtype))
+
+    def _set_rows(self, rows: np.ndarray) -> None:
+        self.rows = rows
+        for name in self._columns:
+            setattr(self, name, rows[name])
+
+    def __deepcopy__(self, memo) -> Table:
+        # a deep copy of each view would be an array of its own, cut off from ``rows``
+        table = Table.__new__(Table)
+        table._columns, table._dtype, table.n = self._columns, self._dtype, self.n
+        table._set_rows(self.rows.copy())
+        return table
 
     @property
     def capacity(self) -> int:
-        return len(getattr(self, next(iter(self._columns))))
+        return len(self.rows)
 
     def reserve(self, extra: int, limit: int | None = None) -> None:
         """Room for ``extra`` more rows: capacity doubles, but not past ``limit`` (the rows the
@@ -74,11 +93,9 @@ class Table:
                 new_capacity = max(end, min(2 * self.capacity, limit))
             else:
                 new_capacity = max(end, self.capacity + self.capacity // 8)
-            for name in self._columns:
-                old = getattr(self, name)
-                arr = np.empty(new_capacity, dtype=old.dtype)
-                arr[: self.n] = old[: self.n]
-                setattr(self, name, arr)
+            rows = np.empty(new_capacity, dtype=self._dtype)
+            rows[: self.n] = self.rows[: self.n]
+            self._set_rows(rows)
 
     def add(self, count: int) -> int:
         """Append ``count`` rows with their initial values; return the first row index."""
@@ -91,7 +108,7 @@ class Table:
 
     @property
     def nbytes(self) -> int:
-        return sum(getattr(self, name).nbytes for name in self._columns)
+        return self.rows.nbytes
 
     def to_state(self) -> dict:
         return {name: getattr(self, name)[: self.n].copy() for name in self._columns}

@@ -58,7 +58,7 @@ class Scratch:
         self.on_path = np.empty(F, dtype=np.bool_)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _sort_small(a, n):
     """Insertion sort of a[:n] in place (a handful of feature node ids)."""
     for i in range(1, n):
@@ -70,10 +70,10 @@ def _sort_small(a, n):
         a[j + 1] = v
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab,
              n_d, c_p, rng, path_d, path_f, plen, at_leaf, best, n_unv, ex, grow, counts,
-             alive, is_new, tmp):
+             alive, is_new, tmp, scores):
     """Selection (line 14-18, eq. 8) in every tree for sample r; no table is written."""
     T = roots.shape[0]
     n_ex = 0
@@ -106,6 +106,8 @@ def _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab,
                 if fnab[f] > 0:
                     N += fV[f]
             logN = math.log(max(N, 1.0))
+            for k in range(fc):  # eq. (8), branch-free so that it vectorises (V = 0: unused)
+                scores[k] = fsig[fs + k] - c_p * math.sqrt(logN / fV[fs + k])
             b, b_score, b_u = -1, np.inf, np.inf
             nu, n_inc = 0, 0
             for f in range(fs, fs + fc):
@@ -120,7 +122,7 @@ def _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab,
                 if fV[f] == 0:
                     nu += 1
                     continue
-                score = fsig[f] - c_p * math.sqrt(logN / fV[f])  # eq. (8)
+                score = scores[f - fs]
                 if score < b_score or (score == b_score and u < b_u):
                     b, b_score, b_u = f, score, u
             best[t] = b if n_inc > 0 else -1
@@ -207,7 +209,7 @@ def _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab,
     counts[NEED_F] = n_leaves * K.shape[0]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _recount(f, ds, fcs, fcc, fnab, lam):
     n = 0
     for k in range(fcs[f], fcs[f] + fcc[f]):
@@ -216,7 +218,7 @@ def _recount(f, ds, fcs, fcc, fnab, lam):
     fnab[f] = n
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _phase_b(r, y, K, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
              fV, fsig, fsumV, ffield, fpar, fcs, fcc, fnab, n_d, n_f,
              v, kappa, c_f, lam, grace, max_depth, max_nodes,
@@ -365,7 +367,7 @@ def _phase_b(r, y, K, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
     return n_d, n_f
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _learn_rows(codes, y, Krows, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
                 fV, fsig, fsumV, ffield, fpar, fcs, fcc, fnab, n_d, n_f,
                 c_p, v, kappa, c_f, lam, grace, max_depth, max_nodes, rng, start, resume,
@@ -379,7 +381,7 @@ def _learn_rows(codes, y, Krows, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, 
         if not (resume and r == start):
             _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab, n_d,
                      c_p, rng, path_d, path_f, plen, at_leaf, best, n_unv, ex, grow, counts,
-                     alive, is_new, tmp)
+                     alive, is_new, tmp, err)
             if n_d + counts[NEED_D] > dV.shape[0] or n_f + counts[NEED_F] > fV.shape[0]:
                 return r, n_d, n_f
         n_d, n_f = _phase_b(r, y, K, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
