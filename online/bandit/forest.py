@@ -223,7 +223,6 @@ class BanditForest(bandit.base.ContextualPolicy):
         self._ready = np.zeros(n_trees, np.int32)
         self._last_probabilities: dict = {}
         self._encoded: tuple[dict, np.ndarray, bool] | None = None  # last decide's context
-        self._decide_buffers = (np.empty(0), np.empty(0, np.int64), np.empty(0, np.int64))
         self._radii_table: np.ndarray | None = None
         self._inventory: tuple[list, np.ndarray] | None = None  # cached active actions
         self._arrays_version = -1  # storage version the cached kernel arguments belong to
@@ -284,9 +283,8 @@ class BanditForest(bandit.base.ContextualPolicy):
         self._encoded = (dict(x), xb, complete) if complete else None
         candidates, known = self._candidates(actions, excluded)
         n = len(candidates)
-        if len(self._decide_buffers[0]) != n:  # the kernel's outputs, reused while n is the same
-            self._decide_buffers = (np.empty(n), np.empty(n, np.int64), np.empty(n, np.int64))
-        probs, drawn, order = self._decide_buffers
+        # the kernel's outputs: new arrays per call (API replicas decide from several threads)
+        probs, drawn, order = np.empty(n), np.empty(n, np.int64), np.empty(n, np.int64)
         share, winner, n_pool = decide_probabilities(
             xb, *self._decide_arrays(), known, self.voting == "all-finished", probs, drawn, order)
         rng = self._rng_decide

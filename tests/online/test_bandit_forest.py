@@ -441,3 +441,35 @@ def test_learn_many_ends_exactly_as_learn_one():
     with pytest.raises(ValueError, match="reward"):
         many.learn_many(bad)
     assert many.n_learned == before + 1
+
+
+def test_decide_from_several_threads_gives_each_call_its_own_probabilities():
+    # API replicas decide from a thread pool on one forest: no call may see another's outputs
+    import sys
+    import threading
+
+    forest = trained_forest()
+    rng = random.Random(3)
+    contexts = [{"site": rng.choice(["a", "b", "c", "z"]), "age": rng.uniform(10, 90)}
+                for _ in range(150)]
+    actions = [["k1", "k2"], None, ["k0", "k1", "k2", "new"]]
+    expected = [[forest.decide(x, actions=a).probabilities for a in actions] for x in contexts]
+    errors = []
+
+    def work():
+        for x, want in zip(contexts, expected):
+            got = [forest.decide(x, actions=a).probabilities for a in actions]
+            if got != want:
+                errors.append((x, got, want))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not errors
