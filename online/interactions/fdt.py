@@ -1,11 +1,12 @@
-"""The FDT of MCTS-IS (Definitions 1-2), stored as two struct-of-arrays tables.
+"""The FDT of MCTS-IS (Definitions 1-2), stored as two tables (one structured array each).
 
 A *data node* n^d holds the estimators V, B (so p_hat and mu_hat) and the screening statistic
 s of sec. 3; a *feature node* n_i^f holds V (times selected) and sigma_hat (eq. 9). Every node
-is a row of numpy arrays, never a Python object, so that a forest of millions of nodes stays a
-few arrays and the MCTS iteration can run over many walkers at once.
+is a row of a numpy structured array, never a Python object, so that a forest of millions of
+nodes stays two arrays, the compiled search (``search``) walks them, and numpy code (extraction,
+routing) reads their columns as views.
 
-Layout (what makes the vectorised search possible):
+Layout:
 - the child feature nodes of an expanded data node are one contiguous block
   ``[fstart, fstart + fcount)`` (one per field not yet on the path, Def. 2);
 - the child data nodes of a feature node of field i are one contiguous block
