@@ -232,9 +232,14 @@ def main():
     ap.add_argument("--full-grid", action="store_true")
     ap.add_argument("--out", default="/tmp/mcts_is_table1.jsonl")
     ap.add_argument("--summary-only", action="store_true")
+    ap.add_argument("--lr-c", type=float, nargs="*", default=None,
+                    help="the LR's C grid (default: LR_C)")
     ap.add_argument("--rule", choices=("auc", "logloss"), default=None,
                     help="summary's validation rule (default: both)")
     args = ap.parse_args()
+    if args.lr_c:
+        global LR_C
+        LR_C = tuple(args.lr_c)
     if not args.summary_only:
         with open(args.out, "a") as out:
             jobs = [
