@@ -69,7 +69,10 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
         Largest number of fields in an interaction (None: no limit but the number of fields).
     max_nodes
         Budget of data-node rows for the whole forest; once spent, no more expansions (the
-        estimators keep learning). Bounds memory.
+        estimators keep learning). Bounds memory: about 48 bytes per data node plus 48 per
+        feature node (250,000 data nodes: 13-20 MB of arrays). On the bench data sets
+        (bench/README_mcts_is.md) 250,000 gave the leaf features of 1,000,000 the same test
+        log loss; 50,000 was enough for Adult and Kr-vs-kp but not for Splice.
     max_categories
         Per field, the first ``max_categories - 1`` values keep their own category and later
         ones share ``"<other>"`` (None: no limit).
@@ -159,7 +162,7 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
         lambda_: float = 0.005,
         grace_period: int = 20,
         max_depth: int | None = None,
-        max_nodes: int = 1_000_000,
+        max_nodes: int = 250_000,
         max_categories: int | None = 64,
         groups: int | None = None,
         seed: int | None = None,

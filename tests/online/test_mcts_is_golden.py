@@ -26,18 +26,19 @@ GOLDEN = Path(__file__).parent / "data" / "mcts_is_golden.json"
 
 SCENARIOS = {
     # name: (samples, stream kind, model parameters)
-    "xor-defaults": (1500, "xor", {"seed": 0}),
+    # max_nodes: the default when the trace was recorded (now 250,000)
+    "xor-defaults": (1500, "xor", {"seed": 0, "max_nodes": 1_000_000}),
     "pruning-late-values": (
         1200,
         "late",
-        {"c_f": 0.0, "lambda_": 0.05, "grace_period": 1, "seed": 1},
+        {"c_f": 0.0, "lambda_": 0.05, "grace_period": 1, "seed": 1, "max_nodes": 1_000_000},
     ),
     "budget-depth-cap": (
         1500,
         "wide",
         {"max_nodes": 800, "max_categories": 4, "max_depth": 3, "grace_period": 3, "seed": 2},
     ),
-    "groups": (800, "wide", {"groups": 2, "grace_period": 5, "seed": 3}),
+    "groups": (800, "wide", {"groups": 2, "grace_period": 5, "seed": 3, "max_nodes": 1_000_000}),
 }
 
 
