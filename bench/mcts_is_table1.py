@@ -191,7 +191,11 @@ def summarize(path, rule="auc"):
                        and r["method"] == method]
                 if sel:
                     chosen[method, seed] = pick(sel, rule)
-        seeds = [s for s in seeds if all((m, s) in chosen for m in METHODS)]
+        # a seed counts once every method has its whole grid (a run stopped mid-seed does not)
+        size = {s: len({(r.get("leaves"), r.get("c_f"), r.get("lambda_"), r["C"], r["method"])
+                        for r in rows if r["data"] == name and r["seed"] == s}) for s in seeds}
+        seeds = [s for s in seeds if all((m, s) in chosen for m in METHODS)
+                 and size[s] == max(size.values())]
         if not seeds:
             continue
         cells = []
