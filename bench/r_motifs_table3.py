@@ -137,7 +137,7 @@ def run(args):
         X, y = LOADERS[name]()
         jobs = [(run_, fold, tr, te) for run_ in range(args.run_from, args.runs)
                 for fold, (tr, te) in enumerate(StratifiedKFold(10, shuffle=True, random_state=run_).split(X, y))
-                if fold < args.folds]
+                if args.fold_from <= fold < args.folds]
         for run_, fold, tr, te in tqdm(jobs, desc=f"{name} {X.shape}"):
             Xtr, Xte = minmax(X[tr], X[te])
             for method in args.methods:
@@ -288,6 +288,7 @@ def main():
     ap.add_argument("--methods", nargs="+", default=["all", "sfs", "motifs", "rmotifs"],
                     choices=["all", "sfs", "motifs", "rmotifs"])
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--fold-from", type=int, default=0, help="start at this fold of each run")
     ap.add_argument("--run-from", type=int, default=0,
                     help="start at this run (split a long protocol over processes)")
     ap.add_argument("--folds", type=int, default=10, help="run only the first N of the 10 folds of each run")
