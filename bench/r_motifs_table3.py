@@ -247,7 +247,8 @@ def plot(path, png, simulations=None, validation="loo"):
     df = df[~df.method.isin(["rmotifs", "motifs"]) | (df.validation == validation)]
     from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-    names = list(dict.fromkeys(df.dataset))
+    order = ["wdbc", "ionosphere", "sonar", "spambase", "spect", "german"]
+    names = sorted(dict.fromkeys(df.dataset), key=lambda n: order.index(n) if n in order else 99)
     ncols = min(3, len(names))
     nrows = -(-len(names) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 3.3 * nrows), squeeze=False)
@@ -270,14 +271,19 @@ def plot(path, png, simulations=None, validation="loo"):
             ax.scatter(p[1][1], p[1][0], color="C1", marker="x", s=60, label="paper MOTiFS")
         ax.set_title(f"{name} ({g.run.nunique()} runs)")
         ax.set_xscale("log")
+        ax.set_xticks([2, 5, 10, 20, 50])
         ax.xaxis.set_major_formatter(ScalarFormatter())
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("selected features (log)")
         ax.set_ylabel("accuracy")
     for ax in flat[len(names):]:
         ax.axis("off")
-    flat[0].legend(fontsize=7, loc="best")
-    fig.tight_layout()
+    handles = {}
+    for ax in flat:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), fontsize=8)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(png, dpi=110)
 
 
