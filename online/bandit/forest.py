@@ -104,17 +104,25 @@ class BanditForest(bandit.base.ContextualPolicy):
         values a numeric feature first seen later needs before its bins exist.
     voting
         ``"mixture"`` (default) or ``"all-finished"`` (the paper's Algorithm 6): see above.
+    ips
+        How the reward of the played action is divided by its probability p (sec. 5):
+        ``"self-normalized"`` (default) or ``"plain"``, see "IPS" below.
     seed
         Seed of the random generators: same seed and same calls give the same decisions.
 
     Choices where the paper is silent or ambiguous
     ----------------------------------------------
-    * **IPS (sec. 5).** Rewards are weighted by w = 1/p (p: probability of the played action)
-      and every mean is self-normalised: mu = sum(w y) / sum(w) over the plays of the action.
-      Dividing y by p inside the paper's running means (whose denominator is the count t_k)
-      would scale each action's mean by 1/P(k is played), which differs between actions once
-      the draw is not round-robin, and would break the [0, 1] range the bounds assume. With a
-      constant p (round-robin, as in the analysis) both are the paper's update exactly.
+    * **IPS (sec. 5).** "The obtained reward is divided by the probability to draw the played
+      action." With ``ips="self-normalized"`` (default) rewards are weighted by w = 1/p and
+      every mean is self-normalised: mu = sum(w y) / sum(w) over the plays of the action, an
+      estimate of the mean reward on [0, 1], the range the radii of eqs. (3)-(4) assume.
+      With ``ips="plain"`` y/p enters the paper's running means as written (VE line 4, whose
+      denominator is the count t_k): mu = sum(y / p) / t_k. Those means are about 1/P(k is
+      played) times the [0, 1] ones (about K while the draw is uniform), so against the
+      unscaled radii and ε elimination follows the (amplified) gaps sooner: gap-sensitive, but
+      the radius is then no longer a valid confidence bound for y/p (range [0, 1/p]), so δ
+      loses its meaning. Both coincide when every p is 1. bench/README_bandit_forest.md
+      compares them.
     * **Rounds.** "If k = LastAction(A)" becomes: a stump runs VE and AE after every
       ``n_actions`` plays of its path. A leaf runs AE on its cell after every play (it is cheap).
     * **Counts in the bounds.** Eq. (3) uses t = min_k t_{c,k} over the actions (the estimate of
@@ -183,6 +191,7 @@ class BanditForest(bandit.base.ContextualPolicy):
         n_bins: int = 5,
         warmup: int = 200,
         voting: str = "mixture",
+        ips: str = "self-normalized",
         seed: int | None = None,
     ):
         super().__init__(burn_in=0)
@@ -207,8 +216,11 @@ class BanditForest(bandit.base.ContextualPolicy):
         self.n_bins = n_bins
         if voting not in ("mixture", "all-finished"):
             raise ValueError(f"voting must be 'mixture' or 'all-finished', got {voting!r}")
+        if ips not in ("self-normalized", "plain"):
+            raise ValueError(f"ips must be 'self-normalized' or 'plain', got {ips!r}")
         self.warmup = warmup
         self.voting = voting
+        self.ips = ips
         self.seed = seed
 
         self._encoder = ContextEncoder(n_bins=n_bins, warmup=warmup)
@@ -372,7 +384,7 @@ class BanditForest(bandit.base.ContextualPolicy):
             if len(self._buffer) >= self.warmup:
                 self._grow_trees()
             return
-        self._learn(xb, self._index[action], reward, 1.0 / probability)
+        self._learn(xb, self._index[action], *self._weighted(reward, probability))
 
     def learn_many(self, events: Iterable[tuple[dict, Hashable, float, float]]) -> int:
         """:meth:`learn_one` for each ``(x, action, reward, probability)``, in order.
@@ -395,13 +407,21 @@ class BanditForest(bandit.base.ContextualPolicy):
                 else:
                     xb = self._encoder.learn_encode(x)
                     self._n_learned += 1
-                    pending.append((xb, len(xb), self._index[action], reward, 1.0 / probability))
+                    pending.append((xb, len(xb), self._index[action],
+                                    *self._weighted(reward, probability)))
                     if len(pending) >= 1024:
                         self._learn_pending(pending)
                 learned += 1
         finally:
             self._learn_pending(pending)
         return learned
+
+    def _weighted(self, reward: float, probability: float) -> tuple[float, float]:
+        """(y, w) for the kernels, which add w * y to the reward sums and w to the weight sums
+        that divide them: IPS either self-normalised (y, 1/p) or plain (y/p, 1), see "IPS"."""
+        if self.ips == "plain":
+            return reward / probability, 1.0
+        return reward, 1.0 / probability
 
     def _feedback(self, reward, probability) -> tuple[float, float]:
         """Checked reward and probability of a learning event."""
@@ -504,7 +524,8 @@ class BanditForest(bandit.base.ContextualPolicy):
         self._store.version += 1  # the kernels' arguments changed
         buffer, self._buffer = self._buffer, []
         for x, action, reward, probability in buffer:
-            self._learn(self._encoder.encode(x), self._index[action], reward, 1.0 / probability)
+            self._learn(self._encoder.encode(x), self._index[action],
+                        *self._weighted(reward, probability))
 
     def _new_path(self, theta: int, depth: int, parent: int, used: list[int], M: int) -> int:
         """NewPath (Algorithm 6): a stump over a random subset S_c of the unused variables
@@ -695,7 +716,7 @@ class BanditForest(bandit.base.ContextualPolicy):
         """
         params = {name: getattr(self, name) for name in (
             "n_trees", "delta", "epsilon", "max_depth", "split_fraction", "n_bins", "warmup",
-            "voting", "seed")}
+            "voting", "ips", "seed")}
         for name in ("epsilon", "max_depth"):
             if isinstance(params[name], (tuple, list)):
                 params[name] = list(params[name])

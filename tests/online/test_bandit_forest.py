@@ -473,3 +473,58 @@ def test_decide_from_several_threads_gives_each_call_its_own_probabilities():
     finally:
         sys.setswitchinterval(interval)
     assert not errors
+
+
+# -- IPS readings (sec. 5) -------------------------------------------------------------------------
+
+def test_plain_ips_is_the_self_normalized_forest_when_every_probability_is_one():
+    forests = [BanditForest(n_trees=6, max_depth=2, epsilon=0.5, warmup=30, seed=3, ips=ips)
+               for ips in ("self-normalized", "plain")]
+    rng = random.Random(4)
+    for _ in range(3000):
+        x, best = depth2_event(rng)
+        action = rng.choice("abcd")  # logged by a deterministic policy: p = 1
+        reward = float(rng.random() < (0.8 if action == best else 0.2))
+        for forest in forests:
+            forest.learn_one(x, action, reward, 1.0)
+    states = [f.to_state()["storage"] for f in forests]
+    for name, array in states[0].items():
+        np.testing.assert_array_equal(states[1][name], array, err_msg=name)
+    x, _ = depth2_event(rng)
+    assert forests[0].decide(x) == forests[1].decide(x)
+
+
+def test_plain_ips_averages_reward_over_probability_by_count():
+    """ips="plain": the means are sum(y / p) / t_k (VE line 4 with y/p for y); the default
+    self-normalises them, sum(y / p) / sum(1 / p)."""
+    rng = random.Random(6)
+    events = []
+    for _ in range(400):
+        x = {"x0": int(rng.random() < 0.5), "x1": int(rng.random() < 0.5)}
+        events.append((x, rng.choice("ab"), float(rng.random() < 0.6), rng.choice([0.25, 0.5])))
+    for ips in ("plain", "self-normalized"):
+        forest = BanditForest(n_trees=1, max_depth=1, epsilon=0.0, delta=1e-9, warmup=1,
+                              split_fraction=1.0, seed=0, ips=ips)
+        for x, action, reward, p in events:
+            forest.learn_one(x, action, reward, p)
+        storage = forest.to_state()["storage"]
+        [slot_T], [slot_W], [slot_R] = storage["slot_T"], storage["slot_W"], storage["slot_Rt"]
+        for k, action in enumerate(forest.actions):
+            mine = [(y, p) for _, a, y, p in events if a == action]  # warm-up replayed too
+            assert slot_T[k] == len(mine)
+            assert slot_R[k] == pytest.approx(sum(y / p for y, p in mine))
+            denominator = len(mine) if ips == "plain" else sum(1 / p for _, p in mine)
+            assert slot_W[k] == pytest.approx(denominator)
+    with pytest.raises(ValueError, match="ips"):
+        BanditForest(ips="snips")
+
+
+def test_ips_reading_survives_the_state_round_trip():
+    forest = trained_forest(500, ips="plain")
+    clone = BanditForest.from_state(forest.to_state())
+    assert clone.ips == "plain"
+    x = {"site": "a", "age": 30.0}
+    forest.learn_one(x, "k1", 1.0, 0.5)
+    clone.learn_one(x, "k1", 1.0, 0.5)
+    assert clone.to_state()["storage"]["slot_W"].tobytes() == \
+        forest.to_state()["storage"]["slot_W"].tobytes()
