@@ -1,5 +1,8 @@
 """Compare online.pruning.ted with the pure-Python zss package (pip install zss): CPU seconds.
 
+online.pruning.ted runs its default backend: the numba kernel when numba is installed (the
+README's earlier zss figures were taken with the numpy backend).
+
 nice -n 10 python bench/mepsi_ted_vs_zss.py
 """
 
