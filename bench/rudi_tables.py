@@ -4,9 +4,11 @@
     nice -n 10 python bench/rudi_tables.py --scaling
 
 Per data set: entities are split 80/20 (1000 of the 80% validate the teachers' early stopping).
-Teachers are trained on the labels over *flat aggregates* (every Select_F o Agg of eq. 1, as
-the paper builds LightGBM's input): a LightGBM and a small MLP; the teacher score is the
-log-odds.
+Teachers (``--teacher``, log-odds scores): GRU, a small numpy GRU on the raw event sequences
+(``rudi_gru.py``; the paper's Table 3 teacher); LightGBM and MLP, on the labels over *flat
+aggregates* (every Select_F o Agg of eq. 1, as the paper builds LightGBM's input).
+``--max-events`` keeps the first events of each entity for every model; ``--sg-seeds`` adds
+MCTS-SG runs with other seeds to Table 3.
 
 Table 3 (statistics generation): coefficient of multiple correlation (eq. 5) between the
 teacher's scores and K statistics, on the training split (as the paper) and, with the OLS fit
