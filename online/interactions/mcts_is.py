@@ -71,8 +71,8 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
         Budget of data-node rows for the whole forest; once spent, no more expansions (the
         estimators keep learning). Bounds memory: about 48 bytes per data node plus 48 per
         feature node (250,000 data nodes: 13-20 MB of arrays). On the bench data sets
-        (bench/README_mcts_is.md) 250,000 gave the leaf features of 1,000,000 the same test
-        log loss; 50,000 was enough for Adult and Kr-vs-kp but not for Splice.
+        (bench/README_mcts_is.md) the leaf features of 250,000 nodes did as well as those of
+        1,000,000 on Adult and Kr-vs-kp and nearly as well on Splice.
     max_categories
         Per field, the first ``max_categories - 1`` values keep their own category and later
         ones share ``"<other>"`` (None: no limit).
