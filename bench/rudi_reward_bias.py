@@ -27,8 +27,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rudi_data import LOADERS
-from rudi_tables import (bar_progress, flat_aggregates, mc_train_test, select_by_lasso,
-                         select_by_lightgbm, split, train_teachers)
+from rudi_tables import (
+    bar_progress,
+    flat_aggregates,
+    mc_train_test,
+    select_by_lasso,
+    select_by_lightgbm,
+    split,
+    train_teachers,
+)
 
 from online.rules.events import EventTable, infer_schema
 from online.rules.mcts_sg import MCTSSG

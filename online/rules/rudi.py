@@ -34,7 +34,13 @@ from collections.abc import Mapping
 import numpy as np
 
 from online.rules.events import EventTable, Schema, _column, infer_schema
-from online.rules.gs_nln import GSNLN, Binarizer, count_literals, merge_thresholds, render
+from online.rules.gs_nln import (
+    GSNLN,
+    Binarizer,
+    count_literals,
+    merge_thresholds,
+    render,
+)
 from online.rules.mcts_sg import MCTSSG, multiple_corr
 from online.rules.metrics import fidelity
 from online.rules.operators import Grammar, build_operators
