@@ -39,29 +39,7 @@ def knn_hits(XT, cols, queries, groups, codes, k, n_classes):
             for j in range(n):
                 diff = row[j] - xq
                 dist[j] += diff * diff
-        g = groups[q]
-        top_d[:] = np.inf
-        top_i[:] = -1
-        for j in range(n):
-            d = dist[j]
-            if d < top_d[k - 1] and groups[j] != g:
-                p = k - 1
-                while p > 0 and top_d[p - 1] > d:  # strict: an equal earlier row stays ahead
-                    top_d[p] = top_d[p - 1]
-                    top_i[p] = top_i[p - 1]
-                    p -= 1
-                top_d[p] = d
-                top_i[p] = j
-        votes[:] = 0
-        for p in range(k):
-            if top_i[p] >= 0:
-                votes[codes[top_i[p]]] += 1
-        best = 0
-        for c in range(1, n_classes):
-            if votes[c] > votes[best]:
-                best = c
-        if best == codes[q]:
-            hits += 1
+        hits += _nearest_vote_hits(dist, q, groups, codes, k, top_d, top_i, votes)
     return hits
 
 
@@ -74,34 +52,44 @@ def knn_hits_from_products(prod, norms, queries, groups, codes, k, n_classes):
     distance ties may be ordered differently by rounding).
     """
     n = prod.shape[1]
+    dist = np.empty(n)
     top_d = np.empty(k)
     top_i = np.empty(k, dtype=np.int64)
     votes = np.zeros(n_classes, dtype=np.int64)
     hits = 0
     for qi in range(queries.shape[0]):
         q = queries[qi]
-        g = groups[q]
-        top_d[:] = np.inf
-        top_i[:] = -1
         row = prod[qi]
         for j in range(n):
-            d = norms[j] - 2.0 * row[j]
-            if d < top_d[k - 1] and groups[j] != g:
-                p = k - 1
-                while p > 0 and top_d[p - 1] > d:
-                    top_d[p] = top_d[p - 1]
-                    top_i[p] = top_i[p - 1]
-                    p -= 1
-                top_d[p] = d
-                top_i[p] = j
-        votes[:] = 0
-        for p in range(k):
-            if top_i[p] >= 0:
-                votes[codes[top_i[p]]] += 1
-        best = 0
-        for c in range(1, n_classes):
-            if votes[c] > votes[best]:
-                best = c
-        if best == codes[q]:
-            hits += 1
+            dist[j] = norms[j] - 2.0 * row[j]
+        hits += _nearest_vote_hits(dist, q, groups, codes, k, top_d, top_i, votes)
     return hits
+
+
+@njit(cache=True)
+def _nearest_vote_hits(dist, q, groups, codes, k, top_d, top_i, votes):
+    """1 if the k rows nearest to query q by ``dist`` (rows of q's group excluded) vote q's
+    label, else 0. Ties at the k-th distance keep the lower row index; vote ties go to the
+    smallest class code. ``top_d``, ``top_i``, ``votes``: work arrays of size k, k, n_classes."""
+    g = groups[q]
+    top_d[:] = np.inf
+    top_i[:] = -1
+    for j in range(dist.shape[0]):
+        d = dist[j]
+        if d < top_d[k - 1] and groups[j] != g:
+            p = k - 1
+            while p > 0 and top_d[p - 1] > d:  # strict: an equal earlier row stays ahead
+                top_d[p] = top_d[p - 1]
+                top_i[p] = top_i[p - 1]
+                p -= 1
+            top_d[p] = d
+            top_i[p] = j
+    votes[:] = 0
+    for p in range(k):
+        if top_i[p] >= 0:
+            votes[codes[top_i[p]]] += 1
+    best = 0
+    for c in range(1, votes.shape[0]):
+        if votes[c] > votes[best]:
+            best = c
+    return 1 if best == codes[q] else 0
