@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from online.pruning.trees import postorder
+
 try:  # optional compiled backend
     import numba
 
@@ -94,20 +96,7 @@ def _postorder(tree, mirror: bool):
     key = "flat_mirror" if mirror else "flat"
     if key not in tree._post:
         if mirror:
-            kids = [k[::-1] for k in tree.children()]
-            feats, lml, first = [], [], {}
-            stack = [(0, False)] if tree.n_nodes else []
-            while stack:
-                v, done = stack.pop()
-                if done or not kids[v]:
-                    x = len(feats)
-                    feats.append(tree.feature[v])
-                    lml.append(first[kids[v][0]] if kids[v] else x)
-                    first[v] = lml[-1]
-                else:
-                    stack.append((v, True))
-                    stack.extend((c, False) for c in reversed(kids[v]))
-            f, lml = np.array(feats, dtype=np.int64), np.array(lml, dtype=np.int64)
+            f, lml = postorder(tree.feature, [k[::-1] for k in tree.children()])
         else:
             f, lml = tree._postorder()
         last = np.full(len(f), -1)

@@ -31,6 +31,26 @@ __all__ = [
 ]
 
 
+def postorder(feature, kids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(node features in postorder, postorder index of each node's leftmost leaf) of the tree
+    rooted at node 0 with children lists ``kids`` (reversed lists give the mirror tree)."""
+    feats: list[int] = []
+    lml: list[int] = []
+    first_leaf: dict[int, int] = {}
+    stack = [(0, False)] if len(kids) else []
+    while stack:
+        v, done = stack.pop()
+        if done or not kids[v]:
+            x = len(feats)
+            feats.append(feature[v])
+            lml.append(first_leaf[kids[v][0]] if kids[v] else x)
+            first_leaf[v] = lml[-1]
+        else:
+            stack.append((v, True))
+            stack.extend((c, False) for c in reversed(kids[v]))
+    return np.array(feats, dtype=np.int64), np.array(lml, dtype=np.int64)
+
+
 @dataclass(frozen=True, eq=False)
 class Tree:
     """Internal nodes of a decision tree: tested feature ids and parent links.
@@ -113,24 +133,7 @@ class Tree:
     def _postorder(self) -> tuple[np.ndarray, np.ndarray]:
         """(features in postorder, leftmost-leaf postorder index of each node)."""
         if "post" not in self._post:
-            kids = self.children()
-            feats, lml = [], []
-            stack = [(0, False)] if self.n_nodes else []
-            first_leaf: dict[int, int] = {}
-            while stack:
-                v, done = stack.pop()
-                if done or not kids[v]:
-                    x = len(feats)
-                    feats.append(self.feature[v])
-                    lml.append(first_leaf[kids[v][0]] if kids[v] else x)
-                    first_leaf[v] = lml[-1]
-                else:
-                    stack.append((v, True))
-                    stack.extend((c, False) for c in reversed(kids[v]))
-            self._post["post"] = (
-                np.array(feats, dtype=np.int64),
-                np.array(lml, dtype=np.int64),
-            )
+            self._post["post"] = postorder(self.feature, self.children())
         return self._post["post"]
 
     def postorder_features(self) -> np.ndarray:
