@@ -228,6 +228,7 @@ def plot_memory(all_runs: dict[str, dict[str, dict]], path: Path) -> None:
 
 
 def report(out: Path, plots: Path, data_names: list[str], seed: int) -> str:
+    plots.mkdir(parents=True, exist_ok=True)
     text = []
     all_runs = {}
     for data_name in data_names:
