@@ -330,14 +330,14 @@ def plot_window(long_dir: Path, base: Path, data_name: str, path: Path, seed: in
         if name in ("linucb_river", "uniform", "reference_d6"):
             continue
         cum = np.asarray(r["cum_reward"])
-        k = window // r["every"]
+        k = max(1, window // r["every"])  # a run recorded more coarsely: its own step
         ends = np.arange(k, len(cum) + 1, k)
         if not len(ends):
             continue
-        rate = np.diff(np.concatenate([[0.0], cum[ends - 1]])) / window
+        rate = np.diff(np.concatenate([[0.0], cum[ends - 1]])) / (k * r["every"])
         ax.plot(ends * r["every"], rate, marker="." if len(ends) < 30 else None, label=f"{label(name)} ({r['steps']:,} steps)")
     ax.set_xlabel("steps")
-    ax.set_ylabel(f"average reward per {window:,} steps")
+    ax.set_ylabel(f"average reward per {window:,} steps (or per record)")
     ax.set_title(f"{data_name}: reward along the run (seed {seed})", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=6)
