@@ -25,10 +25,7 @@ def knn_hits(XT, cols, queries, groups, codes, k, n_classes):
     the k-th place keep the lower row index; vote ties go to the smallest class code.
     """
     n = XT.shape[1]
-    dist = np.empty(n)
-    top_d = np.empty(k)
-    top_i = np.empty(k, dtype=np.int64)
-    votes = np.zeros(n_classes, dtype=np.int64)
+    dist, top_d, top_i, votes = _work_arrays(n, k, n_classes)
     hits = 0
     for qi in range(queries.shape[0]):
         q = queries[qi]
@@ -52,10 +49,7 @@ def knn_hits_from_products(prod, norms, queries, groups, codes, k, n_classes):
     distance ties may be ordered differently by rounding).
     """
     n = prod.shape[1]
-    dist = np.empty(n)
-    top_d = np.empty(k)
-    top_i = np.empty(k, dtype=np.int64)
-    votes = np.zeros(n_classes, dtype=np.int64)
+    dist, top_d, top_i, votes = _work_arrays(n, k, n_classes)
     hits = 0
     for qi in range(queries.shape[0]):
         q = queries[qi]
@@ -64,6 +58,13 @@ def knn_hits_from_products(prod, norms, queries, groups, codes, k, n_classes):
             dist[j] = norms[j] - 2.0 * row[j]
         hits += _nearest_vote_hits(dist, q, groups, codes, k, top_d, top_i, votes)
     return hits
+
+
+@njit(cache=True)
+def _work_arrays(n, k, n_classes):
+    """Distances to the n rows, the k-slot neighbour list (distances, rows), class votes."""
+    return (np.empty(n), np.empty(k), np.empty(k, dtype=np.int64),
+            np.zeros(n_classes, dtype=np.int64))
 
 
 @njit(cache=True)

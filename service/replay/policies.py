@@ -179,8 +179,7 @@ class InProcessForest(Policy):
             self._kind.learn(self._learner, *event)
 
     def sync(self) -> None:
-        for event in self._pending:
-            self._kind.learn(self._learner, *event)
+        self._kind.learn_run(self._learner, self._pending)  # as the trainer learns a batch
         self._pending.clear()
         self._reseed()  # the service serves a new snapshot: its draws restart
 

@@ -109,9 +109,12 @@ def csv_bytes(frame: pd.DataFrame) -> bytes:
     return frame.to_csv(index=False).encode()
 
 
-def submit(http, data: bytes, params: dict, headers=ADMIN, filename="data.csv", **fields):
+def submit(
+    http, data: bytes, params: dict, headers=ADMIN, filename="data.csv",
+    kind="feature-selection", **fields,
+):
     return http.post(
-        "/jobs/feature-selection",
+        f"/jobs/{kind}",
         files={"file": (filename, data)},
         data={"params": json.dumps(params), **fields},
         headers=headers,

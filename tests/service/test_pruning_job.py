@@ -8,7 +8,6 @@ which must happen before this module's `grove serve` starts.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 
@@ -20,7 +19,7 @@ from service import keys
 from service.store import Store
 
 from .conftest import ADMIN, app_body, drain, make_settings
-from .test_jobs import csv_bytes, follow, grove  # noqa: F401  (grove: the fixture)
+from .test_jobs import csv_bytes, follow, grove, submit  # noqa: F401  (grove: the fixture)
 from .traffic import feed
 
 pytestmark = pytest.mark.slow
@@ -75,12 +74,7 @@ def labeled(n: int = 240, seed: int = 0) -> pd.DataFrame:
 
 
 def submit_upload(http, frame: pd.DataFrame, params: dict, headers=ADMIN):
-    return http.post(
-        "/jobs/pruning",
-        files={"file": ("data.csv", csv_bytes(frame))},
-        data={"params": json.dumps(params)},
-        headers=headers,
-    )
+    return submit(http, csv_bytes(frame), params, headers, filename="data.csv", kind="pruning")
 
 
 def test_labeled_upload_prunes_a_random_forest_and_compares_the_baselines(grove):  # noqa: F811

@@ -8,7 +8,6 @@ module) and its polling helper. RuDi runs with tiny K, D, R and epochs to stay f
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 
@@ -20,7 +19,7 @@ from service.models import model_kind
 from service.store import Store
 
 from .conftest import ADMIN, app_body, make_settings
-from .test_jobs import csv_bytes, follow, grove  # noqa: F401  (grove: the fixture)
+from .test_jobs import csv_bytes, follow, grove, submit  # noqa: F401  (grove: the fixture)
 from .traffic import feed
 
 pytestmark = pytest.mark.slow
@@ -50,12 +49,7 @@ def events(n: int = 200, seed: int = 0) -> pd.DataFrame:
 
 
 def submit_upload(http, frame: pd.DataFrame, params: dict, headers=ADMIN):
-    return http.post(
-        "/jobs/rule-distillation",
-        files={"file": ("events.csv", csv_bytes(frame))},
-        data={"params": json.dumps(params)},
-        headers=headers,
-    )
+    return submit(http, csv_bytes(frame), params, headers, filename="events.csv", kind="rule-distillation")
 
 
 def test_upload_finds_the_teachers_statistic_and_rule(grove):  # noqa: F811
