@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -56,11 +57,39 @@ def onehot(train, *others):
     return [enc.transform(a) for a in (train, *others)]
 
 
-def lr_grid(blocks, y, parts):
-    """LR for every C on hstack(blocks): [(C, val AUC, val log loss, test AUC, test log loss)]."""
+def _next_c(C, up):
+    """The next C beyond an edge of the grid, on the 1, 3, 10, 30 ... ladder of ``LR_C``."""
+    lead = float(f"{C:.0e}"[0])
+    step = (3.0 if lead == 1 else 10 / 3) if up else (0.3 if lead == 1 else 1 / 3)
+    return float(f"{C * step:.0e}")
+
+
+def lr_grid(blocks, y, parts, extend=0):
+    """LR for every C on hstack(blocks): [(C, val AUC, val log loss, test AUC, test log loss)].
+
+    With ``extend`` > 0 the grid grows past an edge (up to ``extend`` more values on each side)
+    while the C chosen by validation AUC or by validation log loss sits on that edge.
+    """
+    out = [_lr_fit(blocks, y, parts, C) for C in LR_C]
+    for _ in range(extend):
+        cs = [g[0] for g in out]
+        chosen = {max(out, key=lambda g: (g[1], -g[2]))[0], min(out, key=lambda g: (g[2], -g[1]))[0]}
+        grown = False
+        if min(cs) in chosen:
+            out.append(_lr_fit(blocks, y, parts, _next_c(min(cs), up=False)))
+            grown = True
+        if max(cs) in chosen:
+            out.append(_lr_fit(blocks, y, parts, _next_c(max(cs), up=True)))
+            grown = True
+        if not grown:
+            break
+    return sorted(out)
+
+
+def _lr_fit(blocks, y, parts, C):
     tr, va, te = parts
     out = []
-    for C in LR_C:
+    for C in (C,):
         lr = LogisticRegression(C=C, max_iter=5000, solver="liblinear")
         lr.fit(blocks[0], y[tr])
         p_va = np.clip(lr.predict_proba(blocks[1])[:, 1], 1e-7, 1 - 1e-7)
@@ -74,7 +103,7 @@ def lr_grid(blocks, y, parts):
                 log_loss(y[te], p_te),
             )
         )
-    return out
+    return out[0]
 
 
 def lightgbm_leaves(Xc, y, tr, n_trees, leaves, seed):
@@ -108,7 +137,30 @@ def n_features(L, tr):
     return int(sum(len(np.unique(L[tr][:, k])) for k in range(L.shape[1])))
 
 
-def run(name, seed, args, out):
+def unit_key(rec):
+    """What one fit (a method at one setting, its whole C grid) is known by in ``--out``."""
+    return (rec["data"], rec["seed"], rec["method"], rec.get("leaves"), rec.get("c_f"),
+            rec.get("lambda_"), rec.get("iters"), rec.get("max_nodes"), rec.get("grace_period"))
+
+
+def done_units(path):
+    """Units already in ``path`` (``--resume``): a run stopped mid-way starts where it stopped."""
+    if not os.path.exists(path):
+        return set()
+    with open(path) as fh:
+        return {unit_key(json.loads(line)) for line in fh if line.strip()}
+
+
+def git_commit():
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, cwd=os.path.dirname(os.path.abspath(__file__)),
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def run(name, seed, args, out, done=frozenset(), commit="unknown"):
     X, y = load(name)
     tr, va, te = split(len(X), seed)
     parts = (tr, va, te)
@@ -117,6 +169,9 @@ def run(name, seed, args, out):
         [X[c].astype("category").cat.codes.to_numpy() for c in X.columns], axis=1
     )
     n_trees = X.shape[1]
+
+    def todo(method, **setting):
+        return unit_key({"data": name, "seed": seed, "method": method, **setting}) not in done
 
     def emit(method, grid, **setting):
         for C, va_auc, va_ll, te_auc, te_ll in grid:
@@ -130,6 +185,7 @@ def run(name, seed, args, out):
                 "test_auc": te_auc,
                 "test_logloss": te_ll,
                 **setting,
+                "commit": commit,
             }
             out.write(json.dumps(rec) + "\n")
         out.flush()
@@ -140,32 +196,45 @@ def run(name, seed, args, out):
             flush=True,
         )
 
-    emit("LR", lr_grid(raw, y, parts))
+    def timed_grid(blocks):
+        t0 = time.process_time()
+        grid = lr_grid(blocks, y, parts, args.lr_extend)
+        return grid, round(time.process_time() - t0, 2)
+
+    if todo("LR"):
+        grid, lr_cpu = timed_grid(raw)
+        emit("LR", grid, lr_cpu_s=lr_cpu)
 
     seen = {}  # on small data sets several max-leaves settings give the same trees
     for leaves in LGBM_LEAVES:
+        if not todo("LR+LightGBM", leaves=leaves):
+            continue
         t0 = time.process_time()
         L = lightgbm_leaves(Xc, y, tr, n_trees, leaves, seed)
         fit_cpu = time.process_time() - t0
         key = L.tobytes()
         if key not in seen:
             hot = onehot(L[tr], L[va], L[te])
-            seen[key] = lr_grid([sp.hstack([r, h]).tocsr() for r, h in zip(raw, hot)], y, parts)
-        grid = seen[key]
+            seen[key] = timed_grid([sp.hstack([r, h]).tocsr() for r, h in zip(raw, hot)])
+        grid, lr_cpu = seen[key]
         emit("LR+LightGBM", grid, leaves=leaves, n_leaf_features=n_features(L, tr),
-             fit_cpu_s=round(fit_cpu, 2))
+             fit_cpu_s=round(fit_cpu, 2), lr_cpu_s=lr_cpu)
 
     settings = [(c, lam) for c in C_F for lam in LAMBDA] if args.full_grid else SMALL_GRID
     for c_f, lam in settings:
+        setting = dict(c_f=c_f, lambda_=lam, iters=args.iters, max_nodes=args.max_nodes,
+                       grace_period=args.grace_period)
+        if not todo("LR+MCTS-IS", **setting):
+            continue
         L, fit_cpu, model = mcts_leaves(
             X, y, tr, args.iters, args.batch, seed, c_f=c_f, lambda_=lam,
             grace_period=args.grace_period, max_nodes=args.max_nodes,
         )
         hot = onehot(L[tr], L[va], L[te])
-        grid = lr_grid([sp.hstack([r, h]).tocsr() for r, h in zip(raw, hot)], y, parts)
-        emit("LR+MCTS-IS", grid, c_f=c_f, lambda_=lam, n_leaf_features=n_features(L, tr),
+        grid, lr_cpu = timed_grid([sp.hstack([r, h]).tocsr() for r, h in zip(raw, hot)])
+        emit("LR+MCTS-IS", grid, **setting, n_leaf_features=n_features(L, tr),
              fit_cpu_s=round(fit_cpu, 2), data_nodes=model.n_nodes["data_nodes"],
-             iters=args.iters, grace_period=args.grace_period)
+             lr_cpu_s=lr_cpu)
 
 
 def pick(rows, rule):
@@ -175,13 +244,22 @@ def pick(rows, rule):
     return min(rows, key=lambda r: (r["val_logloss"], -r["val_auc"]))
 
 
+def sign_test(wins, losses):
+    """Two-sided sign test over seeds (ties dropped): P(a split at least this uneven | p = 1/2)."""
+    from scipy.stats import binomtest
+
+    n = wins + losses
+    return 1.0 if n == 0 else binomtest(wins, n, 0.5).pvalue
+
+
 def summarize(path, rule="auc"):
     with open(path) as fh:
-        rows = [json.loads(line) for line in fh]
+        rows = [json.loads(line) for line in fh if line.strip()]
     print(f"\nchosen by validation {rule}: test AUC / log loss (mean +- sd over seeds)")
     print("| data | seeds | " + " | ".join(f"{m} AUC | {m} log loss" for m in METHODS)
           + " | (c) vs (b): AUC >= / log loss <= (seeds) |")
     print("|---" * (2 + 2 * len(METHODS) + 1) + "|")
+    tests, means, edges = [], {}, []
     for name in NAMES:
         chosen = {}
         seeds = sorted({r["seed"] for r in rows if r["data"] == name})
@@ -191,9 +269,13 @@ def summarize(path, rule="auc"):
                        and r["method"] == method]
                 if sel:
                     chosen[method, seed] = pick(sel, rule)
-        # a seed counts once every method has its whole grid (a run stopped mid-seed does not)
-        size = {s: len({(r.get("leaves"), r.get("c_f"), r.get("lambda_"), r["C"], r["method"])
-                        for r in rows if r["data"] == name and r["seed"] == s}) for s in seeds}
+                    cs = [r["C"] for r in sel if unit_key(r) == unit_key(chosen[method, seed])]
+                    if chosen[method, seed]["C"] in (min(cs), max(cs)):
+                        edges.append((name, seed, method, chosen[method, seed]["C"]))
+        # a seed counts once every method has all its settings (a run stopped mid-seed does
+        # not); the C grid may differ between settings (--lr-extend)
+        size = {s: len({unit_key(r) for r in rows if r["data"] == name and r["seed"] == s})
+                for s in seeds}
         seeds = [s for s in seeds if all((m, s) in chosen for m in METHODS)
                  and size[s] == max(size.values())]
         if not seeds:
@@ -202,6 +284,7 @@ def summarize(path, rule="auc"):
         for method in METHODS:
             auc = np.array([chosen[method, s]["test_auc"] for s in seeds])
             ll = np.array([chosen[method, s]["test_logloss"] for s in seeds])
+            means[name, method] = (auc.mean(), ll.mean())
             cells.append(f"{auc.mean():.4f} ± {auc.std():.4f} | {ll.mean():.4f} ± {ll.std():.4f}")
         b = [chosen["LR+LightGBM", s] for s in seeds]
         c = [chosen["LR+MCTS-IS", s] for s in seeds]
@@ -209,6 +292,32 @@ def summarize(path, rule="auc"):
         ll_ok = sum(ci["test_logloss"] <= bi["test_logloss"] for bi, ci in zip(b, c))
         print(f"| {name} | {len(seeds)} | " + " | ".join(cells)
               + f" | {auc_ok}/{len(seeds)} / {ll_ok}/{len(seeds)} |")
+        for metric, sign in (("test_auc", 1), ("test_logloss", -1)):
+            d = [sign * (ci[metric] - bi[metric]) for bi, ci in zip(b, c)]
+            tests.append((name, metric, sum(x > 0 for x in d), sum(x < 0 for x in d),
+                          sum(x == 0 for x in d), float(np.mean(d))))
+    print("\n(c) vs (b), per seed: wins / losses / ties of (c), mean gain of (c) "
+          "(AUC up, log loss down), two-sided sign test")
+    print("| data | metric | (c) better | (c) worse | tie | mean gain | sign test p |")
+    print("|---|---|---|---|---|---|---|")
+    for metric in ("test_auc", "test_logloss"):
+        rows_m = [t for t in tests if t[1] == metric]
+        for name, _, w, l, t, g in rows_m:
+            print(f"| {name} | {metric[5:]} | {w} | {l} | {t} | {g:+.4f} | {sign_test(w, l):.2f} |")
+        w, l, t = (sum(x[k] for x in rows_m) for k in (2, 3, 4))
+        print(f"| all seeds pooled | {metric[5:]} | {w} | {l} | {t} | | {sign_test(w, l):.3f} |")
+    names = sorted({n for n, _ in means})
+    if names:
+        auc_ok = [n for n in names if means[n, "LR+MCTS-IS"][0] >= means[n, "LR+LightGBM"][0]]
+        ll_ok = [n for n in names if means[n, "LR+MCTS-IS"][1] <= means[n, "LR+LightGBM"][1]]
+        both = [n for n in auc_ok if n in ll_ok]
+        need = len(names) // 2 + 1
+        print(f"\ntarget on means, (c) >= (b): AUC on {len(auc_ok)}/{len(names)} {auc_ok}; "
+              f"log loss on {len(ll_ok)}/{len(names)} {ll_ok}; both on {len(both)}/{len(names)}: "
+              f"{'MET' if len(both) >= need else 'NOT met'} (most = {need})")
+    if edges:
+        print(f"chosen C on an edge of its grid ({len(edges)}): "
+              + ", ".join(f"{n} s{s} {m} C={c}" for n, s, m, c in edges))
     print("\nchosen settings (seed: LightGBM leaves, features; MCTS-IS (c_F, lambda), features, "
           "C, fit CPU s, data nodes)")
     for name in NAMES:
@@ -238,6 +347,12 @@ def main():
     ap.add_argument("--summary-only", action="store_true")
     ap.add_argument("--lr-c", type=float, nargs="*", default=None,
                     help="the LR's C grid (default: LR_C)")
+    ap.add_argument("--lr-extend", type=int, default=0,
+                    help="grow the C grid by up to this many values past an edge while a "
+                         "validation rule chooses the edge (default 0: the grid as given)")
+    ap.add_argument("--resume", action="store_true",
+                    help="skip the fits already recorded in --out (same data, seed, method "
+                         "and setting)")
     ap.add_argument("--rule", choices=("auc", "logloss"), default=None,
                     help="summary's validation rule (default: both)")
     args = ap.parse_args()
@@ -245,6 +360,9 @@ def main():
         global LR_C
         LR_C = tuple(args.lr_c)
     if not args.summary_only:
+        done = done_units(args.out) if args.resume else frozenset()
+        commit = git_commit()
+        print(f"commit {commit}", flush=True)
         with open(args.out, "a") as out:
             jobs = [
                 (n, s)
@@ -252,7 +370,7 @@ def main():
                 for n in args.data
             ]
             for name, seed in tqdm(jobs, desc="table 1"):
-                run(name, seed, args, out)
+                run(name, seed, args, out, done, commit)
     for rule in [args.rule] if args.rule else ["auc", "logloss"]:
         summarize(args.out, rule)
 
