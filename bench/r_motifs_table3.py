@@ -136,7 +136,9 @@ def run(args):
     for name in args.datasets:
         X, y = LOADERS[name]()
         jobs = [(run_, fold, tr, te) for run_ in range(args.run_from, args.runs)
-                for fold, (tr, te) in enumerate(StratifiedKFold(10, shuffle=True, random_state=run_).split(X, y))
+                for fold, (tr, te) in enumerate(StratifiedKFold(
+                    10, shuffle=True,
+                    random_state=run_ if args.partition_seed is None else args.partition_seed).split(X, y))
                 if args.fold_from <= fold < args.folds]
         for run_, fold, tr, te in tqdm(jobs, desc=f"{name} {X.shape}"):
             Xtr, Xte = minmax(X[tr], X[te])
@@ -155,6 +157,8 @@ def run(args):
                        "accuracy": acc,
                        "n_features": int(support.sum()), "seconds": seconds, "cpu_seconds": cpu,
                        "max_validation_samples": args.max_validation_samples, **extra}
+                if args.partition_seed is not None:
+                    rec["partition_seed"] = args.partition_seed
                 with out.open("a") as f:
                     f.write(json.dumps(rec) + "\n")
 
@@ -298,6 +302,10 @@ def main():
     ap.add_argument("--run-from", type=int, default=0,
                     help="start at this run (split a long protocol over processes)")
     ap.add_argument("--folds", type=int, default=10, help="run only the first N of the 10 folds of each run")
+    ap.add_argument("--partition-seed", type=int, default=None,
+                    help="every run uses the 10-fold partition of this seed (only the search seed "
+                         "changes from run to run); default: run r uses partition seed r. Write "
+                         "these results to their own --out file")
     ap.add_argument("--simulations", type=int, default=1000)
     ap.add_argument("--validation", default="loo",
                     help="reward validation of R-MOTiFS / MOTiFS: loo, kfold:K, kfold:KxR, holdout:P")

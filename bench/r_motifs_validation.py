@@ -15,6 +15,11 @@ Variants: validation "loo" (leave-one-out), "kfold:5", "kfold:5x3" (3 repetition
 "greater than") and baseline="all-features" (Section 3.1 read literally: the first tree must
 beat all features).
 
+Wave 5 variants: "loo+share-ties" (rows tied at the k-th distance share the last places
+instead of the lower row index going first), "resub" (the reward is the training accuracy,
+every row among its own neighbours), "loo+standard" (the reward's distances on standardised
+instead of min-max scaled columns; the check 5-NN stays min-max, as Table 3's).
+
 Rule (fixed before the run): a variant replaces the default (loo, on_tie="continue", no
 baseline) only if its mean check accuracy, paired split by split and pooled over all data sets,
 is higher by more than one standard error of the paired differences.
@@ -52,6 +57,10 @@ VARIANTS = {
     "holdout:0.3": {"validation": "holdout:0.3"},
     "loo+tie-stop": {"on_tie": "stop"},
     "loo+baseline-all": {"baseline": "all-features"},
+    # wave 5: the other open levers, same rule (README section 1b)
+    "loo+share-ties": {"distance_ties": "share"},
+    "resub": {"validation": "resub"},
+    "loo+standard": {"scaling": "standard"},
 }
 
 

@@ -6,8 +6,14 @@ are kept by insertion into a k-slot list, and their labels vote. Nothing of size
 ever allocated: the work is ``n_queries * n_rows * (|S| + 1)`` streaming steps.
 
 Which rows may vote for query row i: every row j whose group differs, ``groups[j] !=
-groups[i]``. One rule covers the validations of ``KNNReward``: leave-one-out (each row its own
-group), k-fold (group = fold), holdout (training rows in one group, validation rows in another).
+groups[i]``; a query of negative group is voted on by every row, itself included. One rule
+covers the validations of ``KNNReward``: leave-one-out (each row its own group), k-fold (group =
+fold), holdout (training rows in one group, validation rows in another), resubstitution (-1).
+
+Distance ties at the k-th place: with ``tie_eps < 0`` the lower row index goes first (as a
+stable sort, scikit-learn's usual result); with ``tie_eps >= 0`` every allowed row within
+``tie_eps`` of the k-th distance shares the places left after the strictly nearer rows (each
+gets an equal fraction of a vote), so the result does not depend on row order or rounding.
 """
 
 from __future__ import annotations
@@ -17,12 +23,12 @@ from numba import njit
 
 
 @njit(cache=True)
-def knn_hits(XT, cols, queries, groups, codes, k, n_classes):
+def knn_hits(XT, cols, queries, groups, codes, k, n_classes, tie_eps=-1.0):
     """Number of ``queries`` whose k nearest allowed rows vote their own label.
 
     XT: features x rows (C order, a feature's values contiguous); cols: the subset's feature
     indices; groups: one int per row (rows of the query's group do not vote). Distance ties at
-    the k-th place keep the lower row index; vote ties go to the smallest class code.
+    the k-th place: module docstring (``tie_eps``); vote ties go to the smallest class code.
     """
     n = XT.shape[1]
     dist, top_d, top_i, votes = _work_arrays(n, k, n_classes)
@@ -36,12 +42,12 @@ def knn_hits(XT, cols, queries, groups, codes, k, n_classes):
             for j in range(n):
                 diff = row[j] - xq
                 dist[j] += diff * diff
-        hits += _nearest_vote_hits(dist, q, groups, codes, k, top_d, top_i, votes)
+        hits += _nearest_vote_hits(dist, q, groups, codes, k, top_d, top_i, votes, tie_eps)
     return hits
 
 
 @njit(cache=True)
-def knn_hits_from_products(prod, norms, queries, groups, codes, k, n_classes):
+def knn_hits_from_products(prod, norms, queries, groups, codes, k, n_classes, tie_eps=-1.0):
     """``knn_hits`` from a block of inner products ``prod[i] = X_S[queries[i]] . X_S^T``.
 
     The squared distance is ``|q|^2 + norms[j] - 2 prod[i, j]``; ``|q|^2`` is the same for the
@@ -56,7 +62,7 @@ def knn_hits_from_products(prod, norms, queries, groups, codes, k, n_classes):
         row = prod[qi]
         for j in range(n):
             dist[j] = norms[j] - 2.0 * row[j]
-        hits += _nearest_vote_hits(dist, q, groups, codes, k, top_d, top_i, votes)
+        hits += _nearest_vote_hits(dist, q, groups, codes, k, top_d, top_i, votes, tie_eps)
     return hits
 
 
@@ -68,16 +74,17 @@ def _work_arrays(n, k, n_classes):
 
 
 @njit(cache=True)
-def _nearest_vote_hits(dist, q, groups, codes, k, top_d, top_i, votes):
-    """1 if the k rows nearest to query q by ``dist`` (rows of q's group excluded) vote q's
-    label, else 0. Ties at the k-th distance keep the lower row index; vote ties go to the
-    smallest class code. ``top_d``, ``top_i``, ``votes``: work arrays of size k, k, n_classes."""
+def _nearest_vote_hits(dist, q, groups, codes, k, top_d, top_i, votes, tie_eps):
+    """1 if the k rows nearest to query q by ``dist`` (rows of q's group excluded, unless the
+    group is negative) vote q's label, else 0. Ties at the k-th distance: module docstring;
+    vote ties go to the smallest class code. ``top_d``, ``top_i``, ``votes``: work arrays of
+    size k, k, n_classes."""
     g = groups[q]
     top_d[:] = np.inf
     top_i[:] = -1
     for j in range(dist.shape[0]):
         d = dist[j]
-        if d < top_d[k - 1] and groups[j] != g:
+        if d < top_d[k - 1] and (g < 0 or groups[j] != g):
             p = k - 1
             while p > 0 and top_d[p - 1] > d:  # strict: an equal earlier row stays ahead
                 top_d[p] = top_d[p - 1]
@@ -86,9 +93,27 @@ def _nearest_vote_hits(dist, q, groups, codes, k, top_d, top_i, votes):
             top_d[p] = d
             top_i[p] = j
     votes[:] = 0
-    for p in range(k):
-        if top_i[p] >= 0:
-            votes[codes[top_i[p]]] += 1
+    if tie_eps >= 0.0 and top_i[k - 1] >= 0:
+        # rows strictly nearer than the k-th distance vote 1; the n_tied rows tied with it
+        # share the k - n_less places left. Votes are kept times n_tied, in integers, so that
+        # vote ties stay exact: n_tied per nearer row, k - n_less per tied row.
+        dk = top_d[k - 1]
+        n_less = 0
+        for p in range(k):
+            if top_d[p] < dk - tie_eps:
+                n_less += 1
+        n_tied = 0
+        for j in range(dist.shape[0]):
+            if abs(dist[j] - dk) <= tie_eps and (g < 0 or groups[j] != g):
+                n_tied += 1
+                votes[codes[j]] += k - n_less
+        for p in range(k):
+            if top_d[p] < dk - tie_eps:
+                votes[codes[top_i[p]]] += n_tied
+    else:
+        for p in range(k):
+            if top_i[p] >= 0:
+                votes[codes[top_i[p]]] += 1
     best = 0
     for c in range(1, votes.shape[0]):
         if votes[c] > votes[best]:

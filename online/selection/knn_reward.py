@@ -22,7 +22,8 @@ revisits subsets, more so in late recursions.
 Validation (which rows vote for which): a row's k nearest neighbours are searched only among
 rows of other groups. ``"loo"``: every row is its own group (leave-one-out). ``"kfold:K"``:
 stratified K folds; ``"kfold:KxR"``: R repetitions with different seeded partitions, averaged;
-``"holdout:P"``: a stratified share P of the rows is validated against the others.
+``"holdout:P"``: a stratified share P of the rows is validated against the others;
+``"resub"``: resubstitution, the training accuracy (every row is among its own neighbours).
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ def validation_groups(validation, codes, rng):
     kind, _, arg = str(validation).partition(":")
     if kind == "loo" and not arg:
         return [(np.arange(n, dtype=np.int64), np.arange(n))]
+    if kind == "resub" and not arg:  # group -1: no row is excluded, the query itself votes
+        return [(np.full(n, -1, dtype=np.int64), np.arange(n))]
     if kind == "kfold":
         k, _, r = arg.partition("x")
         n_folds, repeats = int(k), int(r or 1)
@@ -77,8 +80,8 @@ def validation_groups(validation, codes, rng):
             rows = rng.permutation(np.flatnonzero(codes == c))
             groups[rows[:max(1, round(share * len(rows)))]] = 1
         return [(groups, np.flatnonzero(groups == 1))]
-    raise ValueError(f"validation must be 'loo', 'kfold:K', 'kfold:KxR' or 'holdout:P', "
-                     f"got {validation!r}")
+    raise ValueError(f"validation must be 'loo', 'kfold:K', 'kfold:KxR', 'holdout:P' or "
+                     f"'resub', got {validation!r}")
 
 
 class KNNReward:
@@ -87,8 +90,8 @@ class KNNReward:
     With ``validation="loo"`` it equals
     ``cross_val_score(KNeighborsClassifier(k), X[:, S], y, cv=LeaveOneOut()).mean()``
     (uniform weights, Euclidean distance), except for exact ties in distance at the k-th
-    neighbour, which go to the lower row index here. Ties in the vote go to the smallest
-    class, as in scikit-learn.
+    neighbour, which go to the lower row index here (``distance_ties="index"``). Ties in the
+    vote go to the smallest class, as in scikit-learn.
 
     Parameters
     ----------
@@ -99,12 +102,17 @@ class KNNReward:
     n_neighbors : int
         k of k-NN.
     validation : str
-        "loo", "kfold:K", "kfold:KxR" or "holdout:P" (module docstring).
+        "loo", "kfold:K", "kfold:KxR", "holdout:P" or "resub" (module docstring).
     queries : array of int, optional
         Only these rows are classified (each still against all rows it may use): the same
         estimate on fewer rows, for large data. Not with "holdout".
     method : {"auto", "direct", "gram"}
         How distances are built (module docstring).
+    distance_ties : {"index", "share"}
+        Rows tied at the k-th nearest distance: "index" (default) keeps the lower row index
+        first; "share" lets every tied row vote with an equal share of the places left (ties
+        within ``1e-9`` times the largest squared norm of the subset, so the rounding of the
+        "gram" path does not matter).
     random_state : int, numpy Generator or None
         Seeds the k-fold and holdout partitions (drawn once, at construction).
     cache : bool
@@ -130,7 +138,7 @@ class KNNReward:
     """
 
     def __init__(self, X, y, n_neighbors=5, validation="loo", queries=None, method="auto",
-                 random_state=None, cache=True):
+                 distance_ties="index", random_state=None, cache=True):
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2:
             raise ValueError(f"X must be 2-D, got shape {X.shape}")
@@ -142,8 +150,11 @@ class KNNReward:
                              f"got {n_neighbors} with {n} rows")
         if method not in ("auto", "direct", "gram"):
             raise ValueError(f"method must be 'auto', 'direct' or 'gram', got {method!r}")
+        if distance_ties not in ("index", "share"):
+            raise ValueError(f"distance_ties must be 'index' or 'share', got {distance_ties!r}")
         self.n_neighbors = n_neighbors
         self.method = method
+        self.distance_ties = distance_ties
         self.classes_, codes = np.unique(np.asarray(y), return_inverse=True)
         self._codes = codes.astype(np.int64)
         self._splits = validation_groups(validation, self._codes, np.random.default_rng(random_state))
@@ -181,14 +192,18 @@ class KNNReward:
         method = self.method
         if method == "auto":
             method = "direct" if len(cols) <= AUTO_DIRECT_MAX else "gram"
+        tie_eps, norms = -1.0, None
+        if self.distance_ties == "share" or method == "gram":
+            norms = self._sq[:, cols].sum(axis=1)
+        if self.distance_ties == "share":
+            tie_eps = 1e-9 * max(1.0, float(norms.max()))
         if method == "direct":
-            return int(knn_hits(self._XT, cols, queries, groups, self._codes, k, n_classes))
+            return int(knn_hits(self._XT, cols, queries, groups, self._codes, k, n_classes, tie_eps))
         xs = self._X[:, cols]
         xs_t = np.ascontiguousarray(xs.T)
-        norms = self._sq[:, cols].sum(axis=1)
         hits = 0
         for start in range(0, len(queries), _GRAM_BLOCK):
             block = queries[start:start + _GRAM_BLOCK]
             hits += knn_hits_from_products(xs[block] @ xs_t, norms, block, groups, self._codes,
-                                           k, n_classes)
+                                           k, n_classes, tie_eps)
         return int(hits)

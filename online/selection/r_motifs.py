@@ -98,8 +98,9 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
         k of the k-NN reward (paper: 5).
     validation : str
         How the reward validates k-NN on the rows given to ``fit`` (see ``KNNReward``):
-        "loo" (default, leave-one-out), "kfold:K", "kfold:KxR" (R repetitions) or
-        "holdout:P". The paper does not say; see the Choices below for why "loo".
+        "loo" (default, leave-one-out), "kfold:K", "kfold:KxR" (R repetitions),
+        "holdout:P" or "resub" (training accuracy, each row among its own neighbours). The
+        paper does not say; see the Choices below for why "loo".
     recursive : bool
         Recurse on the best subset while accuracy improves (R-MOTiFS) or stop after one tree
         (MOTiFS).
@@ -113,6 +114,10 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
         What the first tree's best subset must beat to be taken: None (default) takes it
         always; "all-features" (Section 3.1 read literally: F_best^0 must improve on F_0 = F)
         keeps all features when it does not.
+    distance_ties : {"index", "share"}
+        k-NN rows tied at the k-th nearest distance: "index" (default) puts the lower row
+        index first, as a stable sort would; "share" lets every tied row vote with an equal
+        share of the places left (``KNNReward``).
     scaling : {"minmax", "standard", None}
         How X is rescaled (on the rows given to ``fit``) before k-NN distances are measured.
     max_validation_samples : int or None
@@ -223,8 +228,8 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
 
     def __init__(self, n_simulations=1000, c=0.1, n_neighbors=5, validation="loo",
                  recursive=True, max_recursions=None, on_tie="continue", baseline=None,
-                 scaling="minmax", max_validation_samples=None, progress=None,
-                 random_state=None):
+                 distance_ties="index", scaling="minmax", max_validation_samples=None,
+                 progress=None, random_state=None):
         self.n_simulations = n_simulations
         self.c = c
         self.n_neighbors = n_neighbors
@@ -233,6 +238,7 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
         self.max_recursions = max_recursions
         self.on_tie = on_tie
         self.baseline = baseline
+        self.distance_ties = distance_ties
         self.scaling = scaling
         self.max_validation_samples = max_validation_samples
         self.progress = progress
@@ -244,12 +250,8 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
         check_classification_targets(y)
         self._check_params()
         rng = np.random.default_rng(self.random_state)
-        n, d = X.shape
-        queries = None
-        if self.max_validation_samples is not None and n > self.max_validation_samples:
-            queries = np.sort(rng.choice(n, self.max_validation_samples, replace=False))
-        reward = KNNReward(_SCALINGS[self.scaling](X), y, n_neighbors=self.n_neighbors,
-                           validation=self.validation, queries=queries, random_state=rng)
+        d = X.shape[1]
+        reward = self._make_reward(X, y, rng)
 
         # Algorithm 1, R-MOTiFS(featuresList); the first tree's best is always taken (see Choices)
         features = np.arange(d)
@@ -293,6 +295,18 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
         self.n_evaluations_ = reward.n_evaluations
         self.n_cache_hits_ = reward.n_cache_hits
         return self
+
+    def _make_reward(self, X, y, rng):
+        """The reward of eq. (3) on the fit rows: validated k-NN accuracy of a column mask,
+        cached (``KNNReward``). A separate method so that a benchmark can measure another
+        reading of eq. (3) with the same search (bench/r_motifs_leak.py)."""
+        n = X.shape[0]
+        queries = None
+        if self.max_validation_samples is not None and n > self.max_validation_samples:
+            queries = np.sort(rng.choice(n, self.max_validation_samples, replace=False))
+        return KNNReward(_SCALINGS[self.scaling](X), y, n_neighbors=self.n_neighbors,
+                         validation=self.validation, queries=queries,
+                         distance_ties=self.distance_ties, random_state=rng)
 
     def _get_support_mask(self):
         check_is_fitted(self, "support_")
@@ -369,6 +383,8 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
             raise ValueError(f"baseline must be None or 'all-features', got {self.baseline!r}")
         if self.on_tie not in ("continue", "stop"):
             raise ValueError(f"on_tie must be 'continue' or 'stop', got {self.on_tie!r}")
+        if self.distance_ties not in ("index", "share"):
+            raise ValueError(f"distance_ties must be 'index' or 'share', got {self.distance_ties!r}")
         if self.scaling not in _SCALINGS:
             raise ValueError(f"scaling must be one of {list(_SCALINGS)}, got {self.scaling!r}")
         if self.max_recursions is not None and self.max_recursions < 1:
@@ -378,7 +394,8 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
 
     # -- state export -----------------------------------------------------------------------
     _STATE_PARAMS = ("n_simulations", "c", "n_neighbors", "validation", "recursive",
-                     "max_recursions", "on_tie", "baseline", "scaling", "max_validation_samples")
+                     "max_recursions", "on_tie", "baseline", "distance_ties", "scaling",
+                     "max_validation_samples")
 
     def to_state(self) -> dict:
         """Fitted selection as numpy arrays and JSON scalars (no pickle)."""

@@ -160,6 +160,60 @@ def test_knn_reward_distance_ties_go_to_the_lower_row():
         assert reward(np.array([True])) == 0.0
 
 
+def test_knn_reward_shared_distance_ties_split_the_last_places():
+    X = np.array([[0.0], [1.0], [1.0], [1.0], [1.0], [5.0]])
+    y = np.array([0, 1, 1, 0, 0, 0])
+    # row 0 at k = 2: rows 1..4 tie for both places and vote 1, 1, 0, 0 with 1/2 each: a vote
+    # tie (1 against 1) goes to the smallest class, 0: a hit; with 3 rows of class 1 it is a miss
+    y_more = np.array([0, 1, 1, 1, 0, 0])
+    for method in ("direct", "gram"):
+        assert KNNReward(X, y, n_neighbors=2, queries=[0], method=method,
+                         distance_ties="share")(np.array([True])) == 1.0
+        assert KNNReward(X, y_more, n_neighbors=2, queries=[0], method=method,
+                         distance_ties="share")(np.array([True])) == 0.0
+
+
+def _shared_ties_loo(X, y, mask, k):
+    """Leave-one-out k-NN where the rows tied at the k-th distance share the last places."""
+    d = ((X[:, None, mask] - X[None, :, mask]) ** 2).sum(axis=2)
+    classes = np.unique(y)
+    hits = 0
+    for i in range(len(X)):
+        others = np.delete(np.arange(len(X)), i)
+        dist = d[i, others]
+        kth = np.sort(dist)[k - 1]
+        near, tied = others[dist < kth], others[dist == kth]
+        votes = [len(tied) * (y[near] == c).sum() + (k - len(near)) * (y[tied] == c).sum()
+                 for c in classes]  # times len(tied): exact integers
+        hits += classes[np.argmax(votes)] == y[i]
+    return hits / len(X)
+
+
+def test_shared_distance_ties_do_not_depend_on_row_order_on_integer_data():
+    rng = np.random.default_rng(4)
+    X = rng.integers(0, 3, size=(70, 6)).astype(float)  # many exact distance ties
+    y = (X[:, 0] + X[:, 1] + rng.integers(0, 2, size=70) > 2).astype(int)
+    perm = rng.permutation(70)
+    for mask in ([1, 1, 0, 0, 0, 0], [1, 0, 1, 1, 1, 1]):
+        mask = np.array(mask, dtype=bool)
+        expected = _shared_ties_loo(X, y, mask, 5)
+        for method in ("direct", "gram"):
+            assert KNNReward(X, y, method=method, distance_ties="share")(mask) == pytest.approx(expected)
+            assert KNNReward(X[perm], y[perm], method=method,
+                             distance_ties="share")(mask) == pytest.approx(expected)
+
+
+def test_resubstitution_reward_is_the_training_accuracy():
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(60, 5))
+    y = (X[:, 0] + rng.normal(scale=0.8, size=60) > 0).astype(int)
+    mask = np.array([True, True, False, True, False])
+    expected = KNeighborsClassifier(5).fit(X[:, mask], y).score(X[:, mask], y)
+    for method in ("direct", "gram"):
+        assert KNNReward(X, y, validation="resub", method=method)(mask) == pytest.approx(expected)
+    assert expected > KNNReward(X, y)(mask)  # every row votes for itself: above leave-one-out
+
+
 def test_knn_reward_caches_repeated_subsets_and_scores_the_empty_subset_zero():
     X, y = three_of_forty(n=60)
     reward = KNNReward(X, y)
@@ -179,9 +233,11 @@ def test_knn_reward_rejects_bad_input():
         KNNReward(X, np.arange(4))
     with pytest.raises(ValueError):
         KNNReward(X, np.arange(5), n_neighbors=2, method="kdtree")
-    for bad in ("kfold:1", "kfold:6", "holdout:1.5", "bootstrap"):
+    for bad in ("kfold:1", "kfold:6", "holdout:1.5", "bootstrap", "resub:2"):
         with pytest.raises(ValueError):
             KNNReward(X, np.arange(5), n_neighbors=2, validation=bad)
+    with pytest.raises(ValueError):
+        KNNReward(X, np.arange(5), n_neighbors=2, distance_ties="random")
 
 
 # -- Algorithm 1 pieces on hand numbers ----------------------------------------------------
@@ -305,7 +361,8 @@ def test_max_validation_samples_bounds_the_reward_rows():
 
 
 @pytest.mark.parametrize("params", [{"n_simulations": 0}, {"c": 0.0}, {"scaling": "robust"},
-                                    {"max_recursions": 0}, {"progress": "yes"}, {"on_tie": "maybe"}])
+                                    {"max_recursions": 0}, {"progress": "yes"}, {"on_tie": "maybe"},
+                                    {"distance_ties": "random"}])
 def test_bad_parameters_raise(params):
     X, y = three_of_forty(n=40)
     with pytest.raises(ValueError):
