@@ -204,8 +204,8 @@ def summary(path, simulations=None, validation="loo"):
               "all features | CPU s per fold: R-MOTiFS, MOTiFS, SFS | wall s per data set (all methods) "
               "| runs x folds |"),
              "|---|---|---|---|---|---|---|---|---|"]
-    verdicts = ["| data set | R-MOTiFS - paper | features here vs paper | R-MOTiFS - forward SFS "
-                "(paired, on the folds both ran) | verdict |", "|---|---|---|---|---|"]
+    verdicts = [("| data set | R-MOTiFS - paper | features here vs paper | R-MOTiFS - forward SFS "
+                 "(paired, on the folds both ran) | verdict |"), "|---|---|---|---|---|"]
     for name in table.dataset.unique():
         t = table[table.dataset == name].set_index("method")
 
