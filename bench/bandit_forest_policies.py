@@ -238,6 +238,32 @@ class ForestPlayer(Player):
         return out
 
 
+class SparseForestPlayer(ForestPlayer):
+    """``ForestPlayer`` with sparse contexts: ``{name: True}`` for the variables a row sets, the
+    features an ad server sends for an impression and the input VW gets (``vw_features``). A
+    missing key sets no variable, so the policy is the same; the encoder numbers the variables
+    in the order they first appear, so the trees (and decisions) differ from the dense input's."""
+
+    name = "forest_sparse"
+
+    def __init__(self, data: Recoded, seed: int = 0, **params):
+        super().__init__(data, seed, **params)
+        self.name_array = np.array(self.names, dtype=object)
+
+    def play(self, X, y):
+        out = np.empty(len(y))
+        explored = np.zeros(len(y), dtype=bool)
+        decide, learn, names, index = self.policy.decide, self.policy.learn_one, self.name_array, self.index
+        for i, (row, label) in enumerate(zip(X.view(bool), y.tolist())):  # rows of 0/1 bytes
+            x = dict.fromkeys(names[row].tolist(), True)
+            d = decide(x)
+            out[i] = r = 1.0 if index[d.action] == label else 0.0
+            explored[i] = d.explored
+            learn(x, d.action, r, d.probability)
+        self.log.append([len(y), int(explored.sum()), float(out[explored].sum()), float(out[~explored].sum())])
+        return out
+
+
 # Bandit Tree (fig. 1): one tree without randomization; epsilon and depth fixed at the middle of
 # the forest's default ranges (epsilon 0.4-0.8, depth 2-6) unless --tree-params says otherwise
 TREE_DEFAULTS = {"epsilon": 0.6, "max_depth": 4}

@@ -33,7 +33,9 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bandit_forest_policies import ForestPlayer, VWEpsilonPlayer  # noqa: E402
+from bandit_forest_policies import ForestPlayer, SparseForestPlayer, VWEpsilonPlayer  # noqa: E402
+
+FOREST_PLAYERS = {"sparse": SparseForestPlayer, "dense": ForestPlayer}
 from streams import BanditStream, load  # noqa: E402
 
 
@@ -56,11 +58,11 @@ def state_nbytes(state) -> int:
     return arrays + len(json.dumps(rest, default=str))
 
 
-def side_by_side(data, seed, events, block, n_trees, forest_params, after=0):
+def side_by_side(data, seed, events, block, n_trees, forest_params, after=0, context="sparse"):
     """Rates (events/s) of both players on the same blocks: by CPU time (process_time, what
     counts on a shared machine) and by wall time. With ``after``, both first play that many
     events untimed (the forest's cost falls as its paths finish: see the README)."""
-    forest = ForestPlayer(data, seed, n_trees=n_trees, **forest_params)
+    forest = FOREST_PLAYERS[context](data, seed, n_trees=n_trees, **forest_params)
     vw = VWEpsilonPlayer(data, seed, epsilon=0.05)
     times = {"forest": [], "vw": []}
     cpu = {"forest": [], "vw": []}
@@ -86,6 +88,96 @@ def side_by_side(data, seed, events, block, n_trees, forest_params, after=0):
     rates_wall = {k: n / sum(v[skip:]) for k, v in times.items()}
     rates_all = {k: events / sum(v) for k, v in cpu.items()}
     return forest, vw, rates, rates_wall, rates_all, {k: v / events for k, v in rewards.items()}
+
+
+def whole_stream(data, seed, events, block, n_trees, forest_params, context="sparse"):
+    """CPU seconds of both players on every block of a long stream, alternating blocks as in
+    :func:`side_by_side`, all timed: the exploring and the exploiting phases as an operator
+    sees them. Returns the per-block CPU times, wall times and the forest's explored shares."""
+    forest = FOREST_PLAYERS[context](data, seed, n_trees=n_trees, **forest_params)
+    vw = VWEpsilonPlayer(data, seed, epsilon=0.05)
+    cpu = {"forest": [], "vw": []}
+    wall = {"forest": [], "vw": []}
+    rewards = {"forest": [], "vw": []}
+    with tqdm(total=events, desc="whole stream, forest | vw", unit="ev", mininterval=10) as bar:
+        for X, y in BanditStream(data, seed=seed, chunk_size=block).chunks(events):
+            for name, player in (("forest", forest), ("vw", vw)):
+                t, c = time.perf_counter(), time.process_time()
+                r = player.play(X, y)
+                cpu[name].append(time.process_time() - c)
+                wall[name].append(time.perf_counter() - t)
+                rewards[name].append(float(r.sum()))
+            bar.update(len(y))
+    explored = [steps_explored / steps for steps, steps_explored, *_ in forest.log]
+    return forest, {"cpu": cpu, "wall": wall, "rewards": rewards, "explored": explored}
+
+
+# phases of the whole-stream report: [start, stop) in events learned
+PHASES = ((0, 20_000), (20_000, 100_000), (100_000, 300_000), (300_000, 1_000_000),
+          (1_000_000, 3_000_000), (3_000_000, 10_000_000))
+
+
+def whole_stream_report(blocks: dict, block: int, events: int) -> dict:
+    """Rates and ratio per phase and overall (the first block, which loads the compiled kernels
+    of this process, is left out; ``overall_with_first_block`` keeps it)."""
+    cpu = {k: np.asarray(v) for k, v in blocks["cpu"].items()}
+    explored = np.asarray(blocks["explored"])
+    sizes = np.full(len(cpu["forest"]), block, float)
+    sizes[-1] = events - block * (len(sizes) - 1)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+
+    def rates(mask):
+        n = float(sizes[mask].sum())
+        f, v = n / cpu["forest"][mask].sum(), n / cpu["vw"][mask].sum()
+        return {"events": int(n), "forest": f, "vw": v, "ratio": f / v,
+                "explored_share": float((explored[mask] * sizes[mask]).sum() / n)}
+
+    out = {"phases": {}}
+    timed = starts > 0
+    for lo, hi in PHASES:
+        mask = timed & (starts >= lo) & (starts < hi)
+        if mask.any():
+            out["phases"][f"{lo}-{min(hi, events)}"] = rates(mask)
+    out["overall"] = rates(timed)
+    out["overall_with_first_block"] = rates(np.ones(len(sizes), bool))
+    return out
+
+
+def plot_whole(results: list[dict], path: Path, window: int = 10) -> None:
+    """Ratio forest / VW (CPU time, ``window`` blocks at a time) against events learned."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(6.5, 5.5), dpi=90, sharex=True,
+                                  gridspec_kw={"height_ratios": [2, 1]})
+    for res in results:
+        # block 0 (loading the compiled kernels) left out, as in the report
+        cpu = {k: np.asarray(v[1:]) for k, v in res["blocks"]["cpu"].items()}
+        n = len(cpu["forest"]) // window * window
+        f = cpu["forest"][:n].reshape(-1, window).sum(axis=1)
+        v = cpu["vw"][:n].reshape(-1, window).sum(axis=1)
+        x = (np.arange(len(f)) + 1) * window * res["block"] + res["block"]
+        label = f"{res['data']} (overall {res['whole']['overall']['ratio']:.2f})"
+        line, = ax.plot(x, v / f, label=label)
+        e = np.asarray(res["blocks"]["explored"][1:n + 1]).reshape(-1, window).mean(axis=1)
+        ax2.plot(x, e, color=line.get_color())
+    ax.axhline(1.0, color="k", lw=0.8, ls="--")
+    ax.set_ylabel("forest / VW events per CPU second")
+    ax.set_title(f"Bandit Forest (L=100, {results[0]['context']} contexts) vs VW --cb_explore "
+                 f"--epsilon 0.05,\nsame blocks; each point: {window} x {results[0]['block']} events",
+                 fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    ax2.set_xscale("log")
+    ax2.set_xlabel("events learned")
+    ax2.set_ylabel("forest: share\nof explored steps", fontsize=8)
+    ax2.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
 
 
 def memory_curve(forest, data, seed, start, stop, checkpoints):
@@ -116,10 +208,10 @@ def memory_curve(forest, data, seed, start, stop, checkpoints):
     return sizes
 
 
-def traced_memory(data, seed, events, n_trees, forest_params) -> tuple[int, int]:
+def traced_memory(data, seed, events, n_trees, forest_params, context="sparse") -> tuple[int, int]:
     """(current, peak) bytes traced by tracemalloc while building a forest and playing ``events``."""
     tracemalloc.start()
-    forest = ForestPlayer(data, seed, n_trees=n_trees, **forest_params)
+    forest = FOREST_PLAYERS[context](data, seed, n_trees=n_trees, **forest_params)
     for X, y in BanditStream(data, seed=seed, chunk_size=4096).chunks(events):
         forest.play(X, y)
     current, peak = tracemalloc.get_traced_memory()
@@ -151,7 +243,32 @@ def plot(sizes: dict[int, int], path: Path, title: str) -> None:
 def save(args, result) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     suffix = f"_after{args.after}" if args.after else ""
-    (args.out / f"speed_{args.data}_s{args.seed}{suffix}.json").write_text(json.dumps(result, indent=1))
+    if args.whole:
+        suffix = f"_whole{args.whole}"
+    (args.out / f"speed_{args.data}_{args.context}_s{args.seed}{suffix}.json").write_text(
+        json.dumps(result, indent=1))
+
+
+def run_whole(args, data) -> None:
+    """``--whole N``: the rates of both players over N events, per phase and overall."""
+    _, blocks = whole_stream(data, args.seed, args.whole, args.block, args.trees,
+                             args.forest_params, args.context)
+    report = whole_stream_report(blocks, args.block, args.whole)
+    print(f"{args.data}, {args.context} contexts, {args.whole:,} events in alternating blocks of "
+          f"{args.block} (events/s of CPU time; first block left out):")
+    print(f"{'events':>18} {'forest':>9} {'VW':>9} {'ratio':>6} {'forest explored':>16}")
+    for name, r in [*report["phases"].items(), ("overall", report["overall"])]:
+        print(f"{name:>18} {r['forest']:>9,.0f} {r['vw']:>9,.0f} {r['ratio']:>6.2f} "
+              f"{r['explored_share']:>16.2f}")
+    r = report["overall_with_first_block"]
+    print(f"with the first block: {r['forest']:,.0f} vs {r['vw']:,.0f} ({r['ratio']:.2f}); "
+          f"avg reward forest {sum(blocks['rewards']['forest']) / args.whole:.4f}, "
+          f"VW {sum(blocks['rewards']['vw']) / args.whole:.4f}")
+    result = {"data": args.data, "context": args.context, "events": args.whole,
+              "block": args.block, "trees": args.trees, "forest_params": args.forest_params,
+              "whole": report, "blocks": blocks}
+    save(args, result)
+    plot_whole([result], args.plots / f"bandit_forest_speed_stream_{args.data}.png")
 
 
 def main(argv=None):
@@ -169,12 +286,28 @@ def main(argv=None):
     p.add_argument("--forest-params", type=json.loads, default={})
     p.add_argument("--out", type=Path, default=Path("bench/out/bandit_forest"))
     p.add_argument("--plots", type=Path, default=Path("bench/plots"))
+    p.add_argument("--context", choices=sorted(FOREST_PLAYERS), default="sparse",
+                   help="the forest's input: sparse {name: True} for the variables a row sets (as "
+                        "VW gets them, the default) or dense {name: 0 or 1} for all of them")
+    p.add_argument("--whole", type=int, default=0,
+                   help="instead: both players over this many events, all timed, rates per phase")
+    p.add_argument("--replot", type=Path, nargs="+",
+                   help="instead: one ratio-vs-events PNG from saved --whole results")
     args = p.parse_args(argv)
 
+    if args.replot:
+        results = [json.loads(f.read_text()) for f in args.replot]
+        plot_whole(results, args.plots / "bandit_forest_speed_stream.png")
+        return
     data = load(args.data)
-    print(f"stream: {args.data}, {data.X.shape[1]} binary variables, {len(data.actions)} actions, noise 0.05")
+    print(f"stream: {args.data}, {data.X.shape[1]} binary variables, {len(data.actions)} actions, "
+          f"noise 0.05; forest input: {args.context} contexts")
+    if args.whole:
+        run_whole(args, data)
+        return
     forest, vw, rates, rates_wall, rates_all, avg = side_by_side(
-        data, args.seed, args.events, args.block, args.trees, args.forest_params, args.after)
+        data, args.seed, args.events, args.block, args.trees, args.forest_params, args.after,
+        args.context)
     ratio = rates["forest"] / rates["vw"]
     print(f"Bandit Forest (L={args.trees}) decide+learn: {rates['forest']:,.0f} events/s of CPU time "
           f"({rates_wall['forest']:,.0f} by wall time; avg reward {avg['forest']:.4f})")
@@ -186,6 +319,7 @@ def main(argv=None):
           f"with it: {rates_all['forest']:,.0f} vs {rates_all['vw']:,.0f} events/s of CPU time)")
     result = {
         "data": args.data,
+        "context": args.context,
         "n_features": int(data.X.shape[1]),
         "n_actions": len(data.actions),
         "events": args.events,
@@ -203,7 +337,8 @@ def main(argv=None):
     }
     save(args, result)  # the side-by-side figures, before the long memory run
     if args.tracemalloc_events:
-        current, peak = traced_memory(data, args.seed, args.tracemalloc_events, args.trees, args.forest_params)
+        current, peak = traced_memory(data, args.seed, args.tracemalloc_events, args.trees,
+                                      args.forest_params, args.context)
         print(f"tracemalloc after {args.tracemalloc_events:,} events: current {current / 2**20:.2f} MiB, peak {peak / 2**20:.2f} MiB")
         result["tracemalloc"] = {"events": args.tracemalloc_events, "current": current, "peak": peak}
         save(args, result)

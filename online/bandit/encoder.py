@@ -98,23 +98,27 @@ class ContextEncoder:
         the encoding to learn from the same context (see :meth:`BanditForest.learn_one`).
         """
         active, known = self._active_variables(x)
-        out = np.zeros(len(self._names), dtype=np.int8)
-        out[active] = 1
-        return out, known
+        return np.frombuffer(active, dtype=np.int8), known
 
-    def _active_variables(self, x: dict) -> tuple[list[int], bool]:
-        """Indices of the variables set by ``x`` (the hot path: one pass, no numpy per value),
-        and whether ``learn_one(x)`` would change nothing."""
-        active = []
+    def _active_variables(self, x: dict) -> tuple[bytearray, bool]:
+        """The 0/1 bytes of the variables set by ``x`` (the hot path: one pass, no numpy per
+        value; bytes, not a list of indices, which numpy converts ~60 ns per index), and
+        whether ``learn_one(x)`` would change nothing."""
+        active = bytearray(len(self._names))
         known = True
         features = self._features
         binary = self._binary
         for key, value in x.items():
-            if type(value) is int:  # fast path: 0/1 numbers of a binary feature
+            if value is True:  # fast path: a sparse context {name: True} of binary features
+                index = binary.get(key)
+                if index is not None:
+                    active[index] = 1
+                    continue
+            elif type(value) is int:  # fast path: 0/1 numbers of a binary feature
                 index = binary.get(key)
                 if index is not None:
                     if value > 0.5:
-                        active.append(index)
+                        active[index] = 1
                     continue
             value = _checked(key, value)
             if value is None:
@@ -129,16 +133,16 @@ class ContextEncoder:
                     raise _kind_error(key, kind, value)
                 index = feature["values"].get(value)
                 if index is not None:
-                    active.append(index)
+                    active[index] = 1
                 else:
                     known = False
             elif isinstance(value, str):
                 raise _kind_error(key, kind, value)
             elif kind == BINARY:
                 if value > 0.5:
-                    active.append(feature["variable"])
+                    active[feature["variable"]] = 1
             elif kind == NUMERIC:
-                active.append(feature["first"] + bisect.bisect_right(feature["cuts"], value))
+                active[feature["first"] + bisect.bisect_right(feature["cuts"], value)] = 1
             else:  # PENDING: learn_one keeps the value
                 known = False
         return active, known
@@ -150,7 +154,7 @@ class ContextEncoder:
         features = self._features
         binary = self._binary
         for key, value in x.items():
-            if type(value) is int and key in binary:  # nothing to learn
+            if (value is True or type(value) is int) and key in binary:  # nothing to learn
                 continue
             value = _checked(key, value)
             if value is None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 from river import bandit
@@ -25,24 +24,53 @@ FORMAT = "grove.bandit-forest"
 VERSION = 1
 
 
-@dataclass(frozen=True)
 class Decision:
     """What the forest chose for one context.
 
     ``probability`` is the propensity of ``action`` (what an ad server must log);
     ``probabilities`` gives every candidate action's probability, in ranking order.
     ``explored`` says whether the action was drawn for exploration (else the forest voted).
+
+    ``probabilities`` is built on first use (most callers only log ``action`` and
+    ``probability``); a decision is not meant to be changed.
     """
 
-    action: Hashable
-    probability: float
-    probabilities: dict
-    explored: bool
+    __slots__ = ("action", "probability", "explored", "_candidates", "_probs", "_order",
+                 "_probabilities")
+
+    def __init__(self, action: Hashable, probability: float, probabilities: dict | None = None,
+                 explored: bool = False, *, _ranking: tuple | None = None):
+        self.action = action
+        self.probability = probability
+        self.explored = explored
+        self._probabilities = probabilities
+        # (candidates, probabilities array, ranking order array) to build the dict from
+        self._candidates, self._probs, self._order = _ranking or (None, None, None)
+
+    @property
+    def probabilities(self) -> dict:
+        """Every candidate action's probability, most probable first."""
+        if self._probabilities is None:
+            candidates, probs = self._candidates, self._probs.tolist()
+            self._probabilities = {candidates[i]: probs[i] for i in self._order.tolist()}
+        return self._probabilities
 
     @property
     def ranking(self) -> list[tuple[Hashable, float]]:
         """(action, probability) pairs, most probable first."""
         return list(self.probabilities.items())
+
+    def __eq__(self, other):
+        if not isinstance(other, Decision):
+            return NotImplemented
+        return (self.action == other.action and self.probability == other.probability
+                and self.explored == other.explored and self.probabilities == other.probabilities)
+
+    __hash__ = None  # like the frozen dataclass it replaces: its dict field is unhashable
+
+    def __repr__(self) -> str:
+        return (f"Decision(action={self.action!r}, probability={self.probability!r}, "
+                f"probabilities={self.probabilities!r}, explored={self.explored!r})")
 
 
 class BanditForest(bandit.base.ContextualPolicy):
@@ -238,8 +266,8 @@ class BanditForest(bandit.base.ContextualPolicy):
         self._buffer: list[tuple[dict, Hashable, float, float]] = []
         self._n_learned = 0
         self._ready = np.zeros(n_trees, np.int32)
-        self._last_probabilities: dict = {}
-        self._encoded: tuple[dict, np.ndarray, bool] | None = None  # last decide's context
+        self._last_decision: Decision | None = None
+        self._encoded: tuple[dict, np.ndarray] | None = None  # last decide's context, encoded
         self._radii_table: np.ndarray | None = None
         self._inventory: tuple[list, np.ndarray] | None = None  # cached active actions
         self._arrays_version = -1  # storage version the cached kernel arguments belong to
@@ -297,7 +325,7 @@ class BanditForest(bandit.base.ContextualPolicy):
         """
         xb, complete = self._encoder.encode_known(x)
         # learn_one(x) right after (the usual pair) reuses this encoding if x is unchanged
-        self._encoded = (dict(x), xb, complete) if complete else None
+        self._encoded = (dict(x), xb) if complete else None
         candidates, known = self._candidates(actions, excluded)
         n = len(candidates)
         # the kernel's outputs: new arrays per call (API replicas decide from several threads)
@@ -310,10 +338,10 @@ class BanditForest(bandit.base.ContextualPolicy):
             j = int(drawn[int(rng.random() * n_pool)])
         else:
             j = winner
-        probs_list = probs.tolist()
-        ranked = {candidates[i]: probs_list[i] for i in order.tolist()}
-        self._last_probabilities = ranked
-        return Decision(candidates[j], probs_list[j], ranked, explored)
+        decision = Decision(candidates[j], float(probs[j]), None, explored,
+                            _ranking=(candidates, probs, order))
+        self._last_decision = decision
+        return decision
 
     def predict_one(self, x: dict, actions: Iterable | None = None, excluded: Iterable = ()):
         """The action the forest would exploit: each tree's path votes for its best estimate."""
@@ -598,7 +626,8 @@ class BanditForest(bandit.base.ContextualPolicy):
     def update(self, arm_id, context, *reward_args, **reward_kwargs):
         """river's update: learns with the propensity of the last decision (1 if unknown)."""
         super().update(arm_id, context, *reward_args, **reward_kwargs)
-        probability = self._last_probabilities.get(arm_id) or 1.0
+        last = self._last_decision
+        probability = (last.probabilities.get(arm_id) if last is not None else None) or 1.0
         self.learn_one(context or {}, arm_id, reward_args[0], probability)
 
     @classmethod

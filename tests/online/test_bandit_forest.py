@@ -230,6 +230,18 @@ def test_same_seed_same_decisions():
     assert [a.decide(x) for _ in range(20)] == [b.decide(x) for _ in range(20)]
 
 
+def test_decision_ranking_is_built_on_demand_and_compares_by_value():
+    a, b = trained_forest(1500), trained_forest(1500)
+    x = {"site": "b", "age": 44.0}
+    da, db = a.decide(x), b.decide(x)
+    probs = list(da.probabilities.values())
+    assert probs == sorted(probs, reverse=True) and da.ranking == list(da.probabilities.items())
+    assert da.probabilities[da.action] == da.probability and da == db
+    assert repr(da).startswith(f"Decision(action={da.action!r}, probability=")
+    with pytest.raises(TypeError):
+        hash(da)
+
+
 def test_excluded_actions_are_never_chosen():
     forest = trained_forest()
     for _ in range(50):

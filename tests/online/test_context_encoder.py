@@ -80,3 +80,22 @@ def test_state_round_trip():
         clone.learn_one(x)
         enc.learn_one(x)
     assert clone.to_state()["features"]["m"]["seen"].tolist() == [0.5, 0.1]
+
+
+def test_sparse_bool_contexts_set_exactly_the_keys_they_hold():
+    # {name: True} for the features an impression has (the fast path), next to other kinds
+    enc = ContextEncoder(n_bins=2, warmup=2)
+    for x in [{"b0": True, "b2": True, "site": "a", "n": 0.5}, {"b1": True, "n": 1.5},
+              {"b3": False, "site": "b"}]:
+        enc.learn_one(x)
+    assert enc.variable_names == ["b0", "b2", "site=a", "b1", "n<1", "n>=1", "b3", "site=b"]
+    cases = [({"b2": True, "b1": True}, [0, 1, 0, 1, 0, 0, 0, 0]),
+             ({"b3": True, "site": "b", "b0": True}, [1, 0, 0, 0, 0, 0, 1, 1]),
+             ({"b1": True, "b9": True}, [0, 0, 0, 1, 0, 0, 0, 0]),
+             ({"b0": True, "b2": False, "n": 2.0}, [1, 0, 0, 0, 0, 1, 0, 0]),
+             ({"n": True, "b1": 1}, [0, 0, 0, 1, 0, 1, 0, 0]),  # True as a number: bin of 1
+             ({}, [0] * 8)]
+    for x, expected in cases:
+        assert enc.encode(x).tolist() == expected, x
+    assert not enc.encode_known({"b1": True, "b9": True})[1]  # learn_one would add b9
+    assert enc.encode_known({"b1": True, "b0": True})[1]
