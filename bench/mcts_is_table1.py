@@ -252,9 +252,12 @@ def sign_test(wins, losses):
     return 1.0 if n == 0 else binomtest(wins, n, 0.5).pvalue
 
 
-def summarize(path, rule="auc"):
+def summarize(path, rule="auc", small_grid=False):
     with open(path) as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
+    if small_grid:  # compare runs of the full and of the reduced grid on the same settings
+        rows = [r for r in rows if r["method"] != "LR+MCTS-IS"
+                or (r["c_f"], r["lambda_"]) in SMALL_GRID]
     print(f"\nchosen by validation {rule}: test AUC / log loss (mean +- sd over seeds)")
     print("| data | seeds | " + " | ".join(f"{m} AUC | {m} log loss" for m in METHODS)
           + " | (c) vs (b): AUC >= / log loss <= (seeds) |")
@@ -353,6 +356,8 @@ def main():
     ap.add_argument("--resume", action="store_true",
                     help="skip the fits already recorded in --out (same data, seed, method "
                          "and setting)")
+    ap.add_argument("--summary-small-grid", action="store_true",
+                    help="summary: MCTS-IS chosen among the reduced (c_F, lambda) grid only")
     ap.add_argument("--rule", choices=("auc", "logloss"), default=None,
                     help="summary's validation rule (default: both)")
     args = ap.parse_args()
@@ -372,7 +377,7 @@ def main():
             for name, seed in tqdm(jobs, desc="table 1"):
                 run(name, seed, args, out, done, commit)
     for rule in [args.rule] if args.rule else ["auc", "logloss"]:
-        summarize(args.out, rule)
+        summarize(args.out, rule, args.summary_small_grid)
 
 
 if __name__ == "__main__":
