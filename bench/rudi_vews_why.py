@@ -1,0 +1,115 @@
+"""Why MCTS-SG does not beat the flat baselines on VEWS: the batch reward at each step of Algorithm 1.
+
+    python bench/rudi_vews_why.py --results out.json --split 0 --teacher GRU
+
+Reads a ``rudi_vews_paired.py`` result (the teacher's scores of that split are in the ``.npy``
+file beside it, MCTS-SG's compositions in the JSON) and replays Algorithm 1's targets: at step k
+the target is the teacher residualised on MCTS-SG's first k - 1 statistics (eq. 7, train rows).
+For the statistic MCTS-SG chose at step k and for every flat aggregate (Select_F o Agg) it
+gives the partial correlation on *all* train rows (what a full-data forward selection such as
+the Lasso path sees) and the reward of eqs. 8-9 on random batches of B = 128 (what MCTS-SG
+sees): mean and standard deviation over ``--batches`` batches. When the best candidates differ
+by less than one batch standard deviation, or a many-dimensional statistic's batch reward is
+inflated by about sqrt(p / B), the search cannot tell them apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rudi_data import LOADERS
+from rudi_tables import split
+from rudi_vews_paired import flat_stats
+
+from online.rules.events import EventTable, infer_schema
+from online.rules.mcts_sg import multiple_corr, residualise
+from online.rules.operators import Grammar, build_operators
+
+
+def batch_rewards(X, target, B, n, rng):
+    """Eqs. 8-9 on ``n`` random batches of ``B`` rows."""
+    out = np.empty(n)
+    for i in range(n):
+        b = rng.choice(len(target), B, replace=False)
+        out[i] = multiple_corr(X[b], target[b])
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--results", required=True)
+    ap.add_argument("--split", type=int, default=0)
+    ap.add_argument("--teacher", default="GRU")
+    ap.add_argument("--sg-seed", type=int, default=0)
+    ap.add_argument("--batches", type=int, default=200)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    res = json.loads(Path(args.results).read_text())
+    a = res["args"]
+    rec = next(r for r in res["splits"] if r["split"] == args.split)["teachers"][args.teacher]
+    y = np.load(f"{args.results}.split{args.split}.{args.teacher}.npy")
+    load, entity_col, order_col = LOADERS[a["dataset"]]
+    events, _, _ = load(a["n_entities"], 0)
+    if a["max_events"]:
+        events = events[events.groupby(entity_col).cumcount().to_numpy() < a["max_events"]]
+        events = events.reset_index(drop=True)
+    schema = infer_schema(events, entity_col, order_col, max_categories=a["max_categories"])
+    table = EventTable.from_events(events, entity_col, schema, order_col)
+    grammar = Grammar(build_operators(schema), a["D"])
+    g2 = Grammar(build_operators(schema), 2)
+    train, valid, _ = split(table.entities, args.split)
+    fit_idx = np.sort(np.r_[train, valid])
+    ytr = y[fit_idx]
+    fstats = flat_stats(g2)
+    flat = [g2.evaluate(s, table, fit_idx) for s in fstats]
+    flat_names = [g2.label(s) for s in fstats]
+    sg = rec["sg"][args.sg_seed]
+    comps = [tuple(c) for c in sg["compositions"]]
+    chosen = [grammar.evaluate(c, table, fit_idx) for c in comps]
+    rng = np.random.default_rng(0)
+    B = a["B"]
+    rows = []
+    print(f"VEWS, {args.teacher} teacher, split {args.split}, MCTS-SG seed {args.sg_seed}: "
+          f"{len(ytr)} train rows, B = {B}, {args.batches} batches per reward")
+    print("k | MCTS-SG's statistic (p) | partial corr all rows | batch reward mean +- sd || "
+          "best flat by all rows (p) | all rows | batch mean +- sd || flat within 1 sd")
+    for k in range(min(args.steps, len(comps))):
+        target = residualise(ytr, chosen[:k]) if k else ytr.copy()
+        full = np.array([multiple_corr(X, target) for X in flat])
+        order = np.argsort(-full)
+        best = int(order[0])
+        c_full = multiple_corr(chosen[k], target)
+        c_b = batch_rewards(chosen[k], target, B, args.batches, rng)
+        f_b = batch_rewards(flat[best], target, B, args.batches, rng)
+        within = int((full >= full[best] - f_b.std()).sum())
+        row = {"k": k + 1, "chosen": sg["statistics"][k], "chosen_p": int(chosen[k].shape[1]),
+               "chosen_full": float(c_full), "chosen_batch": (float(c_b.mean()),
+                                                              float(c_b.std())),
+               "best_flat": flat_names[best], "best_flat_p": int(flat[best].shape[1]),
+               "best_flat_full": float(full[best]),
+               "best_flat_batch": (float(f_b.mean()), float(f_b.std())),
+               "flat_within_1sd": within,
+               "top5_flat": [(flat_names[j], float(full[j])) for j in order[:5]]}
+        rows.append(row)
+        print(f"{k + 1:>2} | {row['chosen']} ({row['chosen_p']}) | {c_full:.3f} | "
+              f"{c_b.mean():.3f} +- {c_b.std():.3f} || {row['best_flat']} "
+              f"({row['best_flat_p']}) | {full[best]:.3f} | {f_b.mean():.3f} +- "
+              f"{f_b.std():.3f} || {within}", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
