@@ -152,12 +152,20 @@ def done_units(path):
 
 
 def git_commit():
+    """The commit the run's code comes from: ``GROVE_BENCH_COMMIT`` (a run from an exported
+    snapshot), else ``git rev-parse --short HEAD``, with "+dirty" when ``online/`` differs from
+    it in the working tree (then the figures are not those of any commit)."""
+    if os.environ.get("GROVE_BENCH_COMMIT"):
+        return os.environ["GROVE_BENCH_COMMIT"]
+    here = os.path.dirname(os.path.abspath(__file__))
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, cwd=os.path.dirname(os.path.abspath(__file__)),
-                              check=True).stdout.strip()
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, cwd=here, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "../online"],
+                               capture_output=True, text=True, cwd=here, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+    return head + ("+dirty" if dirty.strip() else "")
 
 
 def run(name, seed, args, out, done=frozenset(), commit="unknown"):
