@@ -2,14 +2,21 @@
 
 One forest per data set (Table S1 ccp_alpha, or ``--ccp 0`` for unpruned trees), MEPSI with the
 paper's C (Table S3) or ``--C``, the error term on the training set or (``--prune-on oob``) on
-each tree's out-of-bag samples. Reports wall-clock and CPU seconds of one fresh MEPSI fit (CPU
-time is the figure to compare when the machine is shared; it includes numba's compilation,
-about 1 s, on the first data set), the CPU seconds of the whole TED matrix alone with the
-compiled kernel, and the number of TEDs the fit computed. Reduce-error ordering is timed
-beside it as the peer.
+each tree's out-of-bag samples. For each ``--n-jobs`` value, one fresh MEPSI fit (fresh tree
+objects, no cache) in the same run; the selections must be identical. Reported per fit:
 
-    nice -n 10 python bench/mepsi_timing.py
-    nice -n 10 python bench/mepsi_timing.py --ccp 0 --prune-on oob
+- wall-clock and CPU seconds (``process_time``, all threads; numba's compilation, about 1-2 s,
+  falls on the first fit, which is why a warm-up fit on 30 trees runs first);
+- the CPU seconds inside the compiled kernels (TED and its bound), in total and along the
+  busiest thread of each call (``ted_compiled.KERNEL_CPU``), and from them the wall time the
+  fit takes on an idle machine: CPU outside the kernels + the kernels' critical path (on a
+  shared machine the measured wall time is several times that);
+- the number of TEDs computed.
+
+Reduce-error ordering is timed beside it as the peer; ``--full-matrix`` also times all 19,900
+TEDs with one thread.
+
+    nice -n 10 python bench/mepsi_timing.py --ccp 0 --prune-on oob --n-jobs 1,2
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from sklearn.model_selection import train_test_split
 
 from online.pruning import (
     MEPSI,
+    ted_compiled,
     forest_oob_predictions,
     forest_predictions,
     from_sklearn_forest,
@@ -48,10 +56,14 @@ def main(argv=None):
     p.add_argument("--datasets", default=",".join(TABLE))
     p.add_argument("--ccp", type=float, default=None)
     p.add_argument("--esm-samples", type=int, default=200)
+    p.add_argument("--esm-avg", choices=["term", "subset"], default="term")
     p.add_argument("--C", type=float, default=None, help="override Table S3's C")
     p.add_argument("--prune-on", choices=["train", "oob"], default="train")
     p.add_argument("--backend", choices=["auto", "numba", "numpy"], default="auto")
+    p.add_argument("--n-jobs", default="1,2", help="comma-separated thread counts")
+    p.add_argument("--full-matrix", action="store_true")
     a = p.parse_args(argv)
+    jobs = [int(j) for j in a.n_jobs.split(",")]
     rows = []
     for name in tqdm(a.datasets.split(","), desc="mepsi timing"):
         X, y, split = load(name)
@@ -63,48 +75,70 @@ def main(argv=None):
         rf = RandomForestClassifier(
             200, criterion="entropy", ccp_alpha=alpha, random_state=0, n_jobs=1
         ).fit(Xtr, ytr)
-        trees = from_sklearn_forest(rf)
         if a.prune_on == "oob":
             P = forest_oob_predictions(rf, Xtr)
         else:
             P = forest_predictions(rf, Xtr, scores=True)
         yc = np.searchsorted(rf.classes_, ytr)
         C = TABLE[name][4] if a.C is None else a.C
-        w0, c0 = clocks()
-        m = MEPSI(
-            k=20, C=C, n_esm_samples=a.esm_samples, ted_backend=a.backend, random_state=0
-        ).fit(trees, P, yc)
-        w1, c1 = clocks()
-        reduce_error(P, yc, 20)
-        w2, c2 = clocks()
-        ted_matrix(trees, backend=a.backend)
-        ted_cpu = time.process_time() - c2
-        nodes = np.mean([t.n_nodes for t in trees])
-        rows.append(
-            (
-                name,
-                nodes,
-                len(ytr),
-                w1 - w0,
-                c1 - c0,
-                m.ted_evaluations_,
-                w2 - w1,
-                c2 - c1,
-                ted_cpu,
+
+        def fit(trees, n_jobs):
+            n = len(trees)
+            return MEPSI(
+                k=20,
+                C=C,
+                n_esm_samples=a.esm_samples,
+                esm_avg=a.esm_avg,
+                ted_backend=a.backend,
+                n_jobs=n_jobs,
+                random_state=0,
+            ).fit(trees, P[:n], yc)
+
+        fit(from_sklearn_forest(rf)[:30], 1)  # warm-up: numba compiles here, not in a timed fit
+        selections = []
+        for n_jobs in jobs:
+            trees = from_sklearn_forest(rf)  # fresh: no cached flattening from the last fit
+            ted_compiled.KERNEL_CPU.update(total=0.0, critical=0.0)
+            w0, c0 = clocks()
+            m = fit(trees, n_jobs)
+            w1, c1 = clocks()
+            k_tot, k_crit = ted_compiled.KERNEL_CPU["total"], ted_compiled.KERNEL_CPU["critical"]
+            idle = (c1 - c0) - k_tot + k_crit
+            selections.append(m.selected_.tolist())
+            nodes = np.mean([t.n_nodes for t in trees])
+            row = dict(
+                name=name, nodes=nodes, m=len(ytr), n_jobs=n_jobs, wall=w1 - w0, cpu=c1 - c0,
+                kernel=k_tot, critical=k_crit, idle=idle, teds=m.ted_evaluations_,
             )
-        )
-        print(
-            f"{name}: MEPSI wall {w1 - w0:.1f}s cpu {c1 - c0:.1f}s TEDs {m.ted_evaluations_}"
-            f" (full matrix {ted_cpu:.1f}s cpu), nodes {nodes:.1f}",
-            flush=True,
-        )
+            w2, c2 = clocks()
+            reduce_error(P, yc, 20)
+            w3, c3 = clocks()
+            row.update(re_wall=w3 - w2, re_cpu=c3 - c2, full=float("nan"))
+            if a.full_matrix and n_jobs == jobs[0]:
+                ted_matrix(from_sklearn_forest(rf), backend=a.backend, n_jobs=1)
+                row["full"] = time.process_time() - c3
+            rows.append(row)
+            print(
+                f"{name} n_jobs={n_jobs}: MEPSI wall {w1 - w0:.1f}s cpu {c1 - c0:.1f}s"
+                f" (kernels {k_tot:.1f}s, critical path {k_crit:.1f}s; idle-machine wall"
+                f" {idle:.1f}s) TEDs {m.ted_evaluations_}, nodes {nodes:.1f}",
+                flush=True,
+            )
+        same = all(s == selections[0] for s in selections)
+        print(f"{name}: selections identical across n_jobs {jobs}: {same}", flush=True)
+        if not same:
+            raise SystemExit(f"{name}: the selection depends on n_jobs")
     print(
-        "| data | mean internal nodes | m (pruning set) | MEPSI wall s | MEPSI CPU s | TEDs computed | OA-RE wall s | OA-RE CPU s | all 19,900 TEDs CPU s |"
+        "| data | mean internal nodes | m (pruning set) | threads | MEPSI CPU s | in kernels CPU s"
+        " | kernels' critical path s | idle-machine wall s (est.) | measured wall s (shared)"
+        " | TEDs computed | OA-RE CPU s | all 19,900 TEDs CPU s (1 thread) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
-            f"| {r[0]} | {r[1]:.1f} | {r[2]} | {r[3]:.1f} | {r[4]:.1f} | {r[5]} | {r[6]:.2f} | {r[7]:.2f} | {r[8]:.1f} |"
+            f"| {r['name']} | {r['nodes']:.1f} | {r['m']} | {r['n_jobs']} | {r['cpu']:.1f}"
+            f" | {r['kernel']:.1f} | {r['critical']:.1f} | {r['idle']:.1f} | {r['wall']:.1f}"
+            f" | {r['teds']} | {r['re_cpu']:.2f} | {r['full']:.1f} |"
         )
 
 

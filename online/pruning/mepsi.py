@@ -67,8 +67,10 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
+from online.pruning import ted_compiled
 from online.pruning.ted import (
     _blocks,
+    _use_numba,
     postorder_sed_matrix,
     ted_cross,
     ted_matrix,
@@ -119,6 +121,9 @@ class MEPSI:
     ted_backend
         ``"auto"`` (numba when installed), ``"numba"`` or ``"numpy"``: see
         :mod:`online.pruning.ted` (same distances, different speed).
+    n_jobs
+        Threads that compute TEDs and their bounds with the compiled backend (scikit-learn's
+        convention: -1 = all cores, the default; None = 1). The selection does not depend on it.
     random_state
         Seed (or ``numpy.random.RandomState``) for the ``ESM_avg`` sampling.
 
@@ -171,6 +176,7 @@ class MEPSI:
         remove_cost: float = 1.0,
         update_cost: float = 1.0,
         ted_backend: str = "auto",
+        n_jobs=-1,
         random_state=None,
     ):
         self.k = k
@@ -182,6 +188,7 @@ class MEPSI:
         self.remove_cost = remove_cost
         self.update_cost = update_cost
         self.ted_backend = ted_backend
+        self.n_jobs = n_jobs
         self.random_state = random_state
 
     # -----------------------------------------------------------------------------------------
@@ -228,7 +235,9 @@ class MEPSI:
                 raise ValueError("distances must have shape (T, T)")
         if self.ted_strategy not in ("auto", "full", "lazy"):
             raise ValueError("ted_strategy must be 'auto', 'full' or 'lazy'")
-        dist = _Distances(trees, costs, self.ted_strategy, distances, self.ted_backend)
+        dist = _Distances(
+            trees, costs, self.ted_strategy, distances, self.ted_backend, self.n_jobs
+        )
         self.n_internal_ = nc
 
         # Appendix C.1: lambda = C / ESM_avg, ESM_avg estimated by sampling
@@ -259,10 +268,13 @@ class MEPSI:
             best = min(best, float(exact.min()))
             pos += _BATCH
             if (
-                np.count_nonzero(bound <= best) > _FULL_SHARE * len(bound)
+                not dist.compiled
+                and np.count_nonzero(bound <= best) > _FULL_SHARE * len(bound)
                 and not dist.known.all()
             ):
-                dist.fill()  # most pairs need their TED: one batched matrix is cheaper
+                # numpy backend: most pairs need their TED, one batched matrix is cheaper
+                # (the compiled kernel costs the same per pair either way: no fallback)
+                dist.fill()
                 scored = list(range(len(bound)))
                 best = float(pair_obj(dist.lower).min())
                 break
@@ -297,11 +309,13 @@ class MEPSI:
             best, scored, pos = np.inf, [], 0
             while pos < len(order) and bound[order[pos]] <= best:
                 batch = order[pos : pos + _BATCH]
-                batch = batch[bound[batch] <= best]
-                g_idx = np.repeat(selected, len(batch))
-                h_idx = np.tile(batch, len(selected))
-                dist.ensure(g_idx, h_idx)
-                best = min(best, float(cand_obj()[0][batch].min()))
+                batch = batch[(bound[batch] <= best) & ~in_s[batch]]
+                if not len(batch):
+                    break
+                # ESM(h, S) needs only min_{g in S} TED(g, h): TEDs whose bound exceeds the
+                # smallest exact one are skipped (exact_min); the others stay lower bounds
+                mins = dist.exact_min([np.array(selected)] * len(batch), batch)
+                best = min(best, float(np.min(err[batch] - lam * (nc[batch] - mins))))
                 scored.extend(batch.tolist())
                 pos += _BATCH
             obj, esm = cand_obj()
@@ -367,6 +381,7 @@ _PARAMS = (
     "remove_cost",
     "update_cost",
     "ted_backend",
+    "n_jobs",
     "random_state",
 )
 
@@ -379,11 +394,9 @@ def _esm_avg_term(nc, dist, k, n_samples, rng) -> float:
         size = min(int(rng.randint(1, max(k - 1, 1) + 1)), T - 1)
         members = rng.choice(T, size=size + 1, replace=False)
         draws.append((members[0], members[1:]))
-    dist.ensure(
-        np.concatenate([G for _, G in draws]),
-        np.concatenate([np.full(len(G), h) for h, G in draws]),
-    )
-    return float(np.mean([nc[h] - dist.lower[G, h].min() for h, G in draws]))
+    hs = np.array([h for h, _ in draws], dtype=np.int64)
+    mins = dist.exact_min([G for _, G in draws], hs)  # min_{g in G} TED(g, h), exactly
+    return float(np.mean(nc[hs] - mins))
 
 
 def _esm_avg_subset(nc, dist, k, n_samples, rng) -> float:
@@ -391,20 +404,17 @@ def _esm_avg_subset(nc, dist, k, n_samples, rng) -> float:
     T = len(nc)
     vals = []
     subsets = [rng.choice(T, size=k, replace=False) for _ in range(n_samples)]
-    ii, jj = np.triu_indices(k, 1)
-    dist.ensure(
-        np.concatenate([S[ii] for S in subsets]),
-        np.concatenate([S[jj] for S in subsets]),
-    )
-    dist.ensure(
-        np.concatenate([S[jj] for S in subsets]),
-        np.concatenate([S[ii] for S in subsets]),
-    )
+    dist.ensure([S[0] for S in subsets], [S[1] for S in subsets])
+    # each later term needs only min_{g in S[:t]} TED(g, S[t]) (exact_min skips the rest)
+    mins = dist.exact_min(
+        [S[:t] for S in subsets for t in range(2, k)],
+        [S[t] for S in subsets for t in range(2, k)],
+    ).reshape(len(subsets), max(k - 2, 0))
     D = dist.lower
-    for S in subsets:
+    for S, m in zip(subsets, mins):
         total = nc[S[0]] + nc[S[1]] - D[S[0], S[1]]
-        for t in range(2, k):
-            total += nc[S[t]] - D[S[:t], S[t]].min()
+        for t in range(2, k):  # summed in Algorithm 1's order (same rounding as before)
+            total += nc[S[t]] - m[t - 2]
         vals.append(total)
     return float(np.mean(vals))
 
@@ -413,7 +423,8 @@ _ESM_AVG = {"subset": _esm_avg_subset, "term": _esm_avg_term}
 
 #: pairs (or candidates) scored exactly per round of the bounded search
 _BATCH = 64
-#: the bounded search switches to the whole matrix when this share of pairs remains in play
+#: numpy backend: the bounded search switches to the whole matrix when this share of pairs
+#: remains in play
 _FULL_SHARE = 0.25
 #: "auto" computes the whole TED matrix up front below this many Zhang-Shasha cells
 _FULL_CELLS = 3e8
@@ -428,15 +439,16 @@ class _Distances:
     ``TED(g, h) >= (NC(g) - M) remove + (NC(h) - M) insert + max(0, M - common) min(update, insert + remove)``.
     """
 
-    def __init__(self, trees, costs, strategy, distances=None, backend="auto"):
-        self.trees, self.costs, self.backend = trees, costs, backend
+    def __init__(self, trees, costs, strategy, distances=None, backend="auto", n_jobs=1):
+        self.trees, self.costs, self.backend, self.n_jobs = trees, costs, backend, n_jobs
+        self.compiled = _use_numba(backend)
         T = len(trees)
         self.symmetric = costs["insert"] == costs["remove"]
         self.evaluations = 0
         if distances is None and strategy != "lazy":
             cells = sum(len(_blocks(t)["local"]) for t in trees if t.n_nodes) ** 2 / 2
             if strategy == "full" or cells <= _FULL_CELLS:
-                distances = ted_matrix(trees, backend=backend, **costs)
+                distances = ted_matrix(trees, backend=backend, n_jobs=n_jobs, **costs)
                 self.evaluations = T * (T - 1) // (2 if self.symmetric else 1)
         if distances is not None and not np.isnan(distances).any():
             self.lower = np.array(distances, dtype=np.float64)
@@ -456,7 +468,9 @@ class _Distances:
             + np.maximum(0.0, M - common) * u
         )
         # the postorder string edit distance is a (usually much) tighter lower bound
-        self.lower = np.maximum(self.lower, postorder_sed_matrix(trees, **costs))
+        self.lower = np.maximum(
+            self.lower, postorder_sed_matrix(trees, backend=backend, n_jobs=n_jobs, **costs)
+        )
         self.known = np.eye(T, dtype=bool)
         np.fill_diagonal(self.lower, 0.0)
         if (
@@ -468,8 +482,40 @@ class _Distances:
     def fill(self) -> None:
         """Compute every TED not known yet, batched as in :func:`ted_matrix`."""
         self.evaluations += int((~self.known).sum()) // (2 if self.symmetric else 1)
-        self.lower = ted_matrix(self.trees, backend=self.backend, **self.costs)
+        self.lower = ted_matrix(
+            self.trees, backend=self.backend, n_jobs=self.n_jobs, **self.costs
+        )
         self.known[:] = True
+
+    def exact_min(self, groups, hs) -> np.ndarray:
+        """``min_{g in groups[q]} TED(g, hs[q])`` for every q, computing as few TEDs as it can.
+
+        Round by round, each q computes the unknown TED of smallest lower bound among those
+        whose bound is below its smallest exact TED so far (all q of a round in one batched
+        call); a TED whose bound is not below that minimum cannot lower it. Afterwards the
+        minimum of ``lower[groups[q], hs[q]]`` is the exact minimum too.
+        """
+        hs = np.asarray(hs, dtype=np.int64)
+        out = np.empty(len(hs))
+        todo = list(range(len(hs)))
+        while todo:
+            I, J, rest = [], [], []
+            for q in todo:
+                G, h = groups[q], hs[q]
+                known = self.known[G, h]
+                lo = self.lower[G, h]
+                upper = lo[known].min() if known.any() else np.inf
+                open_ = np.flatnonzero(~known & (lo < upper))
+                if not len(open_):
+                    out[q] = upper
+                    continue
+                I.append(G[open_[np.argmin(lo[open_])]])
+                J.append(h)
+                rest.append(q)
+            if I:
+                self.ensure(np.array(I), np.array(J))
+            todo = rest
+        return out
 
     def ensure(self, I, J) -> None:
         """Compute the exact TED of every pair (I[p], J[p]) not known yet."""
@@ -481,7 +527,9 @@ class _Distances:
         if self.symmetric:
             I, J = np.minimum(I, J), np.maximum(I, J)
         I, J = np.unique(np.stack([I, J], axis=1), axis=0).T
-        vals = ted_pairs(self.trees, I, J, backend=self.backend, **self.costs)
+        vals = ted_pairs(
+            self.trees, I, J, backend=self.backend, n_jobs=self.n_jobs, **self.costs
+        )
         self.lower[I, J] = vals
         self.known[I, J] = True
         if self.symmetric:

@@ -286,3 +286,45 @@ def test_baselines():
     ) == [10, 11]
     assert sorted(random_k(P, y, 10, random_state=1).tolist()) == list(range(10))
     assert votes(codes, K, [0, 1]).sum() == 2 * m
+
+
+def test_bounded_minimum_computes_only_the_teds_a_minimum_needs():
+    from online.pruning.mepsi import _Distances
+
+    rng = np.random.default_rng(8)
+    trees = [_random_tree(rng, int(rng.integers(2, 14)), n_features=5) for _ in range(30)]
+    D = ted_matrix(trees)
+    costs = {"insert": 1.0, "remove": 1.0, "update": 1.0}
+    dist = _Distances(trees, costs, "lazy")
+    groups = [rng.choice(29, size=int(rng.integers(1, 12)), replace=False) for _ in range(40)]
+    hs = np.full(40, 29)
+    assert np.array_equal(dist.exact_min(groups, hs), [D[G, 29].min() for G in groups])
+    assert dist.evaluations < len(set(np.concatenate(groups).tolist()))
+    # afterwards the bounds' minimum is the exact minimum as well
+    assert all(dist.lower[G, 29].min() == D[G, 29].min() for G in groups)
+
+
+def test_threads_and_the_bounded_search_keep_the_selection(monkeypatch):
+    """Unpruned trees, out-of-bag error: the lazy search (bounded pair step, bounded minima in
+    ESM_avg and the greedy step) on 1 or 2 threads selects what the full matrix selects."""
+    from online.pruning import ted_compiled
+
+    monkeypatch.setattr(ted_compiled, "PARALLEL_MIN_CELLS", 0)  # threads even on small trees
+    X, y = load_digits(return_X_y=True)
+    rf = RandomForestClassifier(n_estimators=24, max_depth=5, random_state=0)
+    rf.fit(X[:300], y[:300])
+    trees, P = from_sklearn_forest(rf), forest_oob_predictions(rf, X[:300])
+    for esm_avg in ("term", "subset"):
+        fits = [
+            MEPSI(
+                k=6, C=0.75, esm_avg=esm_avg, n_esm_samples=20, ted_strategy=strategy,
+                n_jobs=n_jobs, random_state=0,
+            ).fit(trees, P, y[:300])
+            for strategy, n_jobs in (("full", 1), ("lazy", 1), ("lazy", 2))
+        ]
+        full, lazy, threads = fits
+        for m in (lazy, threads):
+            assert m.selected_.tolist() == full.selected_.tolist()
+            assert m.step_objectives_ == full.step_objectives_
+            assert m.esm_avg_ == full.esm_avg_
+        assert lazy.ted_evaluations_ == threads.ted_evaluations_ < full.ted_evaluations_

@@ -262,3 +262,33 @@ def test_postorder_sed_is_a_lower_bound(costs):
         for k in (1, 3, 5, 6)
     ]
     assert np.array_equal(postorder_sed_matrix(paths), ted_matrix(paths))
+
+
+@pytest.mark.skipif(not ted_compiled.AVAILABLE, reason="the compiled backend needs numba")
+def test_threads_and_integer_tables_give_the_same_distances(monkeypatch):
+    """Threads share the pairs in chunks (forced here on small trees): same distances whatever
+    n_jobs; integer costs run on int32 tables, other costs on float64, same distances too."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(150, 6))
+    y = (X[:, 0] * X[:, 1] + X[:, 2] > 0).astype(int)
+    trees = from_sklearn_forest(RandomForestClassifier(10, random_state=0).fit(X, y))
+    trees += [EMPTY, A_BC]
+    monkeypatch.setattr(ted_compiled, "PARALLEL_MIN_CELLS", 0)
+    I, J = np.triu_indices(len(trees), 1)
+    before = ted_compiled.KERNEL_CPU["total"]
+    one = ted_compiled.pairs(trees, I, J, n_jobs=1)  # int32 tables
+    two = ted_compiled.pairs(trees, I, J, n_jobs=2)
+    assert np.array_equal(one, two)
+    assert ted_compiled.KERNEL_CPU["total"] > before
+    halves = ted_compiled.pairs(trees, I, J, insert=0.5, remove=0.5, update=0.5, n_jobs=2)
+    assert np.array_equal(2 * halves, one)  # float64 tables
+    assert np.array_equal(ted_matrix(trees, n_jobs=2)[I, J], one)
+    costs = {"insert": 1.0, "remove": 2.0, "update": 1.5}
+    for n_jobs in (1, 2):
+        assert np.array_equal(
+            postorder_sed_matrix(trees, n_jobs=n_jobs, **costs),
+            postorder_sed_matrix(trees, backend="numpy", **costs),
+        )
+    assert ted_compiled.n_threads(None) == 1 and ted_compiled.n_threads(-1) >= 1
+    with pytest.raises(ValueError):
+        ted_compiled.n_threads(0)
