@@ -62,6 +62,15 @@ def eliminate_actions(T, W, R, A, active, n_active, eps, L, delta, radii):
     ``T[k]``, ``W[k]``, ``R[k]``: count, weight sum and weighted reward sum of action k in the
     cell; ``A[k]``: k still remaining. The conditional mean is R / W (self-normalised IPS).
     """
+    # Eq. (4) eliminates a played remaining action k' against the best one k != k': with fewer
+    # than two such actions in the cell (a finished leaf: most leaves once the forest has
+    # learned) nothing can be eliminated, so the means and the radius (a read in a 512 KB
+    # table) are skipped. Exact: the loops below would change nothing.
+    n_played = 0
+    for k in range(A.shape[0]):
+        n_played += A[k] and active[k] and T[k] > 0
+    if n_played < 2:
+        return
     best = -1
     best_mean = -np.inf
     for k in range(A.shape[0]):
