@@ -106,7 +106,10 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
       data nodes the Bernoulli variance mu_hat (1 - mu_hat); feature nodes selected fewer than
       ``grace_period`` times are not candidates (one selection with y = mu_hat = 0 gives
       sigma_hat = 0, which would win every argmin). Ties: the lowest field id.
-    - Eq. (8): never-selected feature nodes (V = 0, infinite bonus) first, at random.
+    - Eq. (8): never-selected feature nodes (V = 0, infinite bonus) first, at random. A tied
+      argmin is broken uniformly at random among the tied feature nodes, with one random number
+      drawn only when there is a tie (until 2026-11 every scanned feature node drew a
+      tie-break key: the same distribution, but other draws for a seed, so other results).
     - ``learn_many(X, y)`` is ``learn_one`` on each row in turn (Algorithm 1 is sequential:
       sample t's path reads what sample t-1 updated); it only saves the Python per-row work.
     - ``to_state(statistics=False)`` (a serving copy, not in the paper) keeps only the extracted

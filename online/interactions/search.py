@@ -16,6 +16,18 @@ if not it returns, the caller enlarges the tables and calls again to resume at p
 
 Floating point follows the order of the numpy reference this kernel replaced (golden trace in
 tests/online/test_mcts_is_golden.py): gamma^-k by repeated products, ``math.log``.
+
+Eq. (8)'s argmin: a random number is drawn only when the minimum is tied (then one of the tied
+feature nodes, uniformly: the same distribution as a random tie-break key per feature node,
+which is what the kernel drew until 2026-11, one call per feature node scanned).
+
+EARLY EXIT (exact): feature node f cannot beat or tie the best score b found so far when
+gap = sigma_f - b > 0 and gap^2 V_f > C_p^2 ln N (1 + 1e-6), i.e. gap > beta_f (1 + 5e-7) with
+beta_f = C_p sqrt(ln N / V_f) its exploration bonus; the rounding of the computed score
+sigma_f - beta_f and of the test is a few ulps (< 1e-15 relative), far under that margin as long
+as beta_f is not below ~1e-9 |b|, which the last condition (C_p^2 ln N > 1e-18 b^2 V_f) checks.
+Such an f is skipped without its division and square root; the argmin, its ties and so the
+draws are those of the full scan (same golden trace).
 """
 
 from __future__ import annotations
@@ -73,7 +85,7 @@ def _sort_small(a, n):
 @njit(cache=True, error_model="numpy")
 def _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab,
              n_d, c_p, rng, path_d, path_f, plen, at_leaf, best, n_unv, ex, grow, counts,
-             alive, is_new, tmp, scores):
+             alive, is_new, tmp):
     """Selection (line 14-18, eq. 8) in every tree for sample r; no table is written."""
     T = roots.shape[0]
     n_ex = 0
@@ -89,8 +101,8 @@ def _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab,
     level = 0
     while True:
         any_alive = False
-        # pass 1, tree order: excluded feature nodes, one random number per feature node of
-        # the block (the tie-break of eq. 8), the best visited one
+        # pass 1, tree order: excluded feature nodes, the best visited one (a random number
+        # only when eq. 8's minimum is tied and no feature node is unvisited)
         for t in range(T):
             if not alive[t]:
                 continue
@@ -101,18 +113,12 @@ def _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab,
                 continue
             any_alive = True
             fs, fc = dfs[d], dfc[d]
+            # excluded feature nodes (Theorem 4: lines 22-26), never-selected ones, and N =
+            # sum of V over l(n^d) (an exact sum of counts, whatever the order)
             N = 0.0
-            for f in range(fs, fs + fc):
-                if fnab[f] > 0:
-                    N += fV[f]
-            logN = math.log(max(N, 1.0))
-            for k in range(fc):  # eq. (8), branch-free so that it vectorises (V = 0: unused)
-                scores[k] = fsig[fs + k] - c_p * math.sqrt(logN / fV[fs + k])
-            b, b_score, b_u = -1, np.inf, np.inf
             nu, n_inc = 0, 0
             for f in range(fs, fs + fc):
-                u = rng.random()
-                if fnab[f] == 0:  # excluded from l(n^d) (Theorem 4): lines 22-26
+                if fnab[f] == 0:
                     ex[n_ex, 0] = t
                     ex[n_ex, 1] = level
                     ex[n_ex, 2] = f
@@ -121,10 +127,35 @@ def _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab,
                 n_inc += 1
                 if fV[f] == 0:
                     nu += 1
-                    continue
-                score = scores[f - fs]
-                if score < b_score or (score == b_score and u < b_u):
-                    b, b_score, b_u = f, score, u
+                N += fV[f]
+            b = -1
+            if nu == 0 and n_inc > 0:  # else pass 2 picks a never-selected one
+                # eq. (8): argmin of sigma_hat - C_p sqrt(ln N / V) over l(n^d)
+                logN = math.log(max(N, 1.0))
+                k2 = c_p * c_p * logN * (1.0 + 1e-6)
+                b_score, n_tie = np.inf, 0
+                for f in range(fs, fs + fc):
+                    if fnab[f] == 0:
+                        continue
+                    # exact early exit, no division or root: see EARLY EXIT above
+                    gap = fsig[f] - b_score
+                    if gap > 0.0 and gap * gap * fV[f] > k2 > 1e-18 * b_score * b_score * fV[f]:
+                        continue
+                    score = fsig[f] - c_p * math.sqrt(logN / fV[f])
+                    if score < b_score:
+                        b, b_score, n_tie = f, score, 1
+                    elif score == b_score:
+                        n_tie += 1
+                if n_tie > 1:  # a tied minimum: one of the tied, uniformly
+                    k = int(rng.random() * n_tie)
+                    for f in range(b, fs + fc):
+                        if fnab[f] == 0:
+                            continue
+                        if fsig[f] - c_p * math.sqrt(logN / fV[f]) == b_score:
+                            if k == 0:
+                                b = f
+                                break
+                            k -= 1
             best[t] = b if n_inc > 0 else -1
             n_unv[t] = nu
         if not any_alive:
@@ -330,12 +361,25 @@ def _phase_b(r, y, K, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
                 m += 1
     if m == 0:
         return n_d, n_f
-    order = np.argsort(leaves[:m])
-    smallest = np.sort(K)[: max(F - 1, 0)].sum()
+    # the smallest expansion adds the children of the F - 1 fields with the fewest categories
+    smallest, largest = 0, 0
+    for i in range(F):
+        smallest += K[i]
+        largest = max(largest, K[i])
+    smallest -= largest
+    if n_d + smallest > max_nodes:
+        return n_d, n_f  # node budget spent: the FDT keeps its shape, estimators keep learning
+    for q in range(1, m):  # by node id (insertion sort of a few distinct ids, with owners)
+        node, t = leaves[q], owner[q]
+        j = q - 1
+        while j >= 0 and leaves[j] > node:
+            leaves[j + 1], owner[j + 1] = leaves[j], owner[j]
+            j -= 1
+        leaves[j + 1], owner[j + 1] = node, t
     for q in range(m):
         if n_d + smallest > max_nodes:
-            break  # node budget spent: the FDT keeps its shape, estimators keep learning
-        node, t = leaves[order[q]], owner[order[q]]
+            break
+        node, t = leaves[q], owner[q]
         on_path[:] = False
         for lev in range(1, plen[t]):
             on_path[ffield[path_f[t, lev]]] = True
@@ -381,7 +425,7 @@ def _learn_rows(codes, y, Krows, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, 
         if not (resume and r == start):
             _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab, n_d,
                      c_p, rng, path_d, path_f, plen, at_leaf, best, n_unv, ex, grow, counts,
-                     alive, is_new, tmp, err)
+                     alive, is_new, tmp)
             if n_d + counts[NEED_D] > dV.shape[0] or n_f + counts[NEED_F] > fV.shape[0]:
                 return r, n_d, n_f
         n_d, n_f = _phase_b(r, y, K, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
