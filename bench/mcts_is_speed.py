@@ -3,8 +3,9 @@
 For each data set: sample ``--rows`` rows with replacement, fit LightGBM (one thread, N_T trees =
 number of fields, ``--leaves`` max leaves) and MCTS-IS (``learn_many`` in chunks of ``--batch``
 rows -- exactly ``learn_one`` row after row -- and ``learn_one`` itself on the first
-``--one-rows`` rows), and print the CPU times, their ratio, the node count, the bytes held by
-the node arrays, and the node bytes of the full and of the serving state
+``--one-rows`` rows), with the model's default parameters (``--max-nodes`` overrides the node
+budget; the budget used is printed), and print the CPU times, their ratio, the node count, the
+bytes held by the node arrays, and the node bytes of the full and of the serving state
 (``to_state(statistics=False)``).
 
     nice -n 10 python bench/mcts_is_speed.py --rows 1000000
@@ -13,6 +14,7 @@ the node arrays, and the node bytes of the full and of the serving state
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import sys
 import time
@@ -66,10 +68,19 @@ def main():
     ap.add_argument("--one-rows", type=int, default=2000)
     ap.add_argument("--leaves", type=int, default=100)
     ap.add_argument("--data", nargs="*", default=list(NAMES))
-    ap.add_argument("--max-nodes", type=int, default=1_000_000)
+    ap.add_argument(
+        "--max-nodes",
+        type=int,
+        default=None,
+        help="node budget (default: the model's own default, what users get)",
+    )
     args = ap.parse_args()
+    default = inspect.signature(MCTSInteractions).parameters["max_nodes"].default
+    if args.max_nodes is None:
+        args.max_nodes = default
     print(
         f"rows={args.rows} batch={args.batch} leaves={args.leaves} max_nodes={args.max_nodes}"
+        + (" (the model's default)" if args.max_nodes == default else " (not the default)")
     )
     print(
         "times in s, wall / CPU (the machine is shared: CPU time is the comparable figure)\n"
