@@ -135,6 +135,7 @@ def run(args):
 
 def summary(path, table3=None):
     df = pd.read_json(path, lines=True)
+    df = df.drop_duplicates(["dataset", "reading", "method", "run", "fold"])  # reruns are identical
     if table3:  # honest figures of Table 3 on the same (run, fold)s, when not recomputed here
         t3 = pd.read_json(table3, lines=True)
         t3 = t3[t3.method.isin(["rmotifs", "motifs"]) & (t3.get("validation", "loo") == "loo")]
@@ -147,7 +148,7 @@ def summary(path, table3=None):
         keep = [k and tuple(r) in cells for k, r in
                 zip(keep, t3[["dataset", "method", "run", "fold"]].values.tolist())]
         df = pd.concat([df, t3[keep]], ignore_index=True)
-    lines = ["| data set | method | paper | " + " | ".join(READINGS) + " | test - inner (paired) | runs x folds |",
+    lines = ["| data set | method | paper | " + " | ".join(READINGS) + " | test - inner (paired, folds) | runs of 10 folds: " + ", ".join(READINGS) + " |",
              "|---|---|---|" + "---|" * len(READINGS) + "---|---|"]
     for (name, method), g in df.groupby(["dataset", "method"], sort=False):
         p = PAPER.get(name)
@@ -164,7 +165,8 @@ def summary(path, table3=None):
             paired = f"{d.mean():+.3f} ± {d.std(ddof=1) / np.sqrt(len(d)):.3f} ({len(d)})"
         else:
             paired = "-"
-        shape = f"{g.run.nunique()}x{g.groupby('run').fold.nunique().max()}"
+        shape = ", ".join(str(g[g.reading == r].run.nunique()) if (g.reading == r).any() else "-"
+                          for r in READINGS)
         lines.append(f"| {name} | {method} | {paper} | " + " | ".join(cells) + f" | {paired} | {shape} |")
     return "\n".join(lines)
 

@@ -102,12 +102,19 @@ def minmax(train, test):
     return (train - low) / span, (test - low) / span
 
 
+def standard(train, test):
+    """z-scores fitted on the training rows (the ``--scaling standard`` diagnostic)."""
+    mean, sd = train.mean(axis=0), train.std(axis=0)
+    sd = np.where(sd > 0, sd, 1.0)
+    return (train - mean) / sd, (test - mean) / sd
+
+
 def select(method, X, y, seed, args):
     """Boolean support mask chosen by ``method`` on (scaled) training rows, plus extras."""
     if method == "all":
         return np.ones(X.shape[1], dtype=bool), {}
     if method in ("rmotifs", "motifs"):
-        sel = RMOTiFS(n_simulations=args.simulations, recursive=method == "rmotifs",
+        sel = RMOTiFS(n_simulations=args.simulations, recursive=method == "rmotifs", scaling=args.scaling,
                       validation=args.validation, max_validation_samples=args.max_validation_samples,
                       random_state=seed).fit(X, y)
         return sel.support_, {"recursions": len(sel.history_), "reward": sel.accuracy_,
@@ -141,7 +148,7 @@ def run(args):
                     random_state=run_ if args.partition_seed is None else args.partition_seed).split(X, y))
                 if args.fold_from <= fold < args.folds]
         for run_, fold, tr, te in tqdm(jobs, desc=f"{name} {X.shape}"):
-            Xtr, Xte = minmax(X[tr], X[te])
+            Xtr, Xte = (minmax if args.scaling == "minmax" else standard)(X[tr], X[te])
             for method in args.methods:
                 key = _key({"dataset": name, "run": run_, "fold": fold, "method": method,
                             "simulations": args.simulations, "validation": args.validation})
@@ -157,6 +164,8 @@ def run(args):
                        "accuracy": acc,
                        "n_features": int(support.sum()), "seconds": seconds, "cpu_seconds": cpu,
                        "max_validation_samples": args.max_validation_samples, **extra}
+                if args.scaling != "minmax":
+                    rec["scaling"] = args.scaling
                 if args.partition_seed is not None:
                     rec["partition_seed"] = args.partition_seed
                 with out.open("a") as f:
@@ -302,6 +311,9 @@ def main():
     ap.add_argument("--run-from", type=int, default=0,
                     help="start at this run (split a long protocol over processes)")
     ap.add_argument("--folds", type=int, default=10, help="run only the first N of the 10 folds of each run")
+    ap.add_argument("--scaling", default="minmax", choices=["minmax", "standard"],
+                    help="preprocessing of the whole pipeline (selection and the scoring 5-NN), "
+                         "fitted on the training folds; not minmax: write to its own --out file")
     ap.add_argument("--partition-seed", type=int, default=None,
                     help="every run uses the 10-fold partition of this seed (only the search seed "
                          "changes from run to run); default: run r uses partition seed r. Write "
