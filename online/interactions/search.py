@@ -10,7 +10,8 @@ Each sample runs in two phases:
 - phase A (selection, read-only): the path SN_t of every tree, the excluded feature nodes met
   on the way (lines 22-26) and the feature nodes whose child block must grow because the sample
   has a category they were created without (the child is then a new leaf);
-- phase B: the growths, the updates of V, B, p_hat, mu_hat, sigma_hat and s, the expansions.
+- phase B: the growths, the updates of V, B, p_hat, mu_hat, sigma_hat and s, and the choice of
+  the leaves to expand; then ``_expand`` adds their children.
 Between the two, the kernel checks that the node tables have room for what phase B may add;
 if not it returns, the caller enlarges the tables and calls again to resume at phase B.
 
@@ -41,6 +42,9 @@ from online.interactions.fdt import FDT
 
 # counters kept in ``Scratch.counts`` so that a resumed call finds phase A's results
 N_EX, N_GROW, NEED_D, NEED_F = 0, 1, 2, 3
+# ... and phase B's leaves to expand (``_expand``, called from ``_learn_rows``: a call with array
+# arguments inside the per-sample functions would make numba reference-count ~25 arrays per call)
+N_EXPAND, SMALLEST = 4, 5
 
 
 class Scratch:
@@ -63,7 +67,7 @@ class Scratch:
         self.grow = np.empty((T * L + E, 2), dtype=np.int64)  # feature node, new block start
         self.err = np.empty(L)
         self.powers = np.empty(L)
-        self.counts = np.zeros(4, dtype=np.int64)
+        self.counts = np.zeros(6, dtype=np.int64)
         self.alive = np.empty(T, dtype=np.bool_)
         self.is_new = np.empty(T, dtype=np.bool_)
         self.tmp = np.empty(T, dtype=np.int64)
@@ -250,12 +254,75 @@ def _recount(f, ds, fcs, fcc, fnab, lam):
 
 
 @njit(cache=True, error_model="numpy")
+def _recount_touched(path_f, plen, ex, n_ex, ds, fcs, fcc, fnab, lam):
+    """nabove of every feature node whose children phase B updated, counted afresh (when
+    lambda >= 1, new children's s = 1 is not above it, and the increments of phase B do not
+    apply)."""
+    for t in range(plen.shape[0]):
+        for lev in range(1, plen[t]):
+            _recount(path_f[t, lev], ds, fcs, fcc, fnab, lam)
+    for e in range(n_ex):
+        _recount(ex[e, 2], ds, fcs, fcc, fnab, lam)
+
+
+@njit(cache=True, error_model="numpy")
+def _expand(K, m, smallest, max_nodes, path_f, plen, leaves, owner, on_path,
+            dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
+            fV, fsig, fsumV, ffield, fpar, fcs, fcc, fnab, n_d, n_f):
+    """Expansion (sec. 3) of the leaves ``leaves[:m]`` (tree ``owner``), by node id, while the
+    node budget allows; returns (n_d, n_f)."""
+    F = K.shape[0]
+    for q in range(1, m):  # by node id (insertion sort of a few distinct ids, with owners)
+        node, t = leaves[q], owner[q]
+        j = q - 1
+        while j >= 0 and leaves[j] > node:
+            leaves[j + 1], owner[j + 1] = leaves[j], owner[j]
+            j -= 1
+        leaves[j + 1], owner[j + 1] = node, t
+    for q in range(m):
+        if n_d + smallest > max_nodes:
+            break
+        node, t = leaves[q], owner[q]
+        for i in range(F):
+            on_path[i] = False
+        for lev in range(1, plen[t]):
+            on_path[ffield[path_f[t, lev]]] = True
+        total, nf = 0, 0
+        for i in range(F):
+            if not on_path[i]:
+                total += K[i]
+                nf += 1
+        if n_d + total > max_nodes or nf == 0:
+            continue
+        dfs[node] = n_f
+        dfc[node] = nf
+        for i in range(F):
+            if on_path[i]:
+                continue
+            f = n_f
+            n_f += 1
+            fV[f], fsig[f] = 0.0, 0.0  # sec. 3: a new feature node has sigma_hat = 0
+            ffield[f], fpar[f] = i, node
+            fcs[f], fcc[f] = n_d, K[i]
+            fsumV[f] = K[i]
+            fnab[f] = K[i]
+            for j in range(K[i]):
+                b = n_d + j
+                dV[b], dB[b], ds[b] = 1.0, 0.0, 1.0
+                dpar[b], dcat[b], ddep[b] = f, j, ddep[node] + 1
+                dfs[b], dfc[b], dtree[b] = -1, 0, dtree[node]
+            n_d += K[i]
+    return n_d, n_f
+
+
+@njit(cache=True, error_model="numpy")
 def _phase_b(r, y, K, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
              fV, fsig, fsumV, ffield, fpar, fcs, fcc, fnab, n_d, n_f,
              v, kappa, c_f, lam, grace, max_depth, max_nodes,
              path_d, path_f, support, plen, at_leaf, ex, grow, err, powers, counts,
-             leaves, owner, on_path):
-    """Growths, backpropagation (sec. 3.2, eq. 9, lines 22-27) and expansion for sample r."""
+             leaves, owner):
+    """Growths, backpropagation (sec. 3.2, eq. 9, lines 22-27) for sample r, and the leaves to
+    expand (``counts[N_EXPAND]`` of them in ``leaves``, ``owner``; 0 once the budget is spent)."""
     T = roots.shape[0]
     yt = y[r]
     n_ex, n_grow = counts[N_EX], counts[N_GROW]
@@ -342,12 +409,7 @@ def _phase_b(r, y, K, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
         if not recount:
             fnab[f] += int(s > lam) - int(ds[node] > lam)
         ds[node] = s
-    if recount:
-        for t in range(T):
-            for lev in range(1, plen[t]):
-                _recount(path_f[t, lev], ds, fcs, fcc, fnab, lam)
-        for e in range(n_ex):
-            _recount(ex[e, 2], ds, fcs, fcc, fnab, lam)
+    # (with recount, ``_learn_rows`` then calls ``_recount_touched``)
 
     # -- expansion (sec. 3): the deepest selected node when it is a leaf, by node id --------
     F = K.shape[0]
@@ -359,55 +421,17 @@ def _phase_b(r, y, K, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
                 leaves[m] = node
                 owner[m] = t
                 m += 1
-    if m == 0:
-        return n_d, n_f
     # the smallest expansion adds the children of the F - 1 fields with the fewest categories
     smallest, largest = 0, 0
     for i in range(F):
         smallest += K[i]
         largest = max(largest, K[i])
     smallest -= largest
+    # once the node budget is spent the FDT keeps its shape, the estimators keep learning
     if n_d + smallest > max_nodes:
-        return n_d, n_f  # node budget spent: the FDT keeps its shape, estimators keep learning
-    for q in range(1, m):  # by node id (insertion sort of a few distinct ids, with owners)
-        node, t = leaves[q], owner[q]
-        j = q - 1
-        while j >= 0 and leaves[j] > node:
-            leaves[j + 1], owner[j + 1] = leaves[j], owner[j]
-            j -= 1
-        leaves[j + 1], owner[j + 1] = node, t
-    for q in range(m):
-        if n_d + smallest > max_nodes:
-            break
-        node, t = leaves[q], owner[q]
-        on_path[:] = False
-        for lev in range(1, plen[t]):
-            on_path[ffield[path_f[t, lev]]] = True
-        total, nf = 0, 0
-        for i in range(F):
-            if not on_path[i]:
-                total += K[i]
-                nf += 1
-        if n_d + total > max_nodes or nf == 0:
-            continue
-        dfs[node] = n_f
-        dfc[node] = nf
-        for i in range(F):
-            if on_path[i]:
-                continue
-            f = n_f
-            n_f += 1
-            fV[f], fsig[f] = 0.0, 0.0  # sec. 3: a new feature node has sigma_hat = 0
-            ffield[f], fpar[f] = i, node
-            fcs[f], fcc[f] = n_d, K[i]
-            fsumV[f] = K[i]
-            fnab[f] = K[i]
-            for j in range(K[i]):
-                b = n_d + j
-                dV[b], dB[b], ds[b] = 1.0, 0.0, 1.0
-                dpar[b], dcat[b], ddep[b] = f, j, ddep[node] + 1
-                dfs[b], dfc[b], dtree[b] = -1, 0, dtree[node]
-            n_d += K[i]
+        m = 0
+    counts[N_EXPAND] = m
+    counts[SMALLEST] = smallest
     return n_d, n_f
 
 
@@ -432,7 +456,13 @@ def _learn_rows(codes, y, Krows, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, 
                             fV, fsig, fsumV, ffield, fpar, fcs, fcc, fnab, n_d, n_f,
                             v, kappa, c_f, lam, grace, max_depth, max_nodes,
                             path_d, path_f, support, plen, at_leaf, ex, grow, err, powers,
-                            counts, best, n_unv, on_path)
+                            counts, best, n_unv)
+        if not lam < 1.0:
+            _recount_touched(path_f, plen, ex, counts[N_EX], ds, fcs, fcc, fnab, lam)
+        if counts[N_EXPAND] > 0:
+            n_d, n_f = _expand(K, counts[N_EXPAND], counts[SMALLEST], max_nodes, path_f, plen,
+                               best, n_unv, on_path, dV, dB, ds, dpar, dcat, ddep, dfs, dfc,
+                               dtree, fV, fsig, fsumV, ffield, fpar, fcs, fcc, fnab, n_d, n_f)
     return R, n_d, n_f
 
 
