@@ -159,15 +159,15 @@ def plot_whole(results: list[dict], path: Path, window: int = 10) -> None:
         f = cpu["forest"][:n].reshape(-1, window).sum(axis=1)
         v = cpu["vw"][:n].reshape(-1, window).sum(axis=1)
         x = (np.arange(len(f)) + 1) * window * res["block"] + res["block"]
-        label = f"{res['data']} (overall {res['whole']['overall']['ratio']:.2f})"
-        line, = ax.plot(x, v / f, label=label)
+        label = f"{res['data']}, {res['context']} (overall {res['whole']['overall']['ratio']:.2f})"
+        style = "--" if res["context"] == "dense" else "-"
+        line, = ax.plot(x, v / f, style, label=label)
         e = np.asarray(res["blocks"]["explored"][1:n + 1]).reshape(-1, window).mean(axis=1)
-        ax2.plot(x, e, color=line.get_color())
+        ax2.plot(x, e, style, color=line.get_color())
     ax.axhline(1.0, color="k", lw=0.8, ls="--")
     ax.set_ylabel("forest / VW events per CPU second")
-    ax.set_title(f"Bandit Forest (L=100, {results[0]['context']} contexts) vs VW --cb_explore "
-                 f"--epsilon 0.05,\nsame blocks; each point: {window} x {results[0]['block']} events",
-                 fontsize=9)
+    ax.set_title(f"Bandit Forest (L=100) vs VW --cb_explore --epsilon 0.05, CPU time on the same "
+                 f"blocks;\neach point: {window} x {results[0]['block']} events", fontsize=9)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     ax2.set_xscale("log")
@@ -268,7 +268,7 @@ def run_whole(args, data) -> None:
               "block": args.block, "trees": args.trees, "forest_params": args.forest_params,
               "whole": report, "blocks": blocks}
     save(args, result)
-    plot_whole([result], args.plots / f"bandit_forest_speed_stream_{args.data}.png")
+    plot_whole([result], args.plots / f"bandit_forest_speed_stream_{args.data}_{args.context}.png")
 
 
 def main(argv=None):
