@@ -1,9 +1,10 @@
-"""The FDT of MCTS-IS (Definitions 1-2), stored as two tables (one structured array each).
+"""The FDT of MCTS-IS (Definitions 1-2), stored as two tables (two structured arrays each).
 
 A *data node* n^d holds the estimators V, B (so p_hat and mu_hat) and the screening statistic
 s of sec. 3; a *feature node* n_i^f holds V (times selected) and sigma_hat (eq. 9). Every node
-is a row of a numpy structured array, never a Python object, so that a forest of millions of
-nodes stays two arrays, the compiled search (``search``) walks them, and numpy code (extraction,
+is a row of numpy structured arrays (its hot columns in one, 32-byte rows aligned on cache
+lines; the rest in another), never a Python object, so that a forest of millions of nodes
+stays four arrays, the compiled search (``search``) walks them, and numpy code (extraction,
 routing) reads their columns as views.
 
 Layout:
@@ -20,68 +21,84 @@ from __future__ import annotations
 
 import numpy as np
 
-# name -> (dtype, value of a new row). Sec. 3, Expansion: a new feature node has sigma_hat = 0
-# (and V = 0: never selected); a new data node has V = 1, B = 0 and s = 1.
+# name -> (dtype, value of a new row, hot). Sec. 3, Expansion: a new feature node has
+# sigma_hat = 0 (and V = 0: never selected); a new data node has V = 1, B = 0 and s = 1.
+# "hot" columns are what the search (``search``) reads for every node it walks: they form one
+# structured array of 32-byte rows (two to a cache line, never straddling one); the others
+# (paths, depths, p_hat's denominator) a second one.
 DATA_COLUMNS = {
-    "V": (np.float64, 1.0),
-    "B": (np.float64, 0.0),
-    "s": (np.float64, 1.0),
-    "parent": (np.int32, -1),  # parent feature node (-1 for a tree's root n_r)
-    "cat": (np.int32, -1),  # category code j of n_{i,j}^d
-    "depth": (np.int32, 0),  # number of feature nodes on the path; -1 marks a dead row
-    "fstart": (np.int32, -1),  # first child feature node, -1 while not expanded
-    "fcount": (np.int32, 0),
-    "tree": (np.int32, -1),
+    "V": (np.float64, 1.0, True),
+    "B": (np.float64, 0.0, True),
+    "s": (np.float64, 1.0, True),
+    "parent": (np.int32, -1, False),  # parent feature node (-1 for a tree's root n_r)
+    "cat": (np.int32, -1, False),  # category code j of n_{i,j}^d
+    "depth": (np.int32, 0, False),  # number of feature nodes on the path; -1 marks a dead row
+    "fstart": (np.int32, -1, True),  # first child feature node, -1 while not expanded
+    "fcount": (np.int32, 0, True),
+    "tree": (np.int32, -1, False),
 }
 FEATURE_COLUMNS = {
-    "V": (np.float64, 0.0),
-    "sigma": (np.float64, 0.0),
-    "field": (np.int32, -1),
-    "parent": (np.int32, -1),  # parent data node
-    "cstart": (np.int32, -1),
-    "ccount": (np.int32, 0),
-    "sumV": (
-        np.float64,
-        0.0,
-    ),  # sum of the children's V: denominator of p_hat (sec. 3.2)
-    "nabove": (
-        np.int32,
-        0,
-    ),  # children with s > lambda; 0 means excluded from l(pa) (Thm. 4)
+    "V": (np.float64, 0.0, True),
+    "sigma": (np.float64, 0.0, True),
+    "field": (np.int32, -1, True),
+    "parent": (np.int32, -1, False),  # parent data node
+    "cstart": (np.int32, -1, True),
+    "ccount": (np.int32, 0, True),
+    "sumV": (np.float64, 0.0, False),  # sum of the children's V: denominator of p_hat (sec. 3.2)
+    # children with s > lambda; 0 means excluded from l(pa) (Thm. 4)
+    "nabove": (np.int32, 0, True),
 }
+
+
+def _empty(n: int, dtype: np.dtype) -> np.ndarray:
+    """``np.empty(n, dtype)`` starting on a 64-byte boundary (a cache line; numpy's large
+    arrays start 16 bytes past a page), so that rows of 32 bytes never straddle two lines."""
+    size = n * dtype.itemsize
+    buf = np.empty(size + 64, dtype=np.uint8)
+    start = -buf.ctypes.data % 64
+    return buf[start : start + size].view(dtype)
 
 
 class Table:
     """Columns of equal length that grow by doubling; ``n`` rows are in use.
 
-    The columns are the fields of one structured array (a node's values sit together in
-    memory: the search touches V, B and s of a node, or V, sigma_hat and the block of a feature
-    node, at once, and a grown FDT is far larger than the caches); ``table.V`` is a view.
+    The columns are the fields of two structured arrays, the hot columns and the others (a
+    node's hot values sit together in memory: the search touches V, B, s and the child block of
+    a data node, or V, sigma_hat and the child block of a feature node, at once, and a grown FDT
+    is far larger than the caches); ``table.V`` is a view.
     """
 
     def __init__(self, columns: dict, capacity: int = 64):
         self._columns = columns
-        self._dtype = np.dtype(
-            [(name, dtype) for name, (dtype, _) in columns.items()], align=True
+        self._dtypes = tuple(
+            np.dtype(
+                [(name, dtype) for name, (dtype, _, h) in columns.items() if h == hot],
+                align=True,
+            )
+            for hot in (True, False)
         )
         self.n = 0
-        self._set_rows(np.empty(capacity, dtype=self._dtype))
+        self._set_rows(tuple(_empty(capacity, dt) for dt in self._dtypes))
 
-    def _set_rows(self, rows: np.ndarray) -> None:
+    def _set_rows(self, rows: tuple) -> None:
         self.rows = rows
-        for name in self._columns:
-            setattr(self, name, rows[name])
+        for part in rows:
+            for name in part.dtype.names:
+                setattr(self, name, part[name])
 
     def __deepcopy__(self, memo) -> Table:
         # a deep copy of each view would be an array of its own, cut off from ``rows``
         table = Table.__new__(Table)
-        table._columns, table._dtype, table.n = self._columns, self._dtype, self.n
-        table._set_rows(self.rows.copy())
+        table._columns, table._dtypes, table.n = self._columns, self._dtypes, self.n
+        rows = tuple(_empty(len(part), part.dtype) for part in self.rows)
+        for new, old in zip(rows, self.rows):
+            new[:] = old
+        table._set_rows(rows)
         return table
 
     @property
     def capacity(self) -> int:
-        return len(self.rows)
+        return len(self.rows[0])
 
     def reserve(self, extra: int, limit: int | None = None) -> None:
         """Room for ``extra`` more rows: capacity doubles, but not past ``limit`` (the rows the
@@ -94,22 +111,23 @@ class Table:
                 new_capacity = max(end, min(2 * self.capacity, limit))
             else:
                 new_capacity = max(end, self.capacity + self.capacity // 8)
-            rows = np.empty(new_capacity, dtype=self._dtype)
-            rows[: self.n] = self.rows[: self.n]
+            rows = tuple(_empty(new_capacity, dt) for dt in self._dtypes)
+            for new, old in zip(rows, self.rows):
+                new[: self.n] = old[: self.n]
             self._set_rows(rows)
 
     def add(self, count: int) -> int:
         """Append ``count`` rows with their initial values; return the first row index."""
         start = self.n
         self.reserve(count)
-        for name, (_, value) in self._columns.items():
+        for name, (_, value, _) in self._columns.items():
             getattr(self, name)[start : start + count] = value
         self.n = start + count
         return start
 
     @property
     def nbytes(self) -> int:
-        return self.rows.nbytes
+        return sum(part.nbytes for part in self.rows)
 
     def to_state(self) -> dict:
         return {name: getattr(self, name)[: self.n].copy() for name in self._columns}
@@ -118,7 +136,7 @@ class Table:
     def from_state(cls, columns: dict, state: dict) -> Table:
         n = len(state[next(iter(columns))])
         table = cls(columns, capacity=max(n, 64))
-        for name, (dtype, _) in columns.items():
+        for name, (dtype, _, _) in columns.items():
             getattr(table, name)[:n] = np.asarray(state[name], dtype=dtype)
         table.n = n
         return table
