@@ -62,6 +62,9 @@ def main(argv=None):
     p.add_argument("--backend", choices=["auto", "numba", "numpy"], default="auto")
     p.add_argument("--n-jobs", default="1,2", help="comma-separated thread counts")
     p.add_argument("--full-matrix", action="store_true")
+    p.add_argument(
+        "--kernels", action="store_true", help="only time the TED / SED kernels (same run)"
+    )
     a = p.parse_args(argv)
     jobs = [int(j) for j in a.n_jobs.split(",")]
     rows = []
@@ -81,6 +84,9 @@ def main(argv=None):
             P = forest_predictions(rf, Xtr, scores=True)
         yc = np.searchsorted(rf.classes_, ytr)
         C = TABLE[name][4] if a.C is None else a.C
+        if a.kernels:
+            kernels(name, from_sklearn_forest(rf))
+            continue
 
         def fit(trees, n_jobs):
             n = len(trees)
@@ -140,6 +146,36 @@ def main(argv=None):
             f" | {r['kernel']:.1f} | {r['critical']:.1f} | {r['idle']:.1f} | {r['wall']:.1f}"
             f" | {r['teds']} | {r['re_cpu']:.2f} | {r['full']:.1f} |"
         )
+
+
+def kernels(name, trees, n_pairs=150, n_sed=40):
+    """CPU ms per TED pair: int32 vs float64 tables (unit costs vs costs 0.5, twice the
+    distance), 1 vs 2 threads; CPU s of the SED bound on ``n_sed`` trees: compiled vs numpy."""
+    rng = np.random.default_rng(0)
+    I, J = rng.integers(0, len(trees), (2, n_pairs))
+    flat = (ted_compiled.flatten(trees), ted_compiled.flatten(trees, mirror=True))
+    ted_compiled.pairs(trees, I[:2], J[:2], flat=flat)  # compile both table types
+    ted_compiled.pairs(trees, I[:2], J[:2], flat=flat, insert=0.5, remove=0.5, update=0.5)
+    out = {}
+    for label, costs, n_jobs in [
+        ("int32, 1 thread", {}, 1),
+        ("float64, 1 thread", dict(insert=0.5, remove=0.5, update=0.5), 1),
+        ("int32, 2 threads", {}, 2),
+    ]:
+        w0, c0 = clocks()
+        d = ted_compiled.pairs(trees, I, J, flat=flat, n_jobs=n_jobs, **costs)
+        w1, c1 = clocks()
+        out[label] = (d * (2 if costs else 1), (c1 - c0) / n_pairs * 1e3, (w1 - w0) / n_pairs * 1e3)
+        print(f"{name} TED {label}: {out[label][1]:.2f} ms CPU / pair, {out[label][2]:.2f} ms wall / pair")
+    same = all(np.array_equal(v[0], out["int32, 1 thread"][0]) for v in out.values())
+    print(f"{name}: same distances: {same}")
+    from online.pruning.ted import postorder_sed_matrix
+
+    postorder_sed_matrix(trees[:3])
+    for backend in ("numba", "numpy"):
+        c0 = time.process_time()
+        postorder_sed_matrix(trees[:n_sed], backend=backend, n_jobs=1)
+        print(f"{name} SED bound, {backend}, {n_sed} trees: {time.process_time() - c0:.2f} s CPU")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ the target is the teacher residualised on MCTS-SG's first k - 1 statistics (eq. 
 For the statistic MCTS-SG chose at step k and for every flat aggregate (Select_F o Agg) it
 gives the partial correlation on *all* train rows (what a full-data forward selection such as
 the Lasso path sees) and the reward of eqs. 8-9 on random batches of B = 128 (what MCTS-SG
-sees): mean and standard deviation over ``--batches`` batches. When the best candidates differ
+sees): mean and standard deviation over ``--batches`` batches, and the chosen statistic's batch
+reward after permuting its rows (no relation left: the reward's noise floor). When the best candidates differ
 by less than one batch standard deviation, or a many-dimensional statistic's batch reward is
 inflated by about sqrt(p / B), the search cannot tell them apart.
 """
@@ -54,6 +55,7 @@ def main(argv=None):
     ap.add_argument("--sg-seed", type=int, default=0)
     ap.add_argument("--batches", type=int, default=200)
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--B", type=int, default=None, help="batch size (default: the run's)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     res = json.loads(Path(args.results).read_text())
@@ -79,12 +81,13 @@ def main(argv=None):
     comps = [tuple(c) for c in sg["compositions"]]
     chosen = [grammar.evaluate(c, table, fit_idx) for c in comps]
     rng = np.random.default_rng(0)
-    B = a["B"]
+    B = args.B or a["B"]
     rows = []
     print(f"VEWS, {args.teacher} teacher, split {args.split}, MCTS-SG seed {args.sg_seed}: "
           f"{len(ytr)} train rows, B = {B}, {args.batches} batches per reward")
     print("k | MCTS-SG's statistic (p) | partial corr all rows | batch reward mean +- sd || "
-          "best flat by all rows (p) | all rows | batch mean +- sd || flat within 1 sd")
+          "best flat by all rows (p) | all rows | batch mean +- sd || flat within 1 sd || "
+          "chosen statistic's batch reward with its rows permuted (noise floor)")
     for k in range(min(args.steps, len(comps))):
         target = residualise(ytr, chosen[:k]) if k else ytr.copy()
         full = np.array([multiple_corr(X, target) for X in flat])
@@ -94,19 +97,21 @@ def main(argv=None):
         c_b = batch_rewards(chosen[k], target, B, args.batches, rng)
         f_b = batch_rewards(flat[best], target, B, args.batches, rng)
         within = int((full >= full[best] - f_b.std()).sum())
+        perm = rng.permutation(len(target))  # no relation left: the reward's noise floor
+        c_null = batch_rewards(chosen[k][perm], target, B, args.batches, rng)
         row = {"k": k + 1, "chosen": sg["statistics"][k], "chosen_p": int(chosen[k].shape[1]),
                "chosen_full": float(c_full), "chosen_batch": (float(c_b.mean()),
                                                               float(c_b.std())),
                "best_flat": flat_names[best], "best_flat_p": int(flat[best].shape[1]),
                "best_flat_full": float(full[best]),
                "best_flat_batch": (float(f_b.mean()), float(f_b.std())),
-               "flat_within_1sd": within,
+               "flat_within_1sd": within, "chosen_null_batch": float(c_null.mean()),
                "top5_flat": [(flat_names[j], float(full[j])) for j in order[:5]]}
         rows.append(row)
         print(f"{k + 1:>2} | {row['chosen']} ({row['chosen_p']}) | {c_full:.3f} | "
               f"{c_b.mean():.3f} +- {c_b.std():.3f} || {row['best_flat']} "
               f"({row['best_flat_p']}) | {full[best]:.3f} | {f_b.mean():.3f} +- "
-              f"{f_b.std():.3f} || {within}", flush=True)
+              f"{f_b.std():.3f} || {within} || null {c_null.mean():.3f}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 

@@ -22,6 +22,7 @@ __all__ = ["BanditForest", "Decision"]
 
 FORMAT = "grove.bandit-forest"
 VERSION = 1
+_NO_PATHS = np.empty(0, np.int64)  # learn_event finds every tree's path itself
 
 
 class Decision:
@@ -324,14 +325,17 @@ class BanditForest(bandit.base.ContextualPolicy):
         Does not change what the forest has learned (only its random generator moves on).
         """
         xb, complete = self._encoder.encode_known(x)
-        # learn_one(x) right after (the usual pair) reuses this encoding if x is unchanged
-        self._encoded = (dict(x), xb) if complete else None
         candidates, known = self._candidates(actions, excluded)
         n = len(candidates)
         # the kernel's outputs: new arrays per call (API replicas decide from several threads)
         probs, drawn, order = np.empty(n), np.empty(n, np.int64), np.empty(n, np.int64)
+        paths = np.empty(len(self._roots), np.int64)
         share, winner, n_pool = decide_probabilities(
-            xb, *self._decide_arrays(), known, self.voting == "all-finished", probs, drawn, order)
+            xb, *self._decide_arrays(), known, self.voting == "all-finished", probs, drawn, order,
+            paths)
+        # learn_one(x) right after (the usual pair) reuses this encoding if x is unchanged, and
+        # the trees' paths for x if nothing was learned in between (the trees are the same)
+        self._encoded = (dict(x), xb, paths, self._n_learned) if complete else None
         rng = self._rng_decide
         explored = share == 1.0 or (share > 0.0 and rng.random() < share)
         if explored:  # uniform among the pool (positions in candidate order)
@@ -402,11 +406,15 @@ class BanditForest(bandit.base.ContextualPolicy):
         """
         reward, probability = self._feedback(reward, probability)
         encoded = self._encoded
+        paths = None
         if (encoded is not None and len(encoded[1]) == self._encoder.n_variables
                 and x == encoded[0]):
             # decided on this very context, whose features were all known: learning it would
-            # not change the coding, and its encoding is the same
+            # not change the coding, and its encoding is the same; with no event learned since,
+            # the trees and so the nodes of x's paths are the same too
             xb = encoded[1]
+            if encoded[3] == self._n_learned:
+                paths = encoded[2]
         else:
             xb = self._encoder.learn_encode(x)
         if action not in self._index:
@@ -417,7 +425,7 @@ class BanditForest(bandit.base.ContextualPolicy):
             if len(self._buffer) >= self.warmup:
                 self._grow_trees()
             return
-        self._learn(xb, self._index[action], *self._weighted(reward, probability))
+        self._learn(xb, self._index[action], *self._weighted(reward, probability), paths)
 
     def learn_many(self, events: Iterable[tuple[dict, Hashable, float, float]]) -> int:
         """:meth:`learn_one` for each ``(x, action, reward, probability)``, in order.
@@ -469,13 +477,17 @@ class BanditForest(bandit.base.ContextualPolicy):
                                "but not learn")
         return reward, probability
 
-    def _learn(self, xb: np.ndarray, k: int, reward: float, weight: float) -> None:
+    def _learn(self, xb: np.ndarray, k: int, reward: float, weight: float,
+               paths: np.ndarray | None = None) -> None:
+        """One event into the trees; ``paths``: the nodes of x's paths if known (see decide)."""
         n_active = len(self._active_inventory()[0])
         if n_active == 0:
             return
         M = self._encoder.n_variables
+        if paths is None:
+            paths = _NO_PATHS
         n_ready = learn_event(xb, k, reward, weight, *self._learn_arrays(), n_active, M,
-                              self.delta, self._radii(n_active), self._ready)
+                              self.delta, self._radii(n_active), self._ready, paths, len(paths))
         if n_ready:
             for node in self._ready[:n_ready].tolist():
                 self._resolve(node, M)

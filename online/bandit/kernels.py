@@ -232,11 +232,14 @@ def round_end(x, s, vars_, n_vars, inS, T, W, Rt, T1, W1, R1, A, union, best_var
 @njit(cache=True)
 def learn_event(x, k, y, w, roots, node_kind, node_var, node_child, node_ref, tree_eps, tree_depth,
                 vars_, n_vars, inS, T, W, Rt, T1, W1, R1, A, union, slot_n, best_var,
-                leaf_T, leaf_W, leaf_R, leaf_A, active, n_active, M, delta, radii, ready):
+                leaf_T, leaf_W, leaf_R, leaf_A, active, n_active, M, delta, radii, ready, paths,
+                n_paths):
     """Algorithm 6, lines 9-21 for one event: update every tree's path with (x, k, y, w).
 
     Fills ``ready`` with the nodes whose stump has one variable left (lines 16-20, done by the
-    caller) and returns how many there are.
+    caller) and returns how many there are. ``paths[:n_paths]``: the nodes of the first trees'
+    paths c_theta(x), if the caller has them (``decide`` on the same x, no learning since:
+    the same trees, so the same nodes); the others are found here.
     """
     L = roots.shape[0]
     wy = w * y
@@ -252,7 +255,10 @@ def learn_event(x, k, y, w, roots, node_kind, node_var, node_child, node_ref, tr
             n_ones += 1
     dense = 4 * n_ones >= width
     for theta in range(L):
-        node = find_path(x, roots[theta], node_kind, node_var, node_child)
+        if theta < n_paths:
+            node = paths[theta]
+        else:
+            node = find_path(x, roots[theta], node_kind, node_var, node_child)
         if node_kind[node] == SLOT:
             s = node_ref[node]
             T[s, k] += 1
@@ -304,11 +310,12 @@ def learn_events(X, n_vars, ks, ys, ws, start, roots, node_kind, node_var, node_
 
     Returns ``(next event, number of nodes in ready)``; the caller resolves them and goes on.
     """
+    no_paths = np.empty(0, np.int64)
     for j in range(start, X.shape[0]):
         n_ready = learn_event(X[j], ks[j], ys[j], ws[j], roots, node_kind, node_var, node_child,
                               node_ref, tree_eps, tree_depth, vars_, n_vars_s, inS, T, W, Rt, T1,
                               W1, R1, A, union, slot_n, best_var, leaf_T, leaf_W, leaf_R, leaf_A,
-                              active, n_active, n_vars[j], delta, radii, ready)
+                              active, n_active, n_vars[j], delta, radii, ready, no_paths, 0)
         if n_ready:
             return j + 1, n_ready
     return X.shape[0], 0
@@ -330,16 +337,18 @@ def leaf_vote(x, node, node_var, node_ref, leaf_A, active):
 
 @njit(cache=True)
 def paths_status(x, roots, node_kind, node_var, node_child, node_ref, union, leaf_A, active,
-                 explore, votes):
+                 explore, votes, paths):
     """Algorithm 6, lines 4-6 with sec. 5's draw: returns the number of paths still exploring.
 
     ``explore[k]`` is set for the remaining actions of the exploring paths; ``votes[k]`` counts
-    the finished paths (one remaining action) voting for k.
+    the finished paths (one remaining action) voting for k; ``paths[theta]`` is the node of
+    tree theta's path (for :func:`learn_event`).
     """
     K = active.shape[0]
     exploring = 0
     for theta in range(roots.shape[0]):
         node = find_path(x, roots[theta], node_kind, node_var, node_child)
+        paths[theta] = node
         if node_kind[node] == SLOT:
             s = node_ref[node]
             exploring += 1
@@ -413,21 +422,21 @@ def greedy_actions(x, roots, node_kind, node_var, node_child, node_ref, T, W, Rt
 
 @njit(cache=True)
 def decide_probabilities(x, roots, node_kind, node_var, node_child, node_ref, union, leaf_A,
-                         active, candidates, all_finished, probs, drawn, order):
+                         active, candidates, all_finished, probs, drawn, order, paths):
     """The forest's probability for each candidate action (sec. 5's version of Algorithm 6).
 
     ``candidates[j]`` is an action index, or -1 for an action never learned about (it counts as
     exploring). Fills ``probs``, ``drawn`` (the positions of the candidates the exploring paths
     draw from, the pool, in order) and ``order`` (ranking: probability, then votes, then
-    position), and returns ``(share, winner, n_pool)``: the probability of drawing from the pool
-    instead of playing the vote winner (a position, -1 if no finished path votes for a
-    candidate), and the size of the pool.
+    position) and ``paths`` (each tree's node for x), and returns ``(share, winner, n_pool)``:
+    the probability of drawing from the pool instead of playing the vote winner (a position, -1
+    if no finished path votes for a candidate), and the size of the pool.
     """
     K = active.shape[0]
     explore = np.zeros(K, np.bool_)
     votes = np.zeros(K, np.int64)
     exploring = paths_status(x, roots, node_kind, node_var, node_child, node_ref, union, leaf_A,
-                             active, explore, votes)
+                             active, explore, votes, paths)
     if roots.shape[0] == 0:  # warm-up: every root stump would draw among all actions
         exploring = 1
         explore[:] = True

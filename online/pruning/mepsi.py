@@ -53,6 +53,10 @@ Choices where the paper is silent or ambiguous
 - Computing TEDs: exact always (compiled Zhang-Shasha when numba is installed, see
   :mod:`online.pruning.ted`). ``ted_strategy="lazy"`` skips pairs that provably cannot be
   chosen (branch and bound on a TED lower bound); choices equal those of the full matrix.
+  Every ``min_{g in G} TED(g, h)`` (Definition 3.3 in the greedy step and in the ``ESM_avg``
+  sample) is a bounded minimum: a TED whose lower bound is not below the smallest exact TED
+  found so far is not computed (same minimum, same ``ESM_avg``, same samples). ``n_jobs``
+  threads compute the TEDs and bounds; the selection does not depend on it.
 - The pair step is not given an ordering of the pair: both orders give the same ``comp`` when
   INSERT and REMOVE cost the same; otherwise ``TED(h_i, h_j)`` with ``i < j`` as written.
 

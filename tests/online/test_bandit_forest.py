@@ -421,6 +421,47 @@ def test_learn_one_after_decide_learns_the_context_it_is_given():
     assert state_hash(play(mutate=True)) == state_hash(play(mutate=False))
 
 
+def test_learn_one_reuses_decides_paths_only_while_the_trees_are_unchanged():
+    # learn_one takes the trees' paths from decide on the same context if no event was learned
+    # in between; here other events are learned between some decides and their learn_one
+    # (the trees grow meanwhile), and the end state must be that of learning without decides
+    def play(decide: bool) -> dict:
+        rng = random.Random(8)
+        forest = BanditForest(n_trees=6, warmup=30, max_depth=(2, 3), epsilon=0.9, delta=0.3,
+                              seed=4)
+        for a in "pqr":
+            forest.add_action(a)
+        best = {"a": "p", "b": "q", "c": "r"}
+        events = []
+        for t in range(2500):
+            x = {"site": rng.choice("abc"), "hour": rng.randrange(24), "vip": rng.random() < .5}
+            action = rng.choice("pqr")
+            reward = float(action == best[x["site"]])
+            events.append((x, action, reward))
+        held = None
+        for t, (x, action, reward) in enumerate(events):
+            if decide:
+                forest.decide(x)
+            if t % 7 == 3:  # learned later, after other events
+                held = (x, action, reward)
+                continue
+            forest.learn_one(x, action, reward, 0.5)
+            if held is not None and t % 7 == 5:
+                if decide:
+                    forest.decide(held[0])  # its paths are stale by the time it is learned
+                    forest.learn_one(dict(x, hour=-1), action, reward, 0.5)
+                else:
+                    forest.learn_one(dict(x, hour=-1), action, reward, 0.5)
+                forest.learn_one(*held, 0.5)
+                held = None
+        assert forest.n_nodes >= 6 * 5  # paths were split while events were held
+        state = forest.to_state()
+        del state["rng"]["decide"]
+        return state
+
+    assert state_hash(play(decide=True)) == state_hash(play(decide=False))
+
+
 def test_learn_many_ends_exactly_as_learn_one():
     rng = random.Random(11)
     events = []
