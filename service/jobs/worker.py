@@ -166,8 +166,18 @@ class GroveWorker(Worker):
         super().run_maintenance_tasks()
         self.reap()
 
-    def maintain_heartbeats(self, job):
-        super().maintain_heartbeats(job)
+    def maintain_heartbeats(self, job, *args):
+        # rq calls this every job_monitoring_interval while the horse runs (rq 3 passes the
+        # execution too). The worker also refreshes the Grove heartbeat of the attempt: the
+        # horse's own heartbeat thread stalls while a compiled kernel is built or runs without
+        # releasing the GIL, and the horse is alive as long as this process is (it dies with
+        # it; a dead horse is reaped by handle_work_horse_killed, a stuck one by rq's timeout).
+        super().maintain_heartbeats(job, *args)
+        job_id, attempt = job.args
+        try:
+            self.jobs.store.progress(job_id, attempt, None, "")
+        except redis.RedisError as exc:
+            self.log.warning("job %s: heartbeat failed (%s)", job_id, exc)
         self.reap()
 
     def handle_work_horse_killed(self, job, retpid, ret_val, rusage):
