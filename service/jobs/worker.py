@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from rq import Worker
 from rq.serializers import JSONSerializer
 from rq.timeouts import JobTimeoutException
+from rq.utils import now as rq_now
 
 from service.jobs.dataset import Dataset, DatasetError, read_events, read_table
 from service.jobs.kinds import KINDS, job_kind
@@ -34,6 +35,9 @@ from service.settings import Settings, get_settings
 from service.store import Store
 
 log = logging.getLogger("grove.jobs")
+
+#: seconds between rq's own maintenance chores (rq's default maintenance interval)
+RQ_CHORES_INTERVAL = 600.0
 
 
 def _die_with_parent(parent: int) -> None:
@@ -148,6 +152,7 @@ class GroveWorker(Worker):
         super().__init__(*args, **kwargs)
         self.jobs = jobs
         self._last_reap = 0.0
+        self._last_rq_chores = -math.inf
 
     def main_work_horse(self, job, queue):
         _die_with_parent(os.getppid())
@@ -163,7 +168,13 @@ class GroveWorker(Worker):
             self.log.warning("reaping lost jobs failed: %s", exc)
 
     def run_maintenance_tasks(self):
-        super().run_maintenance_tasks()
+        # rq's chores (registry cleaning, logged at INFO) keep rq's own pace; the worker wakes
+        # every job_heartbeat seconds (maintenance_interval) only to reap lost Grove jobs
+        if time.monotonic() - self._last_rq_chores >= RQ_CHORES_INTERVAL:
+            self._last_rq_chores = time.monotonic()
+            super().run_maintenance_tasks()
+        else:
+            self.last_cleaned_at = rq_now()  # what rq's chores set: next wake-up in an interval
         self.reap()
 
     def maintain_heartbeats(self, job, *args):
