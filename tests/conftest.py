@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import redis
 
@@ -29,3 +31,15 @@ def redis_client(redis_url):
     client = redis.Redis.from_url(redis_url)
     yield client
     client.close()
+
+
+@pytest.fixture(autouse=True)
+def _root_logging():
+    """Tests that run ``grove ...`` in process (service.cli.main) point the root logger at the
+    stderr pytest captured for that test; put the handlers back so that later tests do not
+    log into a closed stream ("--- Logging error ---" by the hundred in the CI output)."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
