@@ -224,12 +224,16 @@ class ForestPlayer(Player):
         # diagnostics, per chunk: [steps, explored steps, reward when explored, reward when voted]
         self.log: list[list[float]] = []
 
+    def contexts(self, X):
+        """The policy's input for each row of X: a dict of every variable."""
+        names = self.names
+        return (dict(zip(names, row)) for row in X.tolist())
+
     def play(self, X, y):
         out = np.empty(len(y))
         explored = np.zeros(len(y), dtype=bool)
-        decide, learn, names, index = self.policy.decide, self.policy.learn_one, self.names, self.index
-        for i, (row, label) in enumerate(zip(X.tolist(), y.tolist())):
-            x = dict(zip(names, row))
+        decide, learn, index = self.policy.decide, self.policy.learn_one, self.index
+        for i, (x, label) in enumerate(zip(self.contexts(X), y.tolist())):
             d = decide(x)
             out[i] = r = 1.0 if index[d.action] == label else 0.0
             explored[i] = d.explored
@@ -250,18 +254,9 @@ class SparseForestPlayer(ForestPlayer):
         super().__init__(data, seed, **params)
         self.name_array = np.array(self.names, dtype=object)
 
-    def play(self, X, y):
-        out = np.empty(len(y))
-        explored = np.zeros(len(y), dtype=bool)
-        decide, learn, names, index = self.policy.decide, self.policy.learn_one, self.name_array, self.index
-        for i, (row, label) in enumerate(zip(X.view(bool), y.tolist())):  # rows of 0/1 bytes
-            x = dict.fromkeys(names[row].tolist(), True)
-            d = decide(x)
-            out[i] = r = 1.0 if index[d.action] == label else 0.0
-            explored[i] = d.explored
-            learn(x, d.action, r, d.probability)
-        self.log.append([len(y), int(explored.sum()), float(out[explored].sum()), float(out[~explored].sum())])
-        return out
+    def contexts(self, X):
+        names = self.name_array
+        return (dict.fromkeys(names[row].tolist(), True) for row in X.view(bool))  # 0/1 bytes
 
 
 # Bandit Tree (fig. 1): one tree without randomization; epsilon and depth fixed at the middle of
