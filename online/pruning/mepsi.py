@@ -219,6 +219,10 @@ class MEPSI:
             raise ValueError(f"esm_avg must be one of {sorted(_ESM_AVG)}")
         if self.C < 0:
             raise ValueError("C must be >= 0")
+        for name in ("insert_cost", "remove_cost", "update_cost"):
+            cost = getattr(self, name)
+            if not (np.isfinite(cost) and cost >= 0):  # Definition 3.2's operations cost >= 0
+                raise ValueError(f"{name} must be a finite number >= 0, got {cost!r}")
         codes, classes = encode(predictions, y)
         if codes.shape[0] != T:
             raise ValueError("predictions must have one row per tree")
@@ -475,6 +479,12 @@ class _Distances:
         self.lower = np.maximum(
             self.lower, postorder_sed_matrix(trees, backend=backend, n_jobs=n_jobs, **costs)
         )
+        if not all(float(c).is_integer() for c in costs.values()):
+            # with fractional costs a bound and the TED add the same costs in other orders, so
+            # a computed bound can exceed the computed TED by a few ulps (1e-15 relative) and a
+            # skipped TED could have been the minimum: the bounds are lowered by far more than
+            # that (integer costs add exactly and keep the bounds as they are)
+            self.lower *= 1.0 - 1e-9
         self.known = np.eye(T, dtype=bool)
         np.fill_diagonal(self.lower, 0.0)
         if (

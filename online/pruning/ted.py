@@ -47,6 +47,7 @@ from online.pruning.trees import Tree
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -72,6 +73,15 @@ def _use_numba(backend: str) -> bool:
     return backend == "numba" or (backend == "auto" and ted_compiled.AVAILABLE)
 
 
+def _costs(insert, remove, update) -> dict:
+    """The three operation costs as floats; Definition 3.2's costs are finite and >= 0."""
+    costs = {"insert": float(insert), "remove": float(remove), "update": float(update)}
+    for name, cost in costs.items():
+        if not (math.isfinite(cost) and cost >= 0):
+            raise ValueError(f"the {name} cost must be a finite number >= 0, got {cost!r}")
+    return costs
+
+
 def ted(
     h: Tree,
     g: Tree,
@@ -82,7 +92,8 @@ def ted(
     backend: str = "auto",
 ) -> float:
     """TED(h, g): cost of turning ``h`` into ``g`` (Definition 3.2)."""
-    costs = {"insert": insert, "remove": remove, "update": update}
+    costs = _costs(insert, remove, update)
+    insert, remove, update = costs.values()
     return float(ted_cross([h], [g], backend=backend, **costs)[0, 0])
 
 
@@ -103,7 +114,8 @@ def ted_pairs(
     """
     trees = list(trees)
     I, J = np.asarray(I, dtype=np.int64), np.asarray(J, dtype=np.int64)
-    costs = {"insert": insert, "remove": remove, "update": update}
+    costs = _costs(insert, remove, update)
+    insert, remove, update = costs.values()
     if _use_numba(backend):
         return ted_compiled.pairs(trees, I, J, n_jobs=n_jobs, **costs)
     out = np.zeros(len(I))
@@ -130,6 +142,7 @@ def ted_matrix(
     computed. ``progress`` (optional) is called with the number of tree pairs finished.
     ``n_jobs``: threads of the compiled backend (scikit-learn's convention; same distances).
     """
+    insert, remove, update = _costs(insert, remove, update).values()
     trees = list(trees)
     symmetric = insert == remove
     if _use_numba(backend):
@@ -168,6 +181,7 @@ def ted_cross(
     n_jobs=1,
 ) -> np.ndarray:
     """``D[p, q] = TED(hs[p], gs[q])`` for every pair, computed in batches."""
+    insert, remove, update = _costs(insert, remove, update).values()
     hs, gs = list(hs), list(gs)
     if _use_numba(backend):
         I, J = np.divmod(np.arange(len(hs) * len(gs)), max(len(gs), 1))
@@ -202,14 +216,15 @@ def postorder_sed_matrix(
     The compiled backend (:func:`online.pruning.ted_compiled.sed_pairs`, ``n_jobs`` threads)
     is 3.6x faster than the numpy rows below on 277-node trees.
 
-from online.pruning.trees import Tree
+    >>> from online.pruning.trees import Tree
     >>> h = Tree.from_children([0, 1, 2], [[1, 2], [], []])
     >>> postorder_sed_matrix([h, Tree.from_children([0, 1, 2], [[1], [2], []])]).tolist()
     [[0.0, 2.0], [2.0, 0.0]]
     """
     trees = list(trees)
     T = len(trees)
-    costs = {"insert": insert, "remove": remove, "update": update}
+    costs = _costs(insert, remove, update)
+    insert, remove, update = costs.values()
     if _use_numba(backend):
         I, J = np.triu_indices(T, 1) if insert == remove else np.nonzero(~np.eye(T, dtype=bool))
         out = np.zeros((T, T))

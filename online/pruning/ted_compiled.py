@@ -234,7 +234,7 @@ def pairs(
     costs, dtype = (float(insert), float(remove), float(update)), np.float64
     n = np.diff(left[2])
     if all(c.is_integer() for c in costs) and (
-        n.max(initial=0) * max(costs) * 2 < 2**31 - 1
+        n.max(initial=0) * max(map(abs, costs)) * 2 < 2**31 - 1
     ):  # integer costs: int32 tables (same distances, less memory traffic)
         costs, dtype = tuple(np.int32(c) for c in costs), np.int32
     jobs = []  # (flattened trees, positions in out)

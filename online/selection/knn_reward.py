@@ -138,7 +138,7 @@ class KNNReward:
     """
 
     def __init__(self, X, y, n_neighbors=5, validation="loo", queries=None, method="auto",
-                 distance_ties="index", random_state=None, cache=True):
+                 random_state=None, cache=True, distance_ties="index"):
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2:
             raise ValueError(f"X must be 2-D, got shape {X.shape}")

@@ -228,8 +228,8 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
 
     def __init__(self, n_simulations=1000, c=0.1, n_neighbors=5, validation="loo",
                  recursive=True, max_recursions=None, on_tie="continue", baseline=None,
-                 distance_ties="index", scaling="minmax", max_validation_samples=None,
-                 progress=None, random_state=None):
+                 scaling="minmax", max_validation_samples=None, progress=None,
+                 random_state=None, distance_ties="index"):
         self.n_simulations = n_simulations
         self.c = c
         self.n_neighbors = n_neighbors

@@ -292,3 +292,12 @@ def test_threads_and_integer_tables_give_the_same_distances(monkeypatch):
     assert ted_compiled.n_threads(None) == 1 and ted_compiled.n_threads(-1) >= 1
     with pytest.raises(ValueError):
         ted_compiled.n_threads(0)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "auto"])
+def test_sed_bound_takes_integer_and_fractional_costs_together(backend):
+    # insert and remove integers, update fractional: the numpy rows used to fail to cast
+    rng = np.random.default_rng(5)
+    trees = [_random_tree(rng, int(rng.integers(1, 8))) for _ in range(8)]
+    lb = postorder_sed_matrix(trees, insert=2, remove=3, update=0.5, backend=backend)
+    assert np.all(lb <= ted_matrix(trees, insert=2, remove=3, update=0.5) + 1e-9)
