@@ -262,3 +262,34 @@ def test_decide_without_actions_and_patch_actions_name_the_kind(client):
     assert r.status_code == 422 and "mcts-is" in r.json()["detail"], r.text
     r = client.patch("/apps/ctr-kind", headers=ADMIN, json={"actions": ["a1"]})
     assert r.status_code == 422 and "no actions" in r.json()["detail"], r.text
+
+
+def test_real_criteo_records_through_the_api(client, trainer, store):
+    """The Criteo sample (../shared/data, 200 rows) as an ad server would send it: integer
+    counts, hashed strings, null for a missing count; learned through the stream and the
+    trainer, then predicted on held-out records whose hashed ids are mostly unseen."""
+    import math
+    from pathlib import Path
+
+    import pandas as pd
+
+    file = Path(__file__).resolve().parents[3] / "shared" / "data" / "criteo_sample.csv.gz"
+    if not file.exists():
+        pytest.skip(f"{file} not available")
+    frame = pd.read_csv(file)
+    labels = frame.pop("label").tolist()
+    records = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+               for r in frame.to_dict("records")]
+    headers = create_mcts(client)
+    learn_all(client, headers, list(zip(records[:150], labels[:150])))
+    drain(trainer)
+    status = client.get("/apps/ctr", headers=headers).json()
+    assert status["eventsLearned"] == 150 and status["eventsRejected"] == 0
+    for x in records[150:]:
+        answer = client.post("/apps/ctr/predict", json={"x": x}, headers=headers)
+        assert answer.status_code == 200, answer.text
+        assert 0.0 <= answer.json()["probability"] <= 1.0
+        assert len(answer.json()["trees"]) == len(x)
+    found = client.get("/apps/ctr/interactions", params={"top": 5}, headers=headers).json()
+    assert found["interactions"] and all(set(i["terms"]) <= set(frame.columns)
+                                         for i in found["interactions"])
