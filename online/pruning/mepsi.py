@@ -75,6 +75,7 @@ from online.pruning import ted_compiled
 from online.pruning.ted import (
     _blocks,
     _use_numba,
+    operation_costs,
     postorder_sed_matrix,
     ted_cross,
     ted_matrix,
@@ -219,10 +220,7 @@ class MEPSI:
             raise ValueError(f"esm_avg must be one of {sorted(_ESM_AVG)}")
         if self.C < 0:
             raise ValueError("C must be >= 0")
-        for name in ("insert_cost", "remove_cost", "update_cost"):
-            cost = getattr(self, name)
-            if not (np.isfinite(cost) and cost >= 0):  # Definition 3.2's operations cost >= 0
-                raise ValueError(f"{name} must be a finite number >= 0, got {cost!r}")
+        costs = operation_costs(self.insert_cost, self.remove_cost, self.update_cost)
         codes, classes = encode(predictions, y)
         if codes.shape[0] != T:
             raise ValueError("predictions must have one row per tree")
@@ -232,11 +230,6 @@ class MEPSI:
         rng = check_random_state(self.random_state)
 
         nc = np.array([t.n_nodes for t in trees], dtype=np.float64)  # NC(h)
-        costs = {
-            "insert": self.insert_cost,
-            "remove": self.remove_cost,
-            "update": self.update_cost,
-        }
         if distances is not None:
             distances = np.asarray(distances, dtype=np.float64)
             if distances.shape != (T, T):

@@ -73,7 +73,7 @@ def _use_numba(backend: str) -> bool:
     return backend == "numba" or (backend == "auto" and ted_compiled.AVAILABLE)
 
 
-def _costs(insert, remove, update) -> dict:
+def operation_costs(insert, remove, update) -> dict:
     """The three operation costs as floats; Definition 3.2's costs are finite and >= 0."""
     costs = {"insert": float(insert), "remove": float(remove), "update": float(update)}
     for name, cost in costs.items():
@@ -92,7 +92,7 @@ def ted(
     backend: str = "auto",
 ) -> float:
     """TED(h, g): cost of turning ``h`` into ``g`` (Definition 3.2)."""
-    costs = _costs(insert, remove, update)
+    costs = operation_costs(insert, remove, update)
     insert, remove, update = costs.values()
     return float(ted_cross([h], [g], backend=backend, **costs)[0, 0])
 
@@ -114,7 +114,7 @@ def ted_pairs(
     """
     trees = list(trees)
     I, J = np.asarray(I, dtype=np.int64), np.asarray(J, dtype=np.int64)
-    costs = _costs(insert, remove, update)
+    costs = operation_costs(insert, remove, update)
     insert, remove, update = costs.values()
     if _use_numba(backend):
         return ted_compiled.pairs(trees, I, J, n_jobs=n_jobs, **costs)
@@ -142,7 +142,7 @@ def ted_matrix(
     computed. ``progress`` (optional) is called with the number of tree pairs finished.
     ``n_jobs``: threads of the compiled backend (scikit-learn's convention; same distances).
     """
-    insert, remove, update = _costs(insert, remove, update).values()
+    insert, remove, update = operation_costs(insert, remove, update).values()
     trees = list(trees)
     symmetric = insert == remove
     if _use_numba(backend):
@@ -181,7 +181,7 @@ def ted_cross(
     n_jobs=1,
 ) -> np.ndarray:
     """``D[p, q] = TED(hs[p], gs[q])`` for every pair, computed in batches."""
-    insert, remove, update = _costs(insert, remove, update).values()
+    insert, remove, update = operation_costs(insert, remove, update).values()
     hs, gs = list(hs), list(gs)
     if _use_numba(backend):
         I, J = np.divmod(np.arange(len(hs) * len(gs)), max(len(gs), 1))
@@ -223,7 +223,7 @@ def postorder_sed_matrix(
     """
     trees = list(trees)
     T = len(trees)
-    costs = _costs(insert, remove, update)
+    costs = operation_costs(insert, remove, update)
     insert, remove, update = costs.values()
     if _use_numba(backend):
         I, J = np.triu_indices(T, 1) if insert == remove else np.nonzero(~np.eye(T, dtype=bool))

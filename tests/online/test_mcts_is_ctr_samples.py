@@ -8,25 +8,20 @@ pandas: string and integer values, NaN for missing, many unseen categories at pr
 
 from __future__ import annotations
 
-import json
 import math
-import os
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from online import MCTSInteractions
+from service import codec
 
-DATA = Path(os.environ.get("GROVE_BENCH_DATA",
-                           Path(__file__).resolve().parents[3] / "shared" / "data"))
+from ..shared_data import shared_file
 
 
 def sample(name: str) -> tuple[pd.DataFrame, np.ndarray]:
-    file = DATA / f"{name}_sample.csv.gz"
-    if not file.exists():
-        pytest.skip(f"{file} not available")
+    file = shared_file(f"{name}_sample.csv.gz")
     if name == "avazu":  # every column a hashed string; "id" is unique per row, not a field
         frame = pd.read_csv(file, dtype=str).drop(columns=["id"])
         return frame.drop(columns=["click"]), frame["click"].astype(int).to_numpy()
@@ -70,22 +65,11 @@ def test_real_ctr_records_learn_predict_explain_and_round_trip(name):
     for tree in model.trees():
         assert tree["root"] in seen
 
-    # state: numpy arrays and JSON-able scalars (no pickle); the restored model answers the same
-    state = model.to_state()
-
-    def strip(node):
-        if isinstance(node, np.ndarray):
-            assert node.dtype != object
-            return None
-        if isinstance(node, dict):
-            return {k: strip(v) for k, v in node.items()}
-        if isinstance(node, (list, tuple)):
-            return [strip(v) for v in node]
-        return node
-
-    json.dumps(strip(state))
-    restored = MCTSInteractions.from_state(state)
-    serving = MCTSInteractions.from_state(model.to_state(statistics=False))
+    # state and serving copy through the store's codec (msgpack + raw arrays, no pickle, no
+    # object arrays): the restored models answer the same
+    restored = MCTSInteractions.from_state(codec.decode(codec.encode(model.to_state())))
+    serving = MCTSInteractions.from_state(
+        codec.decode(codec.encode(model.to_state(statistics=False))))
     for x in records[:50]:
         expected = model.predict_proba_one(x)
         assert restored.predict_proba_one(x) == expected

@@ -269,14 +269,12 @@ def test_real_criteo_records_through_the_api(client, trainer, store):
     counts, hashed strings, null for a missing count; learned through the stream and the
     trainer, then predicted on held-out records whose hashed ids are mostly unseen."""
     import math
-    from pathlib import Path
 
     import pandas as pd
 
-    file = Path(__file__).resolve().parents[3] / "shared" / "data" / "criteo_sample.csv.gz"
-    if not file.exists():
-        pytest.skip(f"{file} not available")
-    frame = pd.read_csv(file)
+    from ..shared_data import shared_file
+
+    frame = pd.read_csv(shared_file("criteo_sample.csv.gz"))
     labels = frame.pop("label").tolist()
     records = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
                for r in frame.to_dict("records")]
