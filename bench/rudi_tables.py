@@ -25,6 +25,11 @@ of the GS-NLN stage, on one MCTS-SG run).
 Scaling: MCTS-SG with the same K, D, B and simulations on N and 10 N entities: the tree search
 costs K x D x B x simulations statistic evaluations whatever N (sec. 3.2.5); only the final
 evaluation of the K statistics and eq. 7 grow with N.
+
+Long runs: ``--json out.json`` is rewritten after every (data set, teacher) and ``--resume``
+skips the pairs already in it; each teacher's scores on all entities are saved beside it
+(``out.json.<dataset>.<teacher>.npy``, aligned with the sorted entity ids). Run it with one
+BLAS / OpenMP thread (``OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1``).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 import tracemalloc
@@ -131,7 +137,7 @@ def train_teachers(F, labels, train, valid, seed, which=("LightGBM", "MLP"), tab
             out[name] = train_gru(table, labels, train, valid, seed)
         elif name == "LightGBM":
             gbm = lgb.LGBMClassifier(n_estimators=2000, learning_rate=0.05, num_leaves=31,
-                                     random_state=seed, verbose=-1)
+                                     random_state=seed, n_jobs=1, verbose=-1)
             gbm.fit(F[train], labels[train], eval_X=(F[valid],), eval_y=(labels[valid],),
                     callbacks=[lgb.early_stopping(50, verbose=False)])
             out[name] = gbm.predict(F, raw_score=True)
@@ -168,17 +174,21 @@ def select_by_lightgbm(F, y, owner, K, seed):
     import lightgbm as lgb
 
     reg = lgb.LGBMRegressor(n_estimators=300, learning_rate=0.05, random_state=seed,
-                            importance_type="gain", verbose=-1).fit(F, y)
+                            importance_type="gain", n_jobs=1, verbose=-1).fit(F, y)
     per_stat = np.bincount(owner, weights=reg.feature_importances_, minlength=owner.max() + 1)
     return np.isin(owner, np.argsort(-per_stat)[:K])
 
 
 def mc_train_test(Xtr, ytr, Xte, yte):
-    """Eq. 5 on train, and the train OLS fit correlated with the teacher on test."""
+    """(train, test, columns, test refit): eq. 5 on train (the paper's measure); the train OLS
+    fit correlated with the teacher on test; the number of columns; eq. 5 refitted on the test
+    rows (do the chosen statistics hold the teacher's information there, whatever the train
+    coefficients?)."""
     A = np.column_stack([np.ones(len(ytr)), Xtr])
     beta, *_ = np.linalg.lstsq(A, ytr, rcond=None)
     fit_te = np.column_stack([np.ones(len(yte)), Xte]) @ beta
-    return multiple_corr(Xtr, ytr), abs(np.corrcoef(fit_te, yte)[0, 1]), Xtr.shape[1]
+    return (multiple_corr(Xtr, ytr), abs(np.corrcoef(fit_te, yte)[0, 1]), Xtr.shape[1],
+            multiple_corr(Xte, yte))
 
 
 def lasso_with_about(X, y, R):
@@ -195,7 +205,14 @@ def lasso_with_about(X, y, R):
     return lambda Xn: model.predict((Xn - mu) / sd), int((model.coef_ != 0).sum())
 
 
-def run_dataset(name, args):
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far (Linux: ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_dataset(name, args, done=None, save=None):
+    """Tables 3-4 on one data set. ``done``: an earlier result of this data set (its teachers
+    are skipped, ``--resume``); ``save(out)`` is called after every teacher."""
     load, entity_col, order_col = LOADERS[name]
     t0 = time.perf_counter()
     events, labels_s, desc = load(args.n_entities, args.seed)
@@ -213,16 +230,20 @@ def run_dataset(name, args):
     print(f"\n## {desc}: {len(entities)} entities, {len(events)} events, "
           f"{F.shape[1]} flat aggregates ({owner.max() + 1} statistics); "
           f"load {time.perf_counter() - t0:.0f}s", flush=True)
-    teachers = train_teachers(F, labels, train, valid, args.seed,
-                              args.teacher or ("LightGBM", "MLP"), table)
+    out = {"dataset": desc, "n_entities": len(entities), "n_events": len(events),
+           "teachers": dict((done or {}).get("teachers", {}))}
+    todo = [t for t in (args.teacher or ("LightGBM", "MLP")) if t not in out["teachers"]]
+    if len(todo) < len(args.teacher or ("LightGBM", "MLP")):
+        print(f"resume: teachers already done: {sorted(out['teachers'])}", flush=True)
+    teachers = train_teachers(F, labels, train, valid, args.seed, todo, table)
     from sklearn.metrics import roc_auc_score
 
     ent_col = events[entity_col].to_numpy()
     ev_fit = events[np.isin(ent_col, entities[fit_idx])]
     ev_test = events[np.isin(ent_col, entities[test])]
-    out = {"dataset": desc, "n_entities": len(entities), "n_events": len(events),
-           "teachers": {}}
     for tname, y in teachers.items():
+        if args.json:
+            np.save(f"{args.json}.{name}.{tname}.npy", y)
         res = {"teacher_auc": float(roc_auc_score(labels[test], y[test]))}
         print(f"\n### teacher {tname}: test AUC {res['teacher_auc']:.4f}", flush=True)
         y_fit, y_te = y[fit_idx], y[test]
@@ -267,13 +288,16 @@ def run_dataset(name, args):
             res["sg_extra"].append({"seed": args.seed + s, "table3": sg_runs[-1],
                                     "search_cpu_seconds": time.process_time() - cpu,
                                     "statistics": [model.grammar_.label(c)
-                                                   for c in sg.statistics_]})
+                                                   for c in sg.statistics_],
+                                    "compositions": [model.grammar_.canonical_key(c)
+                                                     for c in sg.statistics_]})
         if len(sg_runs) > 1:
             t3[f"MCTS-SG (mean of {len(sg_runs)} seeds)"] = tuple(np.mean(sg_runs, axis=0))
-            res["sg_std"] = tuple(np.std(sg_runs, axis=0)[:2])
+            res["sg_std"] = tuple(np.std(sg_runs, axis=0))
         t3["All flat aggregates"] = mc_train_test(F[fit_idx], y_fit, F[test], y_te)
         res["table3"] = t3
         res["statistics"] = [(s["name"], s["correlation"]) for s in model.statistics_]
+        res["compositions"] = [st["operators"] for st in model.statistics_]
         # -- Table 4 ---------------------------------------------------------------------
         t4 = {}
         from sklearn.tree import DecisionTreeRegressor
@@ -291,10 +315,16 @@ def run_dataset(name, args):
         t4["CART"] = (fidelity(y_te, p), roc_auc_score(labels[test], p), args.R)
         runs = [model.score(ev_test, pd.Series(y_te, index=entities[test]),
                             pd.Series(labels[test], index=entities[test]))]
+        res["gsnln_extra_cpu_seconds"] = []
         for s in range(1, args.seeds):
-            net = GSNLN(args.R, 20, 2, args.epochs, random_state=args.seed + s).fit(Ztr, y_fit)
+            cpu = time.process_time()
+            with tqdm(total=100, desc=f"GS-NLN seed {args.seed + s}", leave=False) as bar:
+                net = GSNLN(args.R, 20, 2, args.epochs, random_state=args.seed + s).fit(
+                    Ztr, y_fit, progress=bar_progress(bar))
+            res["gsnln_extra_cpu_seconds"].append(time.process_time() - cpu)
             p = net.predict(Zte)
             runs.append({"fidelity": fidelity(y_te, p), "auc": roc_auc_score(labels[test], p)})
+        res["rudi_runs"] = runs
         fid = [r["fidelity"] for r in runs]
         auc = [r["auc"] for r in runs]
         t4["RuDi"] = (float(np.mean(fid)), float(np.mean(auc)), args.R,
@@ -302,15 +332,19 @@ def run_dataset(name, args):
         res["table4"] = t4
         res["rules"] = model.rules_
         res["max_literals"] = max(r["n_literals"] for r in model.rules_)
+        res["peak_rss_mb"] = peak_rss_mb()
         out["teachers"][tname] = res
         print_teacher(res)
+        if save is not None:
+            save(out)
     return out
 
 
 def print_teacher(res):
-    print("\nTable 3 (multiple correlation with the teacher; train / test):")
-    for k, (a, b, ncol) in res["table3"].items():
-        print(f"  {k:<30} {a:.4f} / {b:.4f}   ({ncol:.0f} columns)")
+    print("\nTable 3 (multiple correlation with the teacher; train / test / test refit):")
+    for k, (a, b, ncol, *refit) in res["table3"].items():
+        extra = f" / {refit[0]:.4f}" if refit else ""
+        print(f"  {k:<30} {a:.4f} / {b:.4f}{extra}   ({ncol:.0f} columns)")
     if "sg_std" in res:
         print(f"  MCTS-SG std over seeds: {res['sg_std'][0]:.4f} / {res['sg_std'][1]:.4f}")
     for extra in res.get("sg_extra", []):
@@ -320,6 +354,9 @@ def print_teacher(res):
     for k, v in res["table4"].items():
         extra = f" +- {v[3]:.4f} / {v[4]:.4f}" if len(v) > 3 else ""
         print(f"  {k:<16} {v[0]:.4f}   {v[1]:.4f}   (size {v[2]}){extra}")
+    if res.get("gsnln_extra_cpu_seconds"):
+        print("GS-NLN extra seeds CPU s:", [round(c) for c in res["gsnln_extra_cpu_seconds"]])
+    print(f"peak RSS so far {res.get('peak_rss_mb', 0):.0f} MB")
     print(f"RuDi fit {res['rudi_seconds']:.0f}s wall, {res['rudi_cpu_seconds']:.0f}s CPU "
           f"(tree search {res['search_seconds']:.0f}s wall, "
           f"{res['search_cpu_seconds']:.0f}s CPU); "
@@ -400,15 +437,27 @@ def main(argv=None):
     ap.add_argument("--scaling-K", type=int, default=5)
     ap.add_argument("--scaling-repeats", type=int, default=2)
     ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the (data set, teacher) results already in --json, run the rest")
     args = ap.parse_args(argv)
     print("args:", vars(args), flush=True)
     results = {}
+    if args.resume and args.json and Path(args.json).exists():
+        results = json.loads(Path(args.json).read_text())
+
+    def save():
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=1, default=float))
+
     for name in args.dataset or []:
-        results[name] = run_dataset(name, args)
+        def save_dataset(out, name=name):
+            results[name] = out
+            save()
+
+        results[name] = run_dataset(name, args, results.get(name), save_dataset)
     if args.scaling:
         results["scaling"] = run_scaling(args)
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1, default=float))
+    save()
 
 
 if __name__ == "__main__":
