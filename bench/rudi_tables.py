@@ -289,8 +289,8 @@ def run_dataset(name, args, done=None, save=None):
                                     "search_cpu_seconds": time.process_time() - cpu,
                                     "statistics": [model.grammar_.label(c)
                                                    for c in sg.statistics_],
-                                    "compositions": [model.grammar_.canonical_key(c)
-                                                     for c in sg.statistics_]})
+                                    "compositions": [[model.grammar_.operators[i].name
+                                                      for i in c] for c in sg.statistics_]})
         if len(sg_runs) > 1:
             t3[f"MCTS-SG (mean of {len(sg_runs)} seeds)"] = tuple(np.mean(sg_runs, axis=0))
             res["sg_std"] = tuple(np.std(sg_runs, axis=0))
