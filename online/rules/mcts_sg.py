@@ -115,6 +115,9 @@ class MCTSSG:
     search_seconds_, evaluation_seconds_ : time in tree search (independent of N, sec. 3.2.5)
         and in evaluating the chosen statistics on all N entities plus eq. 7 (wall clock)
     search_cpu_seconds_ : CPU time of the tree search (``time.process_time``)
+    n_rewards_, reward_entities_, reward_events_ : simulations run, and the entities and events
+        their rewards evaluated (at most K x D x simulations, and B entities each: sec. 3.2.5's
+        cost, which does not depend on N)
 
     Examples
     --------
@@ -144,6 +147,7 @@ class MCTSSG:
         self.c = c
         self.adjusted = adjusted
         self.random_state = random_state
+        self.n_rewards_ = self.reward_entities_ = self.reward_events_ = 0
 
     # -- validity under invalidation ------------------------------------------------------
     def _completable(self, seq: tuple) -> bool:
@@ -176,6 +180,10 @@ class MCTSSG:
             batch = np.arange(N)
         else:
             batch = self._rng.choice(N, self.B, replace=False)
+        offsets = self.table_.offsets
+        self.n_rewards_ += 1
+        self.reward_entities_ += len(batch)
+        self.reward_events_ += int((offsets[batch + 1] - offsets[batch]).sum())
         x = self.grammar_.evaluate(seq, self.table_, batch)
         r = multiple_corr(x, target[batch])
         if self.adjusted:  # not the paper: adjusted R^2 (see the class docstring)
@@ -230,6 +238,7 @@ class MCTSSG:
         self.statistics_, self.values_, self.partial_correlations_ = [], [], []
         steps = self.K * self.D
         self.search_seconds_ = self.evaluation_seconds_ = self.search_cpu_seconds_ = 0.0
+        self.n_rewards_ = self.reward_entities_ = self.reward_events_ = 0
         for k in range(self.K):
             if not self._completable(()):
                 break  # every valid statistic has been chosen

@@ -248,3 +248,23 @@ def test_adjusted_reward_removes_the_dimension_bias():
         means[adjusted] = np.mean([sg.reward(stat, noise) for _ in range(30)])
     assert 0.2 < means[False] < 0.36  # sqrt(10 / 127) = 0.28
     assert means[True] < 0.12
+
+
+@pytest.mark.parametrize("n", [300, 3000])
+def test_search_cost_does_not_depend_on_the_number_of_entities(n):
+    """Sec. 3.2.5: the tree search evaluates K x D x B x simulations data points at most,
+    whatever N: every simulation's reward reads exactly B entities."""
+    from online.rules.events import EventTable, infer_schema
+    from online.rules.mcts_sg import MCTSSG
+    from online.rules.operators import Grammar, build_operators
+
+    events, scores, *_ = synthetic(n=n, seed=1)
+    schema = infer_schema(events, "user")
+    table = EventTable.from_events(events, "user", schema)
+    K, D, B, sims = 2, 3, 64, 30
+    grammar = Grammar(build_operators(schema), D)
+    sg = MCTSSG(K, D, B, sims, random_state=0).fit(table, scores, grammar)
+    trees = sum(len(s) for s in sg.statistics_)  # Algorithm 1: one tree per operator
+    assert sg.n_rewards_ == sims * trees <= K * D * sims
+    assert sg.reward_entities_ == B * sg.n_rewards_
+    assert 3 * sg.reward_entities_ <= sg.reward_events_ <= 7 * sg.reward_entities_  # 3-7 events
