@@ -251,9 +251,12 @@ def save(args, result) -> None:
 
 def run_whole(args, data) -> None:
     """``--whole N``: the rates of both players over N events, per phase and overall."""
-    _, blocks = whole_stream(data, args.seed, args.whole, args.block, args.trees,
-                             args.forest_params, args.context)
+    forest, blocks = whole_stream(data, args.seed, args.whole, args.block, args.trees,
+                                  args.forest_params, args.context)
     report = whole_stream_report(blocks, args.block, args.whole)
+    policy = forest.policy  # its memory after the whole stream (issue: "after 1M events")
+    memory = {"state_bytes": state_nbytes(policy.to_state()),
+              "array_bytes": policy.memory_usage(), "nodes": policy.n_nodes}
     print(f"{args.data}, {args.context} contexts, {args.whole:,} events in alternating blocks of "
           f"{args.block} (events/s of CPU time; first block left out):")
     print(f"{'events':>18} {'forest':>9} {'VW':>9} {'ratio':>6} {'forest explored':>16}")
@@ -264,9 +267,11 @@ def run_whole(args, data) -> None:
     print(f"with the first block: {r['forest']:,.0f} vs {r['vw']:,.0f} ({r['ratio']:.2f}); "
           f"avg reward forest {sum(blocks['rewards']['forest']) / args.whole:.4f}, "
           f"VW {sum(blocks['rewards']['vw']) / args.whole:.4f}")
+    print(f"forest after {args.whole:,} events: {memory['state_bytes'] / 2**20:.2f} MiB to_state(), "
+          f"{memory['array_bytes'] / 2**20:.2f} MiB arrays in memory, {memory['nodes']:,} nodes")
     result = {"data": args.data, "context": args.context, "events": args.whole,
               "block": args.block, "trees": args.trees, "forest_params": args.forest_params,
-              "whole": report, "blocks": blocks}
+              "whole": report, "memory": memory, "blocks": blocks}
     save(args, result)
     plot_whole([result], args.plots / f"bandit_forest_speed_stream_{args.data}_{args.context}.png")
 
