@@ -1,9 +1,12 @@
 """Why MCTS-SG does not beat the flat baselines on VEWS: the batch reward at each step of Algorithm 1.
 
     python bench/rudi_vews_why.py --results out.json --split 0 --teacher GRU
+    python bench/rudi_vews_why.py --tables bench/out/rudi_full/vews.json --max-events 100
 
 Reads a ``rudi_vews_paired.py`` result (the teacher's scores of that split are in the ``.npy``
-file beside it, MCTS-SG's compositions in the JSON) and replays Algorithm 1's targets: at step k
+file beside it, MCTS-SG's compositions in the JSON), or with ``--tables`` a ``rudi_tables.py``
+result (give its data arguments again: ``--dataset``, ``--n-entities``, ``--max-events``,
+``--seed``; ``--sg-seed`` 0 is RuDi's own search, 1.. the extra seeds), and replays Algorithm 1's targets: at step k
 the target is the teacher residualised on MCTS-SG's first k - 1 statistics (eq. 7, train rows).
 For the statistic MCTS-SG chose at step k and for every flat aggregate (Select_F o Agg) it
 gives the partial correlation on *all* train rows (what a full-data forward selection such as
@@ -47,17 +50,9 @@ def batch_rewards(X, target, B, n, rng):
     return out
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--results", required=True)
-    ap.add_argument("--split", type=int, default=0)
-    ap.add_argument("--teacher", default="GRU")
-    ap.add_argument("--sg-seed", type=int, default=0)
-    ap.add_argument("--batches", type=int, default=200)
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--B", type=int, default=None, help="batch size (default: the run's)")
-    ap.add_argument("--json", default=None)
-    args = ap.parse_args(argv)
+def from_paired(args):
+    """(train teacher scores, table, train rows, grammar, flat grammar, compositions, labels,
+    B) from a rudi_vews_paired.py result."""
     res = json.loads(Path(args.results).read_text())
     a = res["args"]
     rec = next(r for r in res["splits"] if r["split"] == args.split)["teachers"][args.teacher]
@@ -73,17 +68,65 @@ def main(argv=None):
     g2 = Grammar(build_operators(schema), 2)
     train, valid, _ = split(table.entities, args.split)
     fit_idx = np.sort(np.r_[train, valid])
-    ytr = y[fit_idx]
+    sg = rec["sg"][args.sg_seed]
+    comps = [tuple(c) for c in sg["compositions"]]
+    return y[fit_idx], table, fit_idx, grammar, g2, comps, sg["statistics"], a["B"]
+
+
+def from_tables(args):
+    """The same from a rudi_tables.py result: RuDi's schema (inferred on the fitting events)."""
+    res = json.loads(Path(args.tables).read_text())[args.dataset]["teachers"][args.teacher]
+    y = np.load(f"{args.tables}.{args.dataset}.{args.teacher}.npy")
+    load, entity_col, order_col = LOADERS[args.dataset]
+    events, _, _ = load(args.n_entities, args.seed)
+    if args.max_events:
+        events = events[events.groupby(entity_col).cumcount().to_numpy() < args.max_events]
+        events = events.reset_index(drop=True)
+    entities = np.unique(events[entity_col].to_numpy())
+    train, valid, _ = split(entities, args.seed)
+    fit_idx = np.sort(np.r_[train, valid])
+    ev_fit = events[np.isin(events[entity_col].to_numpy(), entities[fit_idx])]
+    schema = infer_schema(ev_fit, entity_col, order_col, max_categories=args.max_categories)
+    table = EventTable.from_events(ev_fit, entity_col, schema, order_col)
+    grammar = Grammar(build_operators(schema), args.D)
+    g2 = Grammar(build_operators(schema), 2)
+    names = res["compositions"] if args.sg_seed == 0 else \
+        res["sg_extra"][args.sg_seed - 1]["compositions"]
+    comps = [tuple(grammar.index[n] for n in c) for c in names]
+    labels = [grammar.label(c) for c in comps]
+    return y[fit_idx], table, np.arange(table.n_entities), grammar, g2, comps, labels, \
+        args.B or 128
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--results", default=None, help="a rudi_vews_paired.py JSON")
+    ap.add_argument("--tables", default=None, help="a rudi_tables.py JSON")
+    ap.add_argument("--dataset", default="vews", choices=sorted(LOADERS))
+    ap.add_argument("--n-entities", type=int, default=None)
+    ap.add_argument("--max-events", type=int, default=None)
+    ap.add_argument("--max-categories", type=int, default=10)
+    ap.add_argument("--D", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--split", type=int, default=0)
+    ap.add_argument("--teacher", default="GRU")
+    ap.add_argument("--sg-seed", type=int, default=0)
+    ap.add_argument("--batches", type=int, default=200)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--B", type=int, default=None, help="batch size (default: the run's)")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    ytr, table, fit_idx, grammar, g2, comps, labels, B = (
+        from_tables(args) if args.tables else from_paired(args))
     fstats = flat_stats(g2)
     flat = [g2.evaluate(s, table, fit_idx) for s in fstats]
     flat_names = [g2.label(s) for s in fstats]
-    sg = rec["sg"][args.sg_seed]
-    comps = [tuple(c) for c in sg["compositions"]]
     chosen = [grammar.evaluate(c, table, fit_idx) for c in comps]
     rng = np.random.default_rng(0)
-    B = args.B or a["B"]
+    B = args.B or B
     rows = []
-    print(f"VEWS, {args.teacher} teacher, split {args.split}, MCTS-SG seed {args.sg_seed}: "
+    print(f"{args.dataset}, {args.teacher} teacher, split {args.split}, "
+          f"MCTS-SG seed {args.sg_seed}: "
           f"{len(ytr)} train rows, B = {B}, {args.batches} batches per reward")
     print("k | MCTS-SG's statistic (p) | partial corr all rows | batch reward mean +- sd || "
           "best flat by all rows (p) | all rows | batch mean +- sd || flat within 1 sd || "
@@ -99,7 +142,7 @@ def main(argv=None):
         within = int((full >= full[best] - f_b.std()).sum())
         perm = rng.permutation(len(target))  # no relation left: the reward's noise floor
         c_null = batch_rewards(chosen[k][perm], target, B, args.batches, rng)
-        row = {"k": k + 1, "chosen": sg["statistics"][k], "chosen_p": int(chosen[k].shape[1]),
+        row = {"k": k + 1, "chosen": labels[k], "chosen_p": int(chosen[k].shape[1]),
                "chosen_full": float(c_full), "chosen_batch": (float(c_b.mean()),
                                                               float(c_b.std())),
                "best_flat": flat_names[best], "best_flat_p": int(flat[best].shape[1]),
