@@ -98,6 +98,43 @@ def from_tables(args):
         args.B or 128
 
 
+def plot(paths, png):
+    """Per step k: the chosen statistic's partial correlation on all train rows and its batch
+    reward, beside the best flat aggregate's, for one or more ``--json`` outputs (one panel
+    each, titled by the file name)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(paths), figsize=(5.5 * len(paths), 4), squeeze=False)
+    for ax, path in zip(axes[0], paths):
+        rows = json.loads(Path(path).read_text())
+        k = [r["k"] for r in rows]
+        cat = [r["chosen_p"] > 2 for r in rows]
+        ax.plot(k, [r["chosen_full"] for r in rows], "o-", color="tab:red",
+                label="MCTS-SG's choice: partial corr., all rows")
+        ax.plot(k, [r["chosen_batch"][0] for r in rows], "o--", color="tab:red", mfc="none",
+                label="MCTS-SG's choice: batch reward (B = 128)")
+        ax.plot(k, [r["chosen_null_batch"] for r in rows], ":", color="grey",
+                label="its batch reward, rows permuted (no signal)")
+        ax.plot(k, [r["best_flat_full"] for r in rows], "s-", color="tab:blue",
+                label="best flat aggregate: partial corr., all rows")
+        ax.plot(k, [r["best_flat_batch"][0] for r in rows], "s--", color="tab:blue", mfc="none",
+                label="best flat aggregate: batch reward")
+        for kk, c in zip(k, cat):
+            if c:
+                ax.axvspan(kk - 0.4, kk + 0.4, color="tab:red", alpha=0.07, lw=0)
+        ax.set_xlabel("step k of Algorithm 1 (shaded: MCTS-SG chose a statistic of > 2 dims)")
+        ax.set_ylabel("correlation with the residualised teacher")
+        ax.set_title(Path(path).stem, fontsize=9)
+        ax.set_ylim(0, 1)
+    axes[0][0].legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    print("wrote", png)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--results", default=None, help="a rudi_vews_paired.py JSON")
@@ -115,7 +152,13 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--B", type=int, default=None, help="batch size (default: the run's)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--plot", nargs="+", default=None, metavar="JSON",
+                    help="plot these --json outputs (to --png) and exit")
+    ap.add_argument("--png", default="bench/plots/rudi_vews_why.png")
     args = ap.parse_args(argv)
+    if args.plot:
+        plot(args.plot, args.png)
+        return
     ytr, table, fit_idx, grammar, g2, comps, labels, B = (
         from_tables(args) if args.tables else from_paired(args))
     fstats = flat_stats(g2)
