@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from online.pruning import ted_avx512
 from online.pruning.trees import postorder
 
 try:  # optional compiled backend
@@ -43,6 +44,9 @@ except ImportError:  # pragma: no cover - exercised only where numba is missing
 
 __all__ = ["AVAILABLE", "flatten", "n_threads", "pairs", "sed_pairs"]
 
+#: run :mod:`online.pruning.ted_avx512` (same distances, about 5x faster on large trees) when it
+#: is usable: integer costs, AVX-512BW/VL; False forces this module's scalar kernel
+USE_AVX512 = True
 #: below this many Zhang-Shasha cells a call runs on one thread (threads cost more than they save)
 PARALLEL_MIN_CELLS = 2e6
 #: chunks per thread: pairs differ in cost, so threads take chunks as they finish (load balance)
@@ -237,14 +241,20 @@ def pairs(
         n.max(initial=0) * max(map(abs, costs)) * 2 < 2**31 - 1
     ):  # integer costs: int32 tables (same distances, less memory traffic)
         costs, dtype = tuple(np.int32(c) for c in costs), np.int32
+    vector = USE_AVX512 and ted_avx512.usable(int(n.max(initial=0)), *costs)
     jobs = []  # (flattened trees, positions in out)
-    for f, sel in ((left, ~use_right), (right, use_right)):
+    for mirror, sel in ((False, ~use_right), (True, use_right)):
         at = np.flatnonzero(sel)
         if len(at):
+            f = ted_avx512.flatten(trees, mirror) if vector else None
+            vector = f is not None  # (None: too many distinct features for its codes)
+            f = f if vector else (right if mirror else left)
             jobs.extend((f, chunk) for chunk in _split(at, cost[at], n_jobs))
 
     def run(job):
         f, at = job
+        if vector:
+            return ted_avx512.pairs(f, I[at], J[at], *costs)
         part = np.zeros(len(at), dtype)
         _zs_pairs(*f, I[at], J[at], *costs, part)
         return part
