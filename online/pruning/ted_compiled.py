@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from online.pruning import ted_avx512
+from online.pruning import sed_bits, ted_avx512
 from online.pruning.trees import postorder
 
 try:  # optional compiled backend
@@ -303,7 +303,9 @@ def sed_pairs(trees, I, J, *, insert=1.0, remove=1.0, update=1.0, n_jobs=1) -> n
     """String edit distance between the postorder feature sequences of pairs of trees.
 
     A lower bound of TED (see :func:`online.pruning.ted.postorder_sed_matrix`), O(NC(g) NC(h))
-    per pair; threads as in :func:`pairs`.
+    per pair; threads as in :func:`pairs`. With equal integer costs (Definition 3.2's unit
+    costs) it is the cost times the Levenshtein distance, computed bit-parallel
+    (:mod:`online.pruning.sed_bits`, 64 cells per word operation).
     """
     seqs = [t.postorder_features() for t in trees]
     off = np.concatenate(([0], np.cumsum([len(q) for q in seqs]))).astype(np.int64)
@@ -313,8 +315,12 @@ def sed_pairs(trees, I, J, *, insert=1.0, remove=1.0, update=1.0, n_jobs=1) -> n
     out = np.zeros(len(I))
     n = np.diff(off).astype(np.float64)
     chunks = _split(np.arange(len(I)), n[I] * n[J], n_jobs) if len(I) else []
+    bits = sed_bits.usable(trees, insert, remove, update)
+    tables = sed_bits._tables(trees) if bits and len(I) else None
 
     def run(at):
+        if bits:  # equal integer costs: cost x Levenshtein, bit-parallel (same numbers)
+            return float(insert) * sed_bits.levenshtein_pairs(trees, I[at], J[at], tables=tables)
         part = np.zeros(len(at))
         _sed_pairs(seq, off, I[at], J[at], float(insert), float(remove), float(update), part)
         return part
