@@ -225,17 +225,21 @@ if NUMBA:
     def _narrow(b, v, t):
         return b.trunc(v, t) if v.type.width > t.width else v
 
-    def _row_kernel(left: bool, lanes: int):
-        """Intrinsic computing one table row ``fd[cb + 1 .. cb + m]`` (``cb + 0`` is set by the
-        caller) from the previous row ``pb``, the tree distances ``td[tb + y]`` and:
+    def _row_kernel(mode: str, lanes: int):
+        """Intrinsic computing one table row ``fd[cb + 1 .. cb + m]`` (``cb + 0`` holds ``c0``,
+        set by the caller) from the previous row ``pb``, the tree distances ``td[tb + y]`` and:
 
-        - ``left=False``: the row ``gb`` = row ``l(x) - 1`` and, for far columns, ``buf[y]``
+        - ``mode="inner"``: the row ``gb`` = row ``l(x) - 1`` and, for far columns, ``buf[y]``
           already holding ``fd[gb + l(y) - 1]``;
-        - ``left=True`` (row node on its key root's leftmost path): the column features
-          ``fy[fo + y]`` against ``fx``.
+        - ``mode="leaf"``: the same when ``l(x) - 1`` is the previous row (``x`` a leaf): that
+          row is taken from the registers, shifted by a lane, not reloaded from memory (a load
+          straddling two just-written blocks would wait for them to reach the cache);
+        - ``mode="left"`` (row node on its key root's leftmost path): the column features
+          ``fy[fo + y]`` against ``fx``; ``fd[x-1, y-1]`` from the registers as for "leaf".
 
         Blocks of ``lanes`` columns; columns beyond ``m`` are computed from slack and ignored.
         """
+        left = mode == "left"
         VT = ir.VectorType(_I16, lanes)
         VF = VT  # 16-bit feature codes
         MT = ir.VectorType(_I32, lanes)
@@ -263,6 +267,8 @@ if NUMBA:
                 shift_cost = [b.mul(insb, ir.Constant(VT, [1 << k] * lanes)) for k in range(steps)]
                 fxb = _bcast(b, _narrow(b, fx_, _I16), VF)
                 c0v = _narrow(b, c0_, _I16)
+                p_init = _bcast(b, b.sub(c0v, _narrow(b, rem_, _I16)), VT)  # fd[x-1, 0]
+                back = ir.Constant(MT, list(range(lanes - 1, 2 * lanes - 1)))
                 perm = cgutils.get_or_insert_function(
                     b.module, ir.FunctionType(VT, [VT, VT, VT]), permute
                 )
@@ -275,16 +281,18 @@ if NUMBA:
                 blk = b.phi(_I64)
                 carry = b.phi(_I16)  # fd of the column before the block
                 s_prev = b.phi(VT)  # the previous block of row gb (shifted by one column)
+                p_prev = b.phi(VT)  # the previous block of row x - 1 (lane -1: fd[x-1, 0])
                 blk.add_incoming(ir.Constant(_I64, 0), entry)
                 carry.add_incoming(c0v, entry)
                 s_prev.add_incoming(zero, entry)
+                p_prev.add_incoming(p_init, entry)
                 y0 = b.add(b.mul(blk, ir.Constant(_I64, lanes)), ir.Constant(_I64, 1))
                 one = ir.Constant(_I64, 1)
                 prev = _vload(b, fdp, b.add(pb_, y0), VT)
                 tdv = _vload(b, tdp, b.add(tb_, y0), VT)
                 lyv = _vload(b, lyp, b.add(lo_, y0), VT)
+                diag = b.shuffle_vector(p_prev, prev, back)  # fd[x-1, y0 - 1 + k]
                 if left:
-                    diag = _vload(b, fdp, b.sub(b.add(pb_, y0), one), VT)
                     fyv = _vload(b, fyp, b.add(fo_, y0), VF)
                     upd_cost = b.select(b.icmp_signed("!=", fyv, fxb), updb, zero)
                     both_left = b.add(diag, upd_cost)  # fd[x-1, y-1] + UPDATE
@@ -294,7 +302,10 @@ if NUMBA:
                 else:
                     # s_cur[k] = fd[gb, y0 + k - 1]: column l(y) - 1 of row gb sits at window
                     # position l(y) + 1 - (y0 - lanes) of (s_prev, s_cur)
-                    s_cur = _vload(b, fdp, b.sub(b.add(gb_, y0), one), VT)
+                    if mode == "leaf":
+                        s_cur = diag
+                    else:
+                        s_cur = _vload(b, fdp, b.sub(b.add(gb_, y0), one), VT)
                     shift = b.trunc(b.sub(ir.Constant(_I64, lanes + 1), y0), _I16)
                     idx = b.add(lyv, _bcast(b, shift, VT))
                     near = b.call(perm, [s_prev, idx, s_cur])
@@ -313,6 +324,7 @@ if NUMBA:
                 blk.add_incoming(nxt, loop)
                 carry.add_incoming(b.extract_element(s, ir.Constant(_I32, lanes - 1)), loop)
                 s_prev.add_incoming(s_cur, loop)
+                p_prev.add_incoming(prev, loop)
                 b.cbranch(b.icmp_unsigned("<", nxt, n_blocks), loop, done)
                 b.position_at_end(done)
                 return context.get_dummy_value()
@@ -321,8 +333,55 @@ if NUMBA:
 
         return row
 
-    _left8, _left16, _left32 = (_row_kernel(True, n) for n in (8, 16, 32))
-    _inner8, _inner16, _inner32 = (_row_kernel(False, n) for n in (8, 16, 32))
+    @intrinsic
+    def _first_match(typingctx, f, bo, m, fx):
+        """Smallest ``y`` in ``1..m`` with ``f[bo + y] == fx``, else ``m + 1``; 32 codes per
+        compare (the slack after a key root's ``m`` codes holds -1, never a feature)."""
+        sig = types.int64(f, bo, m, fx)
+
+        def codegen(context, builder, sig, args):
+            b = builder
+            VT = ir.VectorType(_I16, V)
+            fp = context.make_array(sig.args[0])(context, b, args[0]).data
+            bo_, m_, fx_ = args[1], args[2], args[3]
+            fxb = _bcast(b, _narrow(b, fx_, _I16), VT)
+            entry = b.block
+            loop = b.function.append_basic_block("match_blocks")
+            found = b.function.append_basic_block("match_found")
+            nxt_blk = b.function.append_basic_block("match_next")
+            done = b.function.append_basic_block("match_done")
+            n_blocks = b.udiv(b.add(m_, ir.Constant(_I64, V - 1)), ir.Constant(_I64, V))
+            none = b.add(m_, ir.Constant(_I64, 1))
+            b.cbranch(b.icmp_unsigned(">", n_blocks, ir.Constant(_I64, 0)), loop, done)
+            b.position_at_end(loop)
+            blk = b.phi(_I64)
+            blk.add_incoming(ir.Constant(_I64, 0), entry)
+            y0 = b.add(b.mul(blk, ir.Constant(_I64, V)), ir.Constant(_I64, 1))
+            hits = b.bitcast(b.icmp_signed("==", _vload(b, fp, b.add(bo_, y0), VT), fxb), _I32)
+            b.cbranch(b.icmp_unsigned("!=", hits, ir.Constant(_I32, 0)), found, nxt_blk)
+            b.position_at_end(nxt_blk)
+            nb = b.add(blk, ir.Constant(_I64, 1))
+            blk.add_incoming(nb, nxt_blk)
+            b.cbranch(b.icmp_unsigned("<", nb, n_blocks), loop, done)
+            b.position_at_end(found)
+            i1 = ir.IntType(1)
+            cttz = cgutils.get_or_insert_function(b.module, ir.FunctionType(_I32, [_I32, i1]), "llvm.cttz.i32")
+            tz = b.zext(b.call(cttz, [hits, ir.Constant(ir.IntType(1), 1)]), _I64)
+            at = b.add(y0, tz)
+            pos = b.select(b.icmp_unsigned("<=", at, m_), at, none)
+            b.branch(done)
+            b.position_at_end(done)
+            res = b.phi(_I64)
+            res.add_incoming(none, entry)
+            res.add_incoming(none, nxt_blk)
+            res.add_incoming(pos, found)
+            return res
+
+        return sig, codegen
+
+    _left8, _left16, _left32 = (_row_kernel("left", n) for n in (8, 16, 32))
+    _inner8, _inner16, _inner32 = (_row_kernel("inner", n) for n in (8, 16, 32))
+    _leaf8, _leaf16, _leaf32 = (_row_kernel("leaf", n) for n in (8, 16, 32))
 
 
 def work_sizes(n_max: int) -> tuple[int, int, int]:
@@ -367,12 +426,7 @@ def _zs16(
                 if m1 == 1:
                     # one node x against G_y (y on the column key root's leftmost path, whose
                     # subtree is columns 1..y): map x onto a node of G_y or delete it
-                    fx = loc_f[ao + one]
-                    first = m2 + one
-                    for y in range(one, m2 + one):
-                        if loc_f[bo + y] == fx:
-                            first = y
-                            break
+                    first = U(_first_match(loc_f, bo, m2, loc_f[ao + one]))
                     for k in range(n_lp):
                         y = U(lp_pos[lpo + k])
                         val = (y - one) * ins + min(rem + ins, upd if first > y else 0)
@@ -408,7 +462,14 @@ def _zs16(
                         for k in range(n_fc):  # columns whose l(y) is beyond the vector window
                             y = U(fc_pos[fco + k])
                             buf[y] = fd[gb + U(loc_l[bo + y])]
-                        if m2 <= 8:
+                        if gb == pb:  # x is a leaf: l(x) - 1 is the previous row
+                            if m2 <= 8:
+                                _leaf8(fd, pb, cb, gb, tdd, tb, loc_l, bo, buf, loc_f, bo, 0, m2, c0, rem, ins, upd)
+                            elif m2 <= 16:
+                                _leaf16(fd, pb, cb, gb, tdd, tb, loc_l, bo, buf, loc_f, bo, 0, m2, c0, rem, ins, upd)
+                            else:
+                                _leaf32(fd, pb, cb, gb, tdd, tb, loc_l, bo, buf, loc_f, bo, 0, m2, c0, rem, ins, upd)
+                        elif m2 <= 8:
                             _inner8(fd, pb, cb, gb, tdd, tb, loc_l, bo, buf, loc_f, bo, 0, m2, c0, rem, ins, upd)
                         elif m2 <= 16:
                             _inner16(fd, pb, cb, gb, tdd, tb, loc_l, bo, buf, loc_f, bo, 0, m2, c0, rem, ins, upd)

@@ -50,7 +50,7 @@ USE_AVX512 = True
 #: below this many Zhang-Shasha cells a call runs on one thread (threads cost more than they save)
 PARALLEL_MIN_CELLS = 2e6
 #: chunks per thread: pairs differ in cost, so threads take chunks as they finish (load balance)
-CHUNKS_PER_THREAD = 8
+CHUNKS_PER_THREAD = 32
 #: CPU seconds spent in the compiled kernels since the last reset: ``"total"`` over all threads,
 #: ``"critical"`` summed over calls of the busiest thread's share (what the kernels take of wall
 #: time on an idle machine). Read by bench/mepsi_timing.py; costs two clock reads per chunk.

@@ -362,3 +362,28 @@ def test_operation_costs_must_be_finite_and_not_negative():
         ted(trees[0], trees[1], remove=-1e9)
     with pytest.raises(ValueError, match="insert cost"):
         ted_matrix(trees, insert=-1)
+
+
+def test_fast_vote_helpers_equal_their_numpy_definitions():
+    """The pair errors' distinct score rows (a verified row hash) and the compiled candidate
+    errors give what np.unique(axis=0) and the (T, m, K) numpy vote give."""
+    from online.pruning.mepsi import _candidate_errors, _unique_rows
+    from online.pruning.voting import covered, covered_error
+
+    rng = np.random.default_rng(9)
+    leaves = rng.dirichlet(np.ones(4), size=5)
+    leaves[0] = [0.0, 0.5, 0.5, 0.0]  # ties: the lowest class wins (Eq. (1) as numpy's argmax)
+    rows = leaves[rng.integers(0, 5, 300)]
+    rows[rng.random(300) < 0.4] = 0.0  # out-of-bag rows
+    u, inv = _unique_rows(rows)
+    ref_u = np.unique(rows, axis=0)
+    assert len(u) == len(ref_u) and np.array_equal(np.unique(u, axis=0), ref_u)
+    assert np.array_equal(u[inv], rows)
+    T, m, K = 9, 200, 4
+    scores = leaves[rng.integers(0, 5, (T, m))]
+    scores[rng.random((T, m)) < 0.6] = 0.0
+    y = rng.integers(0, K, m)
+    for total in (scores[:3].sum(axis=0), np.zeros((m, K)), scores[:1].sum(axis=0) - 0.5):
+        new = total[None] + scores
+        expected = covered_error(new.argmax(axis=2) != y[None, :], covered(new))
+        assert np.array_equal(_candidate_errors(scores, y, total), expected)

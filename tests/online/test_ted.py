@@ -9,7 +9,7 @@ import pytest
 from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
 from sklearn.tree import DecisionTreeClassifier
 
-from online.pruning import ted_compiled
+from online.pruning import sed_bits, ted_avx512, ted_compiled
 from online.pruning.ted import (
     postorder_sed_matrix,
     ted,
@@ -301,3 +301,92 @@ def test_sed_bound_takes_integer_and_fractional_costs_together(backend):
     trees = [_random_tree(rng, int(rng.integers(1, 8))) for _ in range(8)]
     lb = postorder_sed_matrix(trees, insert=2, remove=3, update=0.5, backend=backend)
     assert np.all(lb <= ted_matrix(trees, insert=2, remove=3, update=0.5) + 1e-9)
+
+
+# ---------------------------------------------------------------------------------------------
+# the AVX-512 kernel (online.pruning.ted_avx512) against the scalar kernel and the recursion
+
+
+def _shaped_trees(rng):
+    """Trees that reach every path of the vector kernel: general random trees of 0-90 nodes
+    (rows of 8, 16 and 32 lanes, partial blocks, far columns), long left and right combs
+    (leftmost paths of 40 nodes: far columns in every block), a star, balanced binary trees."""
+    trees = [_random_tree(rng, int(rng.integers(0, 90)), n_features=4) for _ in range(14)]
+    def comb(k, left):  # a path of k nodes, each but the last with a one-node sibling
+        kids = [([v + 1, k + v] if left else [k + v, v + 1]) for v in range(k - 1)]
+        return T(list(rng.integers(0, 3, 2 * k - 1)), kids + [[] for _ in range(k)])
+
+    trees += [comb(40, True), comb(40, False), T([1] * 30, [list(range(1, 30))] + [[]] * 29)]
+    for depth in (4, 6):
+        n = 2**depth - 1
+        trees.append(T(list(rng.integers(0, 5, n)), [[2 * v + 1, 2 * v + 2] if 2 * v + 2 < n else [] for v in range(n)]))
+    return trees + [EMPTY, A_BC]
+
+
+@pytest.mark.skipif(not ted_avx512.AVAILABLE, reason="needs numba and AVX-512BW/VL")
+@pytest.mark.parametrize("costs", [(1, 1, 1), (1, 2, 1), (2, 1, 3), (3, 2, 2), (1, 1, 0)])
+def test_avx512_kernel_equals_the_scalar_kernel(costs, monkeypatch):
+    ins, rem, upd = costs
+    rng = np.random.default_rng(sum(costs))
+    trees = _shaped_trees(rng)
+    I, J = np.nonzero(~np.eye(len(trees), dtype=bool))
+    kw = dict(insert=ins, remove=rem, update=upd)
+    assert ted_avx512.usable(max(t.n_nodes for t in trees), ins, rem, upd)
+    flat = ted_avx512.flatten(trees)
+    assert flat[11].max() > 0 and flat[3].max() > 32  # far columns, rows of several blocks
+    vector = ted_compiled.pairs(trees, I, J, n_jobs=2, **kw)
+    monkeypatch.setattr(ted_compiled, "USE_AVX512", False)
+    scalar = ted_compiled.pairs(trees, I, J, **kw)
+    assert np.array_equal(vector, scalar)
+    assert vector.max() > 40  # large distances: the big tables were exercised
+    small = [k for k, t in enumerate(trees) if t.n_nodes <= 7]
+    for a in small:
+        for b in small:
+            at = np.flatnonzero((I == a) & (J == b))
+            if len(at):
+                assert vector[at[0]] == _brute(trees[a], trees[b], ins, rem, upd)
+
+
+@pytest.mark.skipif(not ted_avx512.AVAILABLE, reason="needs numba and AVX-512BW/VL")
+def test_avx512_kernel_on_forest_trees_and_its_conditions(monkeypatch):
+    """Unpruned forest trees (the case it is for), feature ids far apart, the fallback when its
+    16-bit feature codes or tables would not do, and fractional costs (scalar kernel)."""
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(400, 8))
+    y = (X[:, 0] * X[:, 1] + X[:, 2] - X[:, 3] ** 2 > 0).astype(int)
+    trees = from_sklearn_forest(RandomForestClassifier(12, random_state=0).fit(X, y))
+    trees = [Tree(t.feature * 1_000_003, t.parent) for t in trees] + [EMPTY]  # ids > 2**16
+    assert max(t.n_nodes for t in trees) > 40
+    I, J = np.triu_indices(len(trees), 1)
+    vector = ted_compiled.pairs(trees, I, J)
+    assert ted_avx512.flatten(trees) is not None
+    monkeypatch.setattr(ted_compiled, "USE_AVX512", False)
+    scalar = ted_compiled.pairs(trees, I, J)
+    assert np.array_equal(vector, scalar)
+    monkeypatch.setattr(ted_compiled, "USE_AVX512", True)
+    monkeypatch.setattr(ted_avx512, "FEATURE_CODES", 3)  # too many features for the codes
+    ted_avx512._CACHE.clear()
+    assert ted_avx512.flatten(trees) is None
+    assert np.array_equal(ted_compiled.pairs(trees, I, J), scalar)  # scalar kernel instead
+    assert not ted_avx512.usable(50, 0.5, 1, 1)  # fractional costs
+    assert not ted_avx512.usable(10_000, 1, 1, 1)  # tables beyond 16 bits
+    assert ted_avx512.usable(700, 1, 1, 1)
+
+
+def test_bit_parallel_sed_equals_the_dynamic_programme():
+    """Myers' bit vectors against the cell-by-cell SED: sequences of 0-200 nodes (1-4 words,
+    partial last words), one to many symbols, empty trees; costs c x Levenshtein."""
+    rng = np.random.default_rng(12)
+    trees = [_random_tree(rng, int(rng.integers(0, 200)), n_features=int(rng.integers(1, 40)))
+             for _ in range(24)] + [EMPTY]
+    I, J = np.nonzero(np.ones((len(trees), len(trees)), dtype=bool))
+    seqs = [t.postorder_features() for t in trees]
+    off = np.concatenate(([0], np.cumsum([len(q) for q in seqs]))).astype(np.int64)
+    seq = np.concatenate(seqs).astype(np.int64)
+    expected = np.zeros(len(I))
+    ted_compiled._sed_pairs(seq, off, I, J, 1.0, 1.0, 1.0, expected)
+    got = sed_bits.levenshtein_pairs(trees, I, J)
+    assert np.array_equal(got, expected)
+    assert sed_bits.usable(trees, 2, 2, 2) and not sed_bits.usable(trees, 1, 2, 1)
+    assert not sed_bits.usable(trees, 0.5, 0.5, 0.5)
+    assert np.array_equal(postorder_sed_matrix(trees, insert=2, remove=2, update=2)[I, J], 2 * expected)
