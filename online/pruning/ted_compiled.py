@@ -32,7 +32,6 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from online.pruning import sed_bits, ted_avx512
-from online.pruning.trees import postorder
 
 try:  # optional compiled backend
     import numba
@@ -158,14 +157,14 @@ def _postorder(tree, mirror: bool):
     """(postorder features, leftmost-leaf postorder index, key roots) of ``tree`` or its mirror."""
     key = "flat_mirror" if mirror else "flat"
     if key not in tree._post:
-        if mirror:
-            f, lml = postorder(tree.feature, [k[::-1] for k in tree.children()])
-        else:
-            f, lml = tree._postorder()
+        f, lml = tree._postorder(mirror)
         last = np.full(len(f), -1)
         last[lml] = np.arange(len(f))  # the highest node for each leftmost leaf
         tree._post[key] = (f, lml, np.sort(last[last >= 0]))
     return tree._post[key]
+
+
+_FLAT_CACHE: list = []  # [(trees, mirror, flat)] of the last calls (MEPSI asks many times)
 
 
 def flatten(trees, mirror: bool = False) -> tuple[np.ndarray, ...]:
@@ -174,8 +173,21 @@ def flatten(trees, mirror: bool = False) -> tuple[np.ndarray, ...]:
     Returns ``(feat, lml, node_off, kr, kr_off)``: tree ``t``'s nodes are
     ``node_off[t]:node_off[t + 1]`` (local postorder indices in ``lml``), its key roots
     ``kr[kr_off[t]:kr_off[t + 1]]`` in increasing order (Zhang & Shasha's LR_keyroots).
-    ``mirror=True`` flattens the mirrored trees (children in right-to-left order).
+    ``mirror=True`` flattens the mirrored trees (children in right-to-left order). The last
+    result per orientation is kept for the next call on the same tree objects.
     """
+    trees = list(trees)
+    for cached, cm, flat in _FLAT_CACHE:
+        if cm == mirror and len(cached) == len(trees) and all(
+            a is b for a, b in zip(cached, trees)
+        ):
+            return flat
+    flat = _flatten(trees, mirror)
+    _FLAT_CACHE[:] = [c for c in _FLAT_CACHE if c[1] != mirror][-1:] + [(trees, mirror, flat)]
+    return flat
+
+
+def _flatten(trees, mirror: bool) -> tuple[np.ndarray, ...]:
     feats, lmls, krs = [], [], []
     for t in trees:
         f, lml, kr = _postorder(t, mirror)

@@ -31,6 +31,48 @@ __all__ = [
 ]
 
 
+def preorder_postorder(feature, parent, mirror: bool = False):
+    """:func:`postorder` of a tree whose nodes are numbered in preorder (as
+    :meth:`Tree.from_children` and the scikit-learn adapter number them), without a Python loop
+    over nodes: node ``v`` at depth ``d`` with ``s`` nodes below it (itself included) is
+    postorder ``v - d + s - 1`` with leftmost leaf ``v - d``; in the mirror tree (children right
+    to left) the postorder is the reversed preorder. None if the numbering is not a preorder.
+    """
+    parent = np.asarray(parent, dtype=np.int64)
+    n = len(parent)
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    v = np.arange(n)
+    if n > 1 and not (parent[1:] < v[1:]).all():
+        return None
+    depth = np.zeros(n, np.int64)
+    up = parent.copy()
+    while (up >= 0).any():  # one step per level
+        has = up >= 0
+        depth[has] += 1
+        up[has] = parent[up[has]]
+    size = np.ones(n, np.int64)
+    for d in range(int(depth.max()), 0, -1):
+        at = np.flatnonzero(depth == d)
+        np.add.at(size, parent[at], size[at])
+    # a preorder: each first child follows its parent, each next sibling ends the last subtree
+    first = np.full(n, n)
+    np.minimum.at(first, parent[1:], v[1:])
+    has_kids = first < n
+    if not (first[has_kids] == v[has_kids] + 1).all():
+        return None
+    nxt, p = v[1:] + size[1:], parent[1:]
+    sibling = (nxt < n) & (parent[np.minimum(nxt, n - 1)] == p)
+    if not ((nxt == p + size[p]) | sibling).all():
+        return None
+    feature = np.asarray(feature, dtype=np.int64)
+    post = v - depth + size - 1 if not mirror else n - 1 - v
+    feats, lml = np.empty(n, np.int64), np.empty(n, np.int64)
+    feats[post] = feature
+    lml[post] = post - size + 1
+    return feats, lml
+
+
 def postorder(feature, kids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     """(node features in postorder, postorder index of each node's leftmost leaf) of the tree
     rooted at node 0 with children lists ``kids`` (reversed lists give the mirror tree)."""
@@ -130,11 +172,17 @@ class Tree:
             kids[self.parent[v]].append(v)
         return kids
 
-    def _postorder(self) -> tuple[np.ndarray, np.ndarray]:
-        """(features in postorder, leftmost-leaf postorder index of each node)."""
-        if "post" not in self._post:
-            self._post["post"] = postorder(self.feature, self.children())
-        return self._post["post"]
+    def _postorder(self, mirror: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """(features in postorder, leftmost-leaf postorder index of each node), of the tree or
+        (``mirror``) of its mirror image (children right to left)."""
+        key = "post_mirror" if mirror else "post"
+        if key not in self._post:
+            fast = preorder_postorder(self.feature, self.parent, mirror)
+            if fast is None:
+                kids = self.children()
+                fast = postorder(self.feature, [k[::-1] for k in kids] if mirror else kids)
+            self._post[key] = fast
+        return self._post[key]
 
     def postorder_features(self) -> np.ndarray:
         return self._postorder()[0]

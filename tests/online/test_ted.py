@@ -390,3 +390,27 @@ def test_bit_parallel_sed_equals_the_dynamic_programme():
     assert sed_bits.usable(trees, 2, 2, 2) and not sed_bits.usable(trees, 1, 2, 1)
     assert not sed_bits.usable(trees, 0.5, 0.5, 0.5)
     assert np.array_equal(postorder_sed_matrix(trees, insert=2, remove=2, update=2)[I, J], 2 * expected)
+
+
+def test_preorder_postorder_equals_the_traversal():
+    """The loop-free postorder of preorder-numbered trees (and of their mirrors) equals the
+    stack traversal; other numberings are refused (None) and traversed instead."""
+    from online.pruning.trees import postorder, preorder_postorder
+
+    rng = np.random.default_rng(13)
+    fast = refused = 0
+    for k in range(300):
+        t = _random_tree(rng, int(rng.integers(0, 60)))
+        if k % 3 == 0 and t.n_nodes > 3:  # parents before children, not a preorder
+            t = Tree(t.feature, np.array([-1] + [int(rng.integers(0, v)) for v in range(1, t.n_nodes)]))
+        for mirror in (False, True):
+            kids = t.children()
+            expected = postorder(t.feature, [c[::-1] for c in kids] if mirror else kids)
+            got = preorder_postorder(t.feature, t.parent, mirror)
+            if got is None:
+                refused += 1
+            else:
+                fast += 1
+                assert all(np.array_equal(a, b) for a, b in zip(got, expected))
+            assert all(np.array_equal(a, b) for a, b in zip(Tree(t.feature, t.parent)._postorder(mirror), expected))
+    assert fast > 300 and refused > 20
