@@ -29,8 +29,9 @@ Choices where the paper is silent or ambiguous
   that reads the order (``Top5`` or ``First``): otherwise it changes nothing. ``GroupBy_G`` is
   not allowed on the selected column nor on a retained column (one group).
 - ``Count`` ignores the selected values: it always returns one number (the length; in
-  ``groups`` the number of groups), and statistics that differ only by the Select under a Count
-  are the same statistic (``canonical_key``). Groups are ordered by category code.
+  ``groups`` the number of groups), and statistics that differ only by the Select, or by value
+  transforms (``Abs``, your own ``Transform``), under a Count are the same statistic
+  (``canonical_key``: invalidating one invalidates all; labels omit them). Groups are ordered by category code.
 - Aggregations of an empty sequence give 0 (Count and Sum naturally; Mean, Max, Min, Std, Ptp,
   First and the percentiles by choice). Std is the population std (ddof=0). Percentiles
   interpolate linearly (numpy's default).
@@ -562,11 +563,16 @@ class Grammar:
         return self.is_terminal(seq)
 
     def canonical_key(self, seq: tuple) -> tuple:
-        """Names of the operators, with the Select replaced by '*' when a Count ignores it."""
+        """Names of the operators; when a Count ignores the values, the Select is '*' and the
+        value transforms before the Count are dropped (``Count(Select x | Abs)`` is
+        ``Count(events)``)."""
         names = [self.operators[i].name for i in seq]
-        if self.parse(seq).count_at is not None:
-            names[0] = "Select *"
-        return tuple(names)
+        count_at = self.parse(seq).count_at
+        if count_at is None:
+            return tuple(names)
+        names[0] = "Select *"
+        return tuple(n for pos, n in enumerate(names)
+                     if pos >= count_at or self.operators[seq[pos]].kind != "transform")
 
     def evaluate(self, seq: tuple, table: EventTable, entity_index=None) -> np.ndarray:
         """Values ``(n_entities, p)`` of the statistic on the given entities (all by default)."""
@@ -596,8 +602,9 @@ class Grammar:
             for pos, op in enumerate(ops[1:], start=1):
                 if op.kind == "agg":
                     if text is None:
-                        if pos == p.count_at:
-                            parts = parts[1:]
+                        if pos == p.count_at:  # the values (Select, transforms) do not count
+                            parts = [n for n, o in zip(parts[1:], ops[1:pos])
+                                     if o.kind != "transform"]
                         text = f"{op.name}({' | '.join(parts) or 'events'})"
                     else:
                         text = f"{op.name}({text})"

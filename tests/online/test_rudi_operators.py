@@ -221,3 +221,22 @@ def test_user_registered_operator(setup):
     assert g.is_valid(s)
     np.testing.assert_allclose(g.evaluate(s, table)[:, 0], [3, 0, 5, 0.5])
     assert g.dimension_labels(s) == ["SecondLargest(Select amount)"]
+
+
+def test_value_transforms_under_a_count_are_the_same_statistic(setup):
+    """Count ignores the values: Count(Select x | Abs) is Count(events), so choosing one of them
+    must invalidate the other (V <- V \\ {S}); a value transform changes nothing elsewhere."""
+    schema, table = setup
+    g = Grammar(build_operators(schema), 4)
+    with_abs = tuple(g.index[n] for n in ("Select amount", "RetainBy type=a", "Abs", "Count"))
+    plain = tuple(g.index[n] for n in ("Select type", "RetainBy type=a", "Count"))
+    assert g.is_valid(with_abs) and g.is_valid(plain)
+    np.testing.assert_array_equal(g.evaluate(with_abs, table), g.evaluate(plain, table))
+    assert g.canonical_key(with_abs) == g.canonical_key(plain)
+    assert g.label(with_abs) == g.label(plain) == "Count(RetainBy type=a)"
+    summed = tuple(g.index[n] for n in ("Select amount", "Abs", "Sum"))
+    assert g.canonical_key(summed) != g.canonical_key(summed[:1] + summed[2:])
+    sg = MCTSSG(D=4, random_state=0)
+    sg._rng, sg.grammar_, sg.table_ = np.random.default_rng(0), g, table
+    sg.invalid_, sg._complete_memo = {g.canonical_key(plain)}, {}
+    assert not sg._completable(with_abs)
