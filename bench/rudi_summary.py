@@ -42,7 +42,8 @@ def table3(name, res):
             f"{runs[:, 1].mean():.4f} +- {runs[:, 1].std():.4f} ({runs[:, 1].min():.4f}.."
             f"{runs[:, 1].max():.4f}) | {runs[:, 2].mean():.0f} |")
     a = t3["All flat aggregates"]
-    lines.append(f"| (all flat aggregates, not a K-subset) | {a[0]:.4f} | {a[1]:.4f} | {a[2]:.0f} |")
+    lines.append(f"| (all flat aggregates, not a K-subset) | {a[0]:.4f} | {a[1]:.4f} | "
+                 f"{a[2]:.0f} |")
     above = [int((runs[:, i] > t3[best][i]).sum()) for i in (0, 1)]
     lines.append(f"\nMCTS-SG seeds above {best} (the best flat K-subset): {above[0]}/{len(runs)} "
                  f"on train, {above[1]}/{len(runs)} on test.")

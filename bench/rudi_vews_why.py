@@ -6,8 +6,9 @@
 Reads a ``rudi_vews_paired.py`` result (the teacher's scores of that split are in the ``.npy``
 file beside it, MCTS-SG's compositions in the JSON), or with ``--tables`` a ``rudi_tables.py``
 result (give its data arguments again: ``--dataset``, ``--n-entities``, ``--max-events``,
-``--seed``; ``--sg-seed`` 0 is RuDi's own search, 1.. the extra seeds), and replays Algorithm 1's targets: at step k
-the target is the teacher residualised on MCTS-SG's first k - 1 statistics (eq. 7, train rows).
+``--seed``; ``--sg-seed`` 0 is RuDi's own search, 1.. the extra seeds), and replays Algorithm
+1's targets: at step k the target is the teacher residualised on MCTS-SG's first k - 1
+statistics (eq. 7, train rows).
 For the statistic MCTS-SG chose at step k and for every flat aggregate (Select_F o Agg) it
 gives the partial correlation on *all* train rows (what a full-data forward selection such as
 the Lasso path sees) and the reward of eqs. 8-9 on random batches of B = 128 (what MCTS-SG

@@ -31,7 +31,8 @@ Choices where the paper is silent or ambiguous
 - ``Count`` ignores the selected values: it always returns one number (the length; in
   ``groups`` the number of groups), and statistics that differ only by the Select, or by value
   transforms (``Abs``, your own ``Transform``), under a Count are the same statistic
-  (``canonical_key``: invalidating one invalidates all; labels omit them). Groups are ordered by category code.
+  (``canonical_key``: invalidating one invalidates all; labels omit them). Groups are ordered
+  by category code.
 - Aggregations of an empty sequence give 0 (Count and Sum naturally; Mean, Max, Min, Std, Ptp,
   First and the percentiles by choice). Std is the population std (ddof=0). Percentiles
   interpolate linearly (numpy's default).
