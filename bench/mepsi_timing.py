@@ -11,7 +11,9 @@ objects, no cache) in the same run; the selections must be identical. Reported p
   busiest thread of each call (``ted_compiled.KERNEL_CPU``), and from them the wall time the
   fit takes on an idle machine: CPU outside the kernels + the kernels' critical path (on a
   shared machine the measured wall time is several times that);
-- the number of TEDs computed.
+- the number of TEDs computed;
+- the 1-minute load average before and after the fit (other processes on the machine) and the
+  clock time at its end.
 
 Reduce-error ordering is timed beside it as the peer; ``--full-matrix`` also times all 19,900
 TEDs with one thread.
@@ -22,6 +24,7 @@ TEDs with one thread.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -105,9 +108,11 @@ def main(argv=None):
         for n_jobs in jobs:
             trees = from_sklearn_forest(rf)  # fresh: no cached flattening from the last fit
             ted_compiled.KERNEL_CPU.update(total=0.0, critical=0.0)
+            load0 = os.getloadavg()[0]
             w0, c0 = clocks()
             m = fit(trees, n_jobs)
             w1, c1 = clocks()
+            load1 = os.getloadavg()[0]
             k_tot, k_crit = ted_compiled.KERNEL_CPU["total"], ted_compiled.KERNEL_CPU["critical"]
             idle = (c1 - c0) - k_tot + k_crit
             selections.append(m.selected_.tolist())
@@ -115,6 +120,7 @@ def main(argv=None):
             row = dict(
                 name=name, nodes=nodes, m=len(ytr), n_jobs=n_jobs, wall=w1 - w0, cpu=c1 - c0,
                 kernel=k_tot, critical=k_crit, idle=idle, teds=m.ted_evaluations_,
+                load=(load0, load1), clock=time.strftime("%H:%M:%S"),
             )
             w2, c2 = clocks()
             reduce_error(P, yc, 20)
@@ -137,45 +143,55 @@ def main(argv=None):
     print(
         "| data | mean internal nodes | m (pruning set) | threads | MEPSI CPU s | in kernels CPU s"
         " | kernels' critical path s | idle-machine wall s (est.) | measured wall s (shared)"
-        " | TEDs computed | OA-RE CPU s | all 19,900 TEDs CPU s (1 thread) |"
+        " | TEDs computed | OA-RE CPU s | all 19,900 TEDs CPU s (1 thread) | load avg before / after | end |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['name']} | {r['nodes']:.1f} | {r['m']} | {r['n_jobs']} | {r['cpu']:.1f}"
             f" | {r['kernel']:.1f} | {r['critical']:.1f} | {r['idle']:.1f} | {r['wall']:.1f}"
-            f" | {r['teds']} | {r['re_cpu']:.2f} | {r['full']:.1f} |"
+            f" | {r['teds']} | {r['re_cpu']:.2f} | {r['full']:.1f}"
+            f" | {r['load'][0]:.2f} / {r['load'][1]:.2f} | {r['clock']} |"
         )
 
 
 def kernels(name, trees, n_pairs=150, n_sed=40):
-    """CPU ms per TED pair: int32 vs float64 tables (unit costs vs costs 0.5, twice the
-    distance), 1 vs 2 threads; CPU s of the SED bound on ``n_sed`` trees: compiled vs numpy."""
+    """CPU ms per TED pair: the AVX-512 kernel (integer costs, where the CPU has it) vs the
+    scalar kernel on int32 tables vs float64 tables (costs 0.5: twice the distance), 1 vs 2
+    threads; CPU s of the SED bound on ``n_sed`` trees: bit-parallel vs compiled DP vs numpy."""
     rng = np.random.default_rng(0)
     I, J = rng.integers(0, len(trees), (2, n_pairs))
     flat = (ted_compiled.flatten(trees), ted_compiled.flatten(trees, mirror=True))
-    ted_compiled.pairs(trees, I[:2], J[:2], flat=flat)  # compile both table types
-    ted_compiled.pairs(trees, I[:2], J[:2], flat=flat, insert=0.5, remove=0.5, update=0.5)
+    half = dict(insert=0.5, remove=0.5, update=0.5)
     out = {}
-    for label, costs, n_jobs in [
-        ("int32, 1 thread", {}, 1),
-        ("float64, 1 thread", dict(insert=0.5, remove=0.5, update=0.5), 1),
-        ("int32, 2 threads", {}, 2),
+    for label, costs, n_jobs, vector in [
+        ("AVX-512 int16, 1 thread", {}, 1, True),
+        ("scalar int32, 1 thread", {}, 1, False),
+        ("scalar float64, 1 thread", half, 1, False),
+        ("AVX-512 int16, 2 threads", {}, 2, True),
     ]:
+        ted_compiled.USE_AVX512 = vector
+        ted_compiled.pairs(trees, I[:2], J[:2], flat=flat, **costs)  # compile / load the cache
         w0, c0 = clocks()
         d = ted_compiled.pairs(trees, I, J, flat=flat, n_jobs=n_jobs, **costs)
         w1, c1 = clocks()
         out[label] = (d * (2 if costs else 1), (c1 - c0) / n_pairs * 1e3, (w1 - w0) / n_pairs * 1e3)
         print(f"{name} TED {label}: {out[label][1]:.2f} ms CPU / pair, {out[label][2]:.2f} ms wall / pair")
-    same = all(np.array_equal(v[0], out["int32, 1 thread"][0]) for v in out.values())
-    print(f"{name}: same distances: {same}")
+    ted_compiled.USE_AVX512 = True
+    first = next(iter(out.values()))[0]
+    print(f"{name}: same distances: {all(np.array_equal(v[0], first) for v in out.values())}")
+    from online.pruning import sed_bits
     from online.pruning.ted import postorder_sed_matrix
 
     postorder_sed_matrix(trees[:3])
-    for backend in ("numba", "numpy"):
+    bits = sed_bits.usable
+    for label, kw in (("bit-parallel", {}), ("compiled DP", {}), ("numpy", dict(backend="numpy"))):
+        sed_bits.usable = bits if label == "bit-parallel" else (lambda *a: False)
+        postorder_sed_matrix(trees[:3], **kw)
         c0 = time.process_time()
-        postorder_sed_matrix(trees[:n_sed], backend=backend, n_jobs=1)
-        print(f"{name} SED bound, {backend}, {n_sed} trees: {time.process_time() - c0:.2f} s CPU")
+        postorder_sed_matrix(trees[:n_sed], n_jobs=1, **kw)
+        print(f"{name} SED bound, {label}, {n_sed} trees: {time.process_time() - c0:.2f} s CPU")
+    sed_bits.usable = bits
 
 
 if __name__ == "__main__":
