@@ -147,7 +147,6 @@ class MCTSSG:
         self.c = c
         self.adjusted = adjusted
         self.random_state = random_state
-        self.n_rewards_ = self.reward_entities_ = self.reward_events_ = 0
 
     # -- validity under invalidation ------------------------------------------------------
     def _completable(self, seq: tuple) -> bool:

@@ -245,6 +245,7 @@ def test_adjusted_reward_removes_the_dimension_bias():
     for adjusted in (False, True):
         sg = MCTSSG(B=128, adjusted=adjusted, random_state=1)
         sg._rng, sg.table_, sg.grammar_ = np.random.default_rng(1), table, g
+        sg.n_rewards_ = sg.reward_entities_ = sg.reward_events_ = 0  # as fit() starts
         means[adjusted] = np.mean([sg.reward(stat, noise) for _ in range(30)])
     assert 0.2 < means[False] < 0.36  # sqrt(10 / 127) = 0.28
     assert means[True] < 0.12
