@@ -19,18 +19,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from online.pruning.trees import LastForest
+
 try:
     import numba
 except ImportError:  # pragma: no cover - exercised only where numba is missing
     numba = None
 
-__all__ = ["levenshtein_pairs", "usable"]
+__all__ = ["levenshtein_pairs", "pattern_tables", "usable"]
 
 #: the pattern tables (one bit row per symbol and word) may take this much memory at most
 MAX_TABLE_BYTES = 256 * 2**20
 
 
-def _tables(trees):
+def pattern_tables(trees):
     """Dense symbol codes of the postorder sequences and each sequence's match bit rows."""
     seqs = [t.postorder_features() for t in trees]
     n = np.array([len(q) for q in seqs], dtype=np.int64)
@@ -108,17 +110,14 @@ if numba is not None:
     _lev = numba.njit(cache=True, nogil=True)(_lev)
 
 
-_CACHE: list = []  # the last call's (trees, tables): MEPSI asks for one matrix of many pairs
+_TABLES = LastForest()  # the last call's tables: MEPSI asks for one matrix of many pairs
 
 
 def levenshtein_pairs(trees, I, J, *, tables=None) -> np.ndarray:
     """Levenshtein distance of the postorder feature sequences of ``trees[I[p]]``,
-    ``trees[J[p]]`` (int64). ``tables`` may pass :func:`_tables` computed once."""
-    trees = list(trees)
+    ``trees[J[p]]`` (int64). ``tables`` may pass :func:`pattern_tables` computed once."""
     if tables is None:
-        hit = [tb for tr, tb in _CACHE if len(tr) == len(trees) and all(a is b for a, b in zip(tr, trees))]
-        tables = hit[0] if hit else _tables(trees)
-        _CACHE[:] = [(trees, tables)]
+        tables = _TABLES.get(trees, None, pattern_tables)
     out = np.zeros(len(I), dtype=np.int64)
     _lev(*tables, np.ascontiguousarray(I, np.int64), np.ascontiguousarray(J, np.int64), out)
     return out

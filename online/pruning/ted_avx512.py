@@ -46,6 +46,8 @@ import threading
 
 import numpy as np
 
+from online.pruning.trees import LastForest
+
 try:  # optional compiled backend (see online.pruning.ted_compiled)
     import llvmlite.binding as _llvm
     import numba
@@ -141,19 +143,17 @@ def _tree_tables(tree, mirror: bool) -> dict:
     return out
 
 
-_CACHE: list = []  # [(trees, mirror, flat)] of the last calls: MEPSI asks many times in a row
+_FLAT = LastForest()  # the last result per orientation: MEPSI asks many times in a row
 
 
 def flatten(trees, mirror: bool = False) -> tuple | None:
     """The kernel's arrays for ``trees`` (or their mirrors), concatenated; the last result is
     kept for the next call on the same tree objects. None if the trees test more than
     :data:`FEATURE_CODES` distinct features (the kernel compares 16-bit feature codes)."""
-    trees = list(trees)
-    for cached, cm, flat in _CACHE:
-        if cm == mirror and len(cached) == len(trees) and all(
-            a is b for a, b in zip(cached, trees)
-        ):
-            return flat
+    return _FLAT.get(trees, mirror, lambda ts: _flatten(ts, mirror))
+
+
+def _flatten(trees, mirror: bool) -> tuple | None:
     tabs = [_tree_tables(t, mirror) for t in trees]
     n = np.array([t.n_nodes for t in trees], dtype=np.int64)
     k = np.array([len(t["kl"]) for t in tabs], dtype=np.int64)
@@ -199,7 +199,6 @@ def flatten(trees, mirror: bool = False) -> tuple | None:
         fc_cnt,
         cat("fc_pos", np.uint32),
     )
-    _CACHE[:] = [c for c in _CACHE if c[1] != mirror][-1:] + [(trees, mirror, flat)]
     return flat
 
 

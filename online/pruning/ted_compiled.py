@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from online.pruning import sed_bits, ted_avx512
+from online.pruning.trees import LastForest
 
 try:  # optional compiled backend
     import numba
@@ -164,7 +165,7 @@ def _postorder(tree, mirror: bool):
     return tree._post[key]
 
 
-_FLAT_CACHE: list = []  # [(trees, mirror, flat)] of the last calls (MEPSI asks many times)
+_FLAT = LastForest()  # the last result per orientation (MEPSI asks many times)
 
 
 def flatten(trees, mirror: bool = False) -> tuple[np.ndarray, ...]:
@@ -176,15 +177,7 @@ def flatten(trees, mirror: bool = False) -> tuple[np.ndarray, ...]:
     ``mirror=True`` flattens the mirrored trees (children in right-to-left order). The last
     result per orientation is kept for the next call on the same tree objects.
     """
-    trees = list(trees)
-    for cached, cm, flat in _FLAT_CACHE:
-        if cm == mirror and len(cached) == len(trees) and all(
-            a is b for a, b in zip(cached, trees)
-        ):
-            return flat
-    flat = _flatten(trees, mirror)
-    _FLAT_CACHE[:] = [c for c in _FLAT_CACHE if c[1] != mirror][-1:] + [(trees, mirror, flat)]
-    return flat
+    return _FLAT.get(trees, mirror, lambda ts: _flatten(ts, mirror))
 
 
 def _flatten(trees, mirror: bool) -> tuple[np.ndarray, ...]:
@@ -328,7 +321,7 @@ def sed_pairs(trees, I, J, *, insert=1.0, remove=1.0, update=1.0, n_jobs=1) -> n
     n = np.diff(off).astype(np.float64)
     chunks = _split(np.arange(len(I)), n[I] * n[J], n_jobs) if len(I) else []
     bits = sed_bits.usable(trees, insert, remove, update)
-    tables = sed_bits._tables(trees) if bits and len(I) else None
+    tables = sed_bits.pattern_tables(trees) if bits and len(I) else None
 
     def run(at):
         if bits:  # equal integer costs: cost x Levenshtein, bit-parallel (same numbers)

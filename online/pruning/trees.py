@@ -31,6 +31,35 @@ __all__ = [
 ]
 
 
+class LastForest:
+    """The last result computed per ``key`` for the same list of tree objects.
+
+    MEPSI asks the TED and SED kernels for the same forest's flattened arrays many times in a
+    row (once per pair step, candidate step and ESM_avg sample); this keeps the last result per
+    key (e.g. per orientation) and recomputes when the trees are other objects. Identity, not
+    equality: a tree object is not changed once built. The trees stay referenced until a call
+    with other trees replaces them.
+    """
+
+    def __init__(self):
+        self._last: dict = {}  # key -> (trees, result)
+
+    def get(self, trees, key, compute):
+        """``compute(trees)``, or its last result for ``key`` if ``trees`` are the same objects."""
+        trees = list(trees)
+        hit = self._last.get(key)
+        if hit is not None and len(hit[0]) == len(trees) and all(
+            a is b for a, b in zip(hit[0], trees)
+        ):
+            return hit[1]
+        result = compute(trees)
+        self._last[key] = (trees, result)
+        return result
+
+    def clear(self) -> None:
+        self._last.clear()
+
+
 def preorder_postorder(feature, parent, mirror: bool = False):
     """:func:`postorder` of a tree whose nodes are numbered in preorder (as
     :meth:`Tree.from_children` and the scikit-learn adapter number them), without a Python loop

@@ -365,7 +365,7 @@ def test_avx512_kernel_on_forest_trees_and_its_conditions(monkeypatch):
     assert np.array_equal(vector, scalar)
     monkeypatch.setattr(ted_compiled, "USE_AVX512", True)
     monkeypatch.setattr(ted_avx512, "FEATURE_CODES", 3)  # too many features for the codes
-    ted_avx512._CACHE.clear()
+    ted_avx512._FLAT.clear()  # forget the 16-bit tables computed above
     assert ted_avx512.flatten(trees) is None
     assert np.array_equal(ted_compiled.pairs(trees, I, J), scalar)  # scalar kernel instead
     assert not ted_avx512.usable(50, 0.5, 1, 1)  # fractional costs
