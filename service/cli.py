@@ -197,7 +197,9 @@ def api_alone(args: argparse.Namespace) -> int:
         uvicorn.run(_APP, factory=True, host=args.host, port=args.port, log_level="info")
         return 0
     sock = listening_socket(args.host, args.port)  # see serve: TCP_NODELAY needs IPPROTO_TCP
-    commands = {f"api-{k}": ["api-process", "--fd", str(sock.fileno())] for k in range(args.workers)}
+    commands = {
+        f"api-{k}": ["api-process", "--fd", str(sock.fileno())] for k in range(args.workers)
+    }
     supervisor = Supervisor(commands, dict(os.environ), pass_fds=[sock.fileno()]).start()
     try:
         while True:

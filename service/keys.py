@@ -75,9 +75,9 @@ def tree_selection(app: str) -> str:
     """Hash: a "keep these trees" command for the trainer (written by the ``pruning`` job).
 
     Fields: trees (JSON list of tree indices of the current forest), nTrees (size of the forest
-    they index), id (of the request), requestedAt (unix ms), status (pending | applied | rejected), then
-    version (the snapshot that holds the pruned forest) or reason. The trainer, the model's
-    single writer, applies a pending command to its learner and publishes a snapshot.
+    they index), id (of the request), requestedAt (unix ms), status (pending | applied |
+    rejected), then version (the snapshot that holds the pruned forest) or reason. The trainer,
+    the model's single writer, applies a pending command to its learner and publishes a snapshot.
     """
     return _app(app, "tree-selection")
 

@@ -245,7 +245,7 @@ class ContextEncoder:
         }
 
     @classmethod
-    def from_state(cls, state: dict) -> "ContextEncoder":
+    def from_state(cls, state: dict) -> ContextEncoder:
         if state.get("format") != "grove.context-encoder" or state.get("version") != 1:
             raise ValueError("not a version-1 grove.context-encoder state")
         enc = cls(n_bins=int(state["n_bins"]), warmup=int(state["warmup"]))

@@ -13,8 +13,16 @@ from river import bandit
 
 from online.bandit.encoder import ContextEncoder
 from online.bandit.kernels import (
-    LEAF, SLOT, SPLIT, decide_probabilities, finished_actions, greedy_actions, learn_event,
-    learn_events, radius_table)
+    LEAF,
+    SLOT,
+    SPLIT,
+    decide_probabilities,
+    finished_actions,
+    greedy_actions,
+    learn_event,
+    learn_events,
+    radius_table,
+)
 from online.bandit.storage import ForestStorage
 from online.bandit.subforest import select_trees_state
 
@@ -748,7 +756,7 @@ class BanditForest(bandit.base.ContextualPolicy):
         """Readable names of the binary variables (``site=a``, ``age<40``, ...)."""
         return self._encoder.variable_names
 
-    def select_trees(self, trees: Sequence[int]) -> "BanditForest":
+    def select_trees(self, trees: Sequence[int]) -> BanditForest:
         """A forest made of the given trees only (e.g. after ensemble pruning), same statistics."""
         return type(self).from_state(select_trees_state(self.to_state(), list(trees)))
 
@@ -784,7 +792,7 @@ class BanditForest(bandit.base.ContextualPolicy):
         }
 
     @classmethod
-    def from_state(cls, state: dict) -> "BanditForest":
+    def from_state(cls, state: dict) -> BanditForest:
         if state.get("format") != FORMAT:
             raise ValueError(f"not a {FORMAT} state (format={state.get('format')!r})")
         if state.get("version") != VERSION:
@@ -797,7 +805,9 @@ class BanditForest(bandit.base.ContextualPolicy):
         forest._encoder = ContextEncoder.from_state(state["encoder"])
         forest._actions = list(state["actions"])
         forest._index = {a: k for k, a in enumerate(forest._actions)}
-        forest._store = ForestStorage.from_state(state["storage"], np.asarray(state["active"], bool))
+        forest._store = ForestStorage.from_state(
+            state["storage"], np.asarray(state["active"], bool)
+        )
         forest._n_learned = int(state["n_learned"])
         forest._rng_learn = _rng_from(state["rng"]["learn"])
         forest._rng_decide = _rng_from(state["rng"]["decide"])

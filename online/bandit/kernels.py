@@ -10,14 +10,12 @@ Notation (Algorithm 6): for an exploring path c (a *slot*), ``T[s, k]`` = t_{c,k
 ``T1[s, k, i]``, ``W1[s, k, i]``, ``R1[s, k, i]`` = the same restricted to x_i = 1. The x_i = 0
 parts are the differences (``T - T1``, ...), so an event only touches the variables it sets:
 contexts are sparse (one-hot categories, one bin out of five). ``inS[s, i]``: i is still in S_c;
-``A[s, k, v, i]`` = action k is still in A_{c,i,v} (variables innermost, as in ``T1``); ``union[s, k]`` = k is in some A_{c,i,v} of
-a remaining variable i. A *leaf* (depth D_theta, variable selected) keeps the same
-sums for its variable only: ``leaf_*[l, v, k]``.
+``A[s, k, v, i]`` = action k is still in A_{c,i,v} (variables innermost, as in ``T1``);
+``union[s, k]`` = k is in some A_{c,i,v} of a remaining variable i. A *leaf* (depth D_theta,
+variable selected) keeps the same sums for its variable only: ``leaf_*[l, v, k]``.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 from numba import njit

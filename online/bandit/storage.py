@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from online.bandit.kernels import LEAF, SLOT, SPLIT
+from online.bandit.kernels import SLOT
 
 NODE_ARRAYS = {  # name -> (dtype, trailing shape)
     "node_kind": (np.int8, ()),
@@ -228,7 +228,7 @@ class ForestStorage:
         return state
 
     @classmethod
-    def from_state(cls, state: dict, active: np.ndarray) -> "ForestStorage":
+    def from_state(cls, state: dict, active: np.ndarray) -> ForestStorage:
         n_vars = np.asarray(state["slot_vars"]).shape[1]
         store = cls(n_vars, len(active))
         store.active[: len(active)] = active

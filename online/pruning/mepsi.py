@@ -435,9 +435,10 @@ class _Distances:
     """TED(trees[i], trees[j]) on demand: exact where ``known``, a lower bound elsewhere.
 
     The bound is the larger of the postorder string edit distance (:func:`postorder_sed_matrix`)
-    and a label-count bound: a mapping pairs at most ``M = min(NC(g), NC(h))`` nodes and at most ``common``
-    of them (the multiset intersection of tested features) cost nothing, so
-    ``TED(g, h) >= (NC(g) - M) remove + (NC(h) - M) insert + max(0, M - common) min(update, insert + remove)``.
+    and a label-count bound: a mapping pairs at most ``M = min(NC(g), NC(h))`` nodes and at most
+    ``common`` of them (the multiset intersection of tested features) cost nothing, so
+    ``TED(g, h) >= (NC(g) - M) remove + (NC(h) - M) insert
+    + max(0, M - common) min(update, insert + remove)``.
     """
 
     def __init__(self, trees, costs, strategy, distances=None, backend="auto", n_jobs=1):
@@ -562,7 +563,8 @@ def _pair_errors_scores(scores, y_codes) -> np.ndarray:
     """Pair errors for score predictions, through each tree's distinct score rows.
 
     A tree gives one of few score vectors (one per leaf), so the pair's vote on a sample depends
-    only on (row of h_i, row of h_j): count samples per (row_i, row_j, y) and vote once per combination.
+    only on (row of h_i, row of h_j): count samples per (row_i, row_j, y) and vote once per
+    combination.
     """
     T, m, K = scores.shape
     uniq, inv = [], []
@@ -610,7 +612,9 @@ def _unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     back to ``np.unique``). 20x faster on 7,000 x 10 score rows."""
     a = np.ascontiguousarray(a)
     bits = a.view(np.uint64) if a.dtype.itemsize == 8 else a.astype(np.float64).view(np.uint64)
-    mult = (np.arange(1, bits.shape[1] + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
+    mult = (
+        np.arange(1, bits.shape[1] + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    ) | np.uint64(1)
     key = (bits * mult).sum(axis=1, dtype=np.uint64)  # wraps modulo 2**64
     _, first, inv = np.unique(key, return_index=True, return_inverse=True)
     inv = inv.reshape(-1)

@@ -263,7 +263,8 @@ def postorder_sed_matrix(
 
 
 def _blocks(tree: Tree) -> dict:
-    """Zhang-Shasha rows of one tree: one block of rows per key root, row r = forest l(i)..l(i)+r-1."""
+    """Zhang-Shasha rows of one tree: one block of rows per key root, row r = forest
+    l(i)..l(i)+r-1."""
     cache = tree._post
     if "blocks" in cache:
         return cache["blocks"]
@@ -283,7 +284,8 @@ def _blocks(tree: Tree) -> dict:
     real = local > 0
     node_safe = np.where(real, node, 0)
     on_left = real & (lml[node_safe] == base)
-    # row index of the forest l(i)..l(x)-1 inside the same block (fd[l(x)-1] in the paper's indexing)
+    # row index of the forest l(i)..l(x)-1 inside the same block
+    # (fd[l(x)-1] in the paper's indexing)
     sub_row = start_rep + lml[node_safe] - base
     out = {
         "n": n,

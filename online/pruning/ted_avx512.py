@@ -364,7 +364,9 @@ if NUMBA:
             b.cbranch(b.icmp_unsigned("<", nb, n_blocks), loop, done)
             b.position_at_end(found)
             i1 = ir.IntType(1)
-            cttz = cgutils.get_or_insert_function(b.module, ir.FunctionType(_I32, [_I32, i1]), "llvm.cttz.i32")
+            cttz = cgutils.get_or_insert_function(
+                b.module, ir.FunctionType(_I32, [_I32, i1]), "llvm.cttz.i32"
+            )
             tz = b.zext(b.call(cttz, [hits, ir.Constant(ir.IntType(1), 1)]), _I64)
             at = b.add(y0, tz)
             pos = b.select(b.icmp_unsigned("<=", at, m_), at, none)
@@ -446,11 +448,14 @@ def _zs16(
                     if lx == 0:
                         fx = loc_f[ao + x]
                         if m2 <= 8:
-                            _left8(fd, pb, cb, pb, tdd, tb, loc_l, bo, buf, loc_f, bo, fx, m2, c0, rem, ins, upd)
+                            _left8(fd, pb, cb, pb, tdd, tb, loc_l, bo,
+                                   buf, loc_f, bo, fx, m2, c0, rem, ins, upd)
                         elif m2 <= 16:
-                            _left16(fd, pb, cb, pb, tdd, tb, loc_l, bo, buf, loc_f, bo, fx, m2, c0, rem, ins, upd)
+                            _left16(fd, pb, cb, pb, tdd, tb, loc_l, bo,
+                                    buf, loc_f, bo, fx, m2, c0, rem, ins, upd)
                         else:
-                            _left32(fd, pb, cb, pb, tdd, tb, loc_l, bo, buf, loc_f, bo, fx, m2, c0, rem, ins, upd)
+                            _left32(fd, pb, cb, pb, tdd, tb, loc_l, bo,
+                                    buf, loc_f, bo, fx, m2, c0, rem, ins, upd)
                         for k in range(n_lp):  # tree distances: both key roots' leftmost paths
                             y = U(lp_pos[lpo + k])
                             val = fd[cb + y]
@@ -463,17 +468,23 @@ def _zs16(
                             buf[y] = fd[gb + U(loc_l[bo + y])]
                         if gb == pb:  # x is a leaf: l(x) - 1 is the previous row
                             if m2 <= 8:
-                                _leaf8(fd, pb, cb, gb, tdd, tb, loc_l, bo, buf, loc_f, bo, 0, m2, c0, rem, ins, upd)
+                                _leaf8(fd, pb, cb, gb, tdd, tb, loc_l, bo,
+                                       buf, loc_f, bo, 0, m2, c0, rem, ins, upd)
                             elif m2 <= 16:
-                                _leaf16(fd, pb, cb, gb, tdd, tb, loc_l, bo, buf, loc_f, bo, 0, m2, c0, rem, ins, upd)
+                                _leaf16(fd, pb, cb, gb, tdd, tb, loc_l, bo,
+                                        buf, loc_f, bo, 0, m2, c0, rem, ins, upd)
                             else:
-                                _leaf32(fd, pb, cb, gb, tdd, tb, loc_l, bo, buf, loc_f, bo, 0, m2, c0, rem, ins, upd)
+                                _leaf32(fd, pb, cb, gb, tdd, tb, loc_l, bo,
+                                        buf, loc_f, bo, 0, m2, c0, rem, ins, upd)
                         elif m2 <= 8:
-                            _inner8(fd, pb, cb, gb, tdd, tb, loc_l, bo, buf, loc_f, bo, 0, m2, c0, rem, ins, upd)
+                            _inner8(fd, pb, cb, gb, tdd, tb, loc_l, bo,
+                                    buf, loc_f, bo, 0, m2, c0, rem, ins, upd)
                         elif m2 <= 16:
-                            _inner16(fd, pb, cb, gb, tdd, tb, loc_l, bo, buf, loc_f, bo, 0, m2, c0, rem, ins, upd)
+                            _inner16(fd, pb, cb, gb, tdd, tb, loc_l, bo,
+                                     buf, loc_f, bo, 0, m2, c0, rem, ins, upd)
                         else:
-                            _inner32(fd, pb, cb, gb, tdd, tb, loc_l, bo, buf, loc_f, bo, 0, m2, c0, rem, ins, upd)
+                            _inner32(fd, pb, cb, gb, tdd, tb, loc_l, bo,
+                                     buf, loc_f, bo, 0, m2, c0, rem, ins, upd)
         out[p] = tdd[(n1 - 1) * n_max + n2 - 1]
 
 

@@ -189,9 +189,10 @@ def _flatten(trees, mirror: bool) -> tuple[np.ndarray, ...]:
         krs.append(kr)
     node_off = np.concatenate(([0], np.cumsum([len(f) for f in feats]))).astype(np.int64)
     kr_off = np.concatenate(([0], np.cumsum([len(k) for k in krs]))).astype(np.int64)
-    cat = lambda parts: (
-        np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
-    )
+    def cat(parts):
+        return (
+            np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+        )
     return cat(feats), cat(lmls), node_off, cat(krs), kr_off
 
 
@@ -204,7 +205,8 @@ def _cells(flat) -> np.ndarray:
 
 
 def n_threads(n_jobs) -> int:
-    """Threads for ``n_jobs`` as scikit-learn reads it: None -> 1, -1 -> all cores, -2 -> all but one."""
+    """Threads for ``n_jobs`` as scikit-learn reads it: None -> 1, -1 -> all cores, -2 -> all
+    but one."""
     if n_jobs is None:
         return 1
     n_jobs = int(n_jobs)

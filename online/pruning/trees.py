@@ -256,7 +256,8 @@ def from_sklearn_tree(estimator) -> Tree:
     """Internal nodes of a fitted scikit-learn decision tree (children in left, right order).
 
     >>> from sklearn.tree import DecisionTreeClassifier
-    >>> clf = DecisionTreeClassifier(max_depth=2, random_state=0).fit([[0, 0], [0, 1], [1, 0], [1, 1]], [0, 1, 1, 0])
+    >>> clf = DecisionTreeClassifier(max_depth=2, random_state=0).fit(
+    ...     [[0, 0], [0, 1], [1, 0], [1, 1]], [0, 1, 1, 0])
     >>> from_sklearn_tree(clf).n_nodes
     3
     """

@@ -16,7 +16,8 @@ sum to 1, so ordinary score predictions are unaffected.
 >>> codes, classes = encode(P, np.array([0, 1, 2]))
 >>> vote(votes(codes, len(classes), [0, 1, 2])).tolist()
 [0, 1, 2]
->>> vote_error(codes, np.array([0, 1, 2]), len(classes), [0, 2])   # a 1-1 tie on sample 2 goes to class 0
+>>> vote_error(codes, np.array([0, 1, 2]), len(classes),
+...            [0, 2])   # a 1-1 tie on sample 2 goes to class 0
 0.3333...
 """
 

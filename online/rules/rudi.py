@@ -22,8 +22,9 @@ Choices where the paper is silent or ambiguous
   statistics together (the Table 3 figure).
 - Rules are listed by decreasing |weight|; a rule's support is the fraction of the fitted
   entities it holds for. Last-layer neurons that read as the same rule are listed once with
-  their weights summed (the score is unchanged), so ``rules_`` may hold fewer than R rules. Fidelity and AUC (``fidelity_``, ``auc_``) are measured on the
-  fitted entities; use ``score`` on held-out data.
+  their weights summed (the score is unchanged), so ``rules_`` may hold fewer than R rules.
+  Fidelity and AUC (``fidelity_``, ``auc_``) are measured on the fitted entities; use ``score``
+  on held-out data.
 - The progress callback gets (fraction in [0, 1], message); MCTS-SG counts for the first 60%.
 """
 

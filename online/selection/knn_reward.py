@@ -34,7 +34,8 @@ from online.selection.knn_kernels import knn_hits, knn_hits_from_products
 
 __all__ = ["KNNReward", "validation_groups"]
 
-AUTO_DIRECT_MAX = 4  # "auto": "direct" up to this many columns, "gram" above (bench/README_r_motifs.md)
+# "auto": "direct" up to this many columns, "gram" above (bench/README_r_motifs.md)
+AUTO_DIRECT_MAX = 4
 _GRAM_BLOCK = 64  # query rows per BLAS block (64 was 1.5x faster than 256 on Spambase)
 
 
@@ -157,7 +158,9 @@ class KNNReward:
         self.distance_ties = distance_ties
         self.classes_, codes = np.unique(np.asarray(y), return_inverse=True)
         self._codes = codes.astype(np.int64)
-        self._splits = validation_groups(validation, self._codes, np.random.default_rng(random_state))
+        self._splits = validation_groups(
+            validation, self._codes, np.random.default_rng(random_state)
+        )
         if queries is not None:
             if str(validation).startswith("holdout"):
                 raise ValueError("queries cannot be combined with holdout validation")
@@ -198,7 +201,9 @@ class KNNReward:
         if self.distance_ties == "share":
             tie_eps = 1e-9 * max(1.0, float(norms.max()))
         if method == "direct":
-            return int(knn_hits(self._XT, cols, queries, groups, self._codes, k, n_classes, tie_eps))
+            return int(
+                knn_hits(self._XT, cols, queries, groups, self._codes, k, n_classes, tie_eps)
+            )
         xs = self._X[:, cols]
         xs_t = np.ascontiguousarray(xs.T)
         hits = 0

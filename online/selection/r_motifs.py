@@ -384,7 +384,9 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
         if self.on_tie not in ("continue", "stop"):
             raise ValueError(f"on_tie must be 'continue' or 'stop', got {self.on_tie!r}")
         if self.distance_ties not in ("index", "share"):
-            raise ValueError(f"distance_ties must be 'index' or 'share', got {self.distance_ties!r}")
+            raise ValueError(
+                f"distance_ties must be 'index' or 'share', got {self.distance_ties!r}"
+            )
         if self.scaling not in _SCALINGS:
             raise ValueError(f"scaling must be one of {list(_SCALINGS)}, got {self.scaling!r}")
         if self.max_recursions is not None and self.max_recursions < 1:

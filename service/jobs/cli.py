@@ -146,7 +146,8 @@ def list_jobs(args) -> int:
         query = {"limit": args.limit} | ({"app": args.app} if args.app else {})
         for job in _check(client.get("/jobs", params=query)):
             print(
-                f"{job['id']}  {job['kind']:<20} {job['state']:<9} {job['progress']['fraction']:5.0%}  {job['app'] or '-'}"
+                f"{job['id']}  {job['kind']:<20} {job['state']:<9} "
+                f"{job['progress']['fraction']:5.0%}  {job['app'] or '-'}"
             )
         return 0
 

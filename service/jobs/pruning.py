@@ -212,7 +212,8 @@ def _run_labeled(params: PruningParams, dataset: Dataset, progress) -> dict[str,
     progress(0.3, "trees' predictions")
     trees = from_sklearn_forest(rf)
     soft = params.vote == "soft"
-    P_tr, P_te = forest_predictions(rf, X_tr, scores=soft), forest_predictions(rf, X_te, scores=soft)
+    P_tr = forest_predictions(rf, X_tr, scores=soft)
+    P_te = forest_predictions(rf, X_te, scores=soft)
     if soft:  # scores are indexed by rf.classes_; a test class the forest never saw is -1
         index = {c: i for i, c in enumerate(rf.classes_.tolist())}
         y_tr = np.array([index[c] for c in y_tr.tolist()])

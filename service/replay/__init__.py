@@ -7,8 +7,8 @@
 - :mod:`service.replay.command` is the command line (registered in ``service/cli.py``).
 
 ``run(data, label=..., steps=..., in_process=True)`` is the Python API (returns the summary and
-the per-step traces). The estimators themselves (replay method, IPS, SNIPS, DR) are pure functions in
-``online.evaluation``.
+the per-step traces). The estimators themselves (replay method, IPS, SNIPS, DR) are pure
+functions in ``online.evaluation``.
 """
 
 

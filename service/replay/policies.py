@@ -50,8 +50,10 @@ def _split_params(text: str) -> list[str]:
 def parse_spec(text: str) -> PolicySpec:
     """``forest:n_trees=20,max_depth=8`` -> PolicySpec.
 
-    >>> parse_spec("forest:n_trees=20,epsilon=[0.4,0.8],voting=mixture")
-    PolicySpec(label='forest:n_trees=20,epsilon=[0.4,0.8],voting=mixture', kind='forest', params={'n_trees': 20, 'epsilon': [0.4, 0.8], 'voting': 'mixture'})
+    >>> parse_spec(  # doctest: +NORMALIZE_WHITESPACE
+    ...     "forest:n_trees=20,epsilon=[0.4,0.8],voting=mixture")
+    PolicySpec(label='forest:n_trees=20,epsilon=[0.4,0.8],voting=mixture', kind='forest',
+               params={'n_trees': 20, 'epsilon': [0.4, 0.8], 'voting': 'mixture'})
     """
     kind, _, rest = text.strip().partition(":")
     if kind not in KINDS:

@@ -120,8 +120,9 @@ class SupervisedStream:
 
     >>> data = Recoded(np.eye(3, dtype=np.uint8), np.arange(3), ["a", "b", "c"], ["x", "y", "z"])
     >>> stream = SupervisedStream(data, noise=0.0, seed=1, chunk_size=2)
-    >>> [(x, label) for x, label in stream.steps(4)]
-    [({'a': 1, 'b': 0, 'c': 0}, 'x'), ({'a': 0, 'b': 1, 'c': 0}, 'y'), ({'a': 0, 'b': 0, 'c': 1}, 'z'), ({'a': 1, 'b': 0, 'c': 0}, 'x')]
+    >>> [(x, label) for x, label in stream.steps(4)]  # doctest: +NORMALIZE_WHITESPACE
+    [({'a': 1, 'b': 0, 'c': 0}, 'x'), ({'a': 0, 'b': 1, 'c': 0}, 'y'),
+     ({'a': 0, 'b': 0, 'c': 1}, 'z'), ({'a': 1, 'b': 0, 'c': 0}, 'x')]
     """
 
     data: Recoded

@@ -1,4 +1,5 @@
-"""Bandit Forest (Féraud et al., 2016): the paper's toy problem, its bounds, and the policy's API."""
+"""Bandit Forest (Féraud et al., 2016): the paper's toy problem, its bounds, and the policy's
+API."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from online.bandit import kernels
 from online.bandit.bounds import action_radius, variable_radius
 from online.bandit.storage import ForestStorage
 from tests.online.test_bandit_forest_golden import state_hash
-
 
 # -- the paper's Table 1 toy problem ---------------------------------------------------------------
 
@@ -433,7 +433,7 @@ def test_learn_one_reuses_decides_paths_only_while_the_trees_are_unchanged():
             forest.add_action(a)
         best = {"a": "p", "b": "q", "c": "r"}
         events = []
-        for t in range(2500):
+        for _ in range(2500):
             x = {"site": rng.choice("abc"), "hour": rng.randrange(24), "vip": rng.random() < .5}
             action = rng.choice("pqr")
             reward = float(action == best[x["site"]])

@@ -57,7 +57,9 @@ def state_hash(state) -> str:
 
 def context(rng: np.random.Generator, n_binary: int) -> dict:
     """Binary ints plus a categorical, a float and a bool feature (every encoder path)."""
-    x = dict(zip((f"v{j}" for j in range(n_binary)), (rng.random(n_binary) < 0.4).astype(int).tolist()))
+    x = dict(
+        zip((f"v{j}" for j in range(n_binary)), (rng.random(n_binary) < 0.4).astype(int).tolist())
+    )
     x["site"] = ["a", "b", "c", "d"][int(rng.integers(4))]
     x["age"] = float(np.round(rng.normal(40, 12), 1))
     if rng.random() < 0.7:  # sometimes missing

@@ -302,7 +302,10 @@ def test_serving_state_predicts_the_same_and_is_smaller():
     assert again.to_state()["statistics"] is False and again.trees() == model.trees()
     with pytest.raises(RuntimeError, match="cannot|not learn"):
         clone.learn_one(rows[0], 1)
-    assert clone.to_state()["vocabulary"]["values"].tolist() == served["vocabulary"]["values"].tolist()
+    assert (
+        clone.to_state()["vocabulary"]["values"].tolist()
+        == served["vocabulary"]["values"].tolist()
+    )
 
 
 # -- unseen categories, missing fields ------------------------------------------------------------
@@ -363,7 +366,9 @@ def test_learn_many_is_learn_one_row_by_row():
     rng = random.Random(11)
     rows = []
     for t in range(600):
-        x = {"a": rng.choice("01"), "b": rng.choice("01"), "c": rng.choice("012345"[: 2 + t // 100])}
+        x = {
+            "a": rng.choice("01"), "b": rng.choice("01"), "c": rng.choice("012345"[: 2 + t // 100])
+        }
         x["d"] = None if rng.random() < 0.05 else rng.choice("xyz")
         rows.append((x, int((x["a"] != x["b"]) ^ (x["c"] == "4"))))
     one, many = (MCTSInteractions(grace_period=2, max_categories=5, seed=4) for _ in range(2))

@@ -198,7 +198,8 @@ def test_shared_distance_ties_do_not_depend_on_row_order_on_integer_data():
         mask = np.array(mask, dtype=bool)
         expected = _shared_ties_loo(X, y, mask, 5)
         for method in ("direct", "gram"):
-            assert KNNReward(X, y, method=method, distance_ties="share")(mask) == pytest.approx(expected)
+            assert KNNReward(X, y, method=method,
+                             distance_ties="share")(mask) == pytest.approx(expected)
             assert KNNReward(X[perm], y[perm], method=method,
                              distance_ties="share")(mask) == pytest.approx(expected)
 
@@ -255,7 +256,8 @@ def test_best_child_uses_the_maximum_reward_and_the_exploration_bonus():
     tree.reward[:] = [0.85, 0.85, 0.80]
     sel = RMOTiFS(c=0.1)
     rng = np.random.default_rng(0)
-    # include: 0.80 + 0.1*sqrt(2 ln 55 / 5) = 0.9266 > exclude: 0.85 + 0.1*sqrt(2 ln 55 / 50) = 0.8900
+    # include: 0.80 + 0.1*sqrt(2 ln 55 / 5) = 0.9266
+    #   > exclude: 0.85 + 0.1*sqrt(2 ln 55 / 50) = 0.8900
     assert sel._best_child(tree, 0, rng) == include
     sel.c = 0.01  # 0.8127 < 0.8540: exploitation wins
     assert sel._best_child(tree, 0, rng) == exclude
@@ -342,7 +344,9 @@ def test_state_round_trip():
         for v in d.values():
             yield from leaves(v) if isinstance(v, dict) else [v]
 
-    assert all(isinstance(v, (np.ndarray, int, float, str, bool, type(None))) for v in leaves(state))
+    assert all(
+        isinstance(v, (np.ndarray, int, float, str, bool, type(None))) for v in leaves(state)
+    )
     back = RMOTiFS.from_state(state)
     np.testing.assert_array_equal(back.transform(frame), sel.transform(frame))
     assert back.accuracy_ == sel.accuracy_ and back.fsr_ == sel.fsr_
@@ -357,7 +361,9 @@ def test_max_validation_samples_bounds_the_reward_rows():
     X, y = three_of_forty(n=300)
     sel = RMOTiFS(n_simulations=100, max_validation_samples=100, random_state=0).fit(X, y)
     assert set(INFORMATIVE) <= set(sel.selected_features_.tolist())
-    assert sel.all_features_accuracy_ * 100 == pytest.approx(round(sel.all_features_accuracy_ * 100))
+    assert sel.all_features_accuracy_ * 100 == pytest.approx(
+        round(sel.all_features_accuracy_ * 100)
+    )
 
 
 @pytest.mark.parametrize("params", [{"n_simulations": 0}, {"c": 0.0}, {"scaling": "robust"},

@@ -57,15 +57,15 @@ def test_mcts_sg_finds_the_teacher_statistics(fitted):
     completion of ``Select type`` is a fair surrogate (``Sum(Select type)``: the number of
     type-a events; ``First(Select type | SortBy amount desc)``: is the largest payment of type
     a?), mean 0.31 (3,228 visits). With 12,000 simulations ``Select amount`` has 496 visits:
-    UCT came back to it 46 times in 8,000 more simulations. On all entities the wanted ``Sum(Select amount | RetainBy type=a)`` has
-    |corr| 0.535 with the teacher, the surrogates 0.37-0.41, and ``Max(Select amount |
-    RetainBy type=a)`` 0.529: within the noise of a 128-entity batch, so even below the right
-    Select, Sum vs Max is a coin flip. With the full set, 0 of 6 seeds found the exact sum
-    (K = 3 with 400, 1,500 or 4,000 simulations per tree; K = 6 with 1,000; also 0 of 6 with
-    gamma-distributed amounts), while all found ``Sum(Select channel)`` (the app count). That
-    is the paper's algorithm (means, not maxima, in eqs. 2 and 6) on a deceptive search space,
-    not a defect a faithful fix removes; so this test keeps the operators that build the
-    teacher's statistics plus distractors (Mean, Max, GroupBy, FilterBy, every Select).
+    UCT came back to it 46 times in 8,000 more simulations. On all entities the wanted ``Sum(Select
+    amount | RetainBy type=a)`` has |corr| 0.535 with the teacher, the surrogates 0.37-0.41, and
+    ``Max(Select amount | RetainBy type=a)`` 0.529: within the noise of a 128-entity batch, so even
+    below the right Select, Sum vs Max is a coin flip. With the full set, 0 of 6 seeds found the
+    exact sum (K = 3 with 400, 1,500 or 4,000 simulations per tree; K = 6 with 1,000; also 0 of 6
+    with gamma-distributed amounts), while all found ``Sum(Select channel)`` (the app count). That
+    is the paper's algorithm (means, not maxima, in eqs. 2 and 6) on a deceptive search space, not a
+    defect a faithful fix removes; so this test keeps the operators that build the teacher's
+    statistics plus distractors (Mean, Max, GroupBy, FilterBy, every Select).
     """
     model, events, _, sum_a, count_app, _ = fitted
     X = model.transform(events)
@@ -175,7 +175,9 @@ def test_binarizer_eq10():
     x = np.arange(100.0)
     b = Binarizer().fit(np.column_stack([x, x % 2]))
     thresholds = [t for j, t in b.literals_ if j == 0]
-    np.testing.assert_allclose(thresholds, np.percentile(x, [0, 10, 20, 30, 40, 50, 60, 70, 80, 90]))
+    np.testing.assert_allclose(
+        thresholds, np.percentile(x, [0, 10, 20, 30, 40, 50, 60, 70, 80, 90])
+    )
     assert (1, None) in b.literals_  # the binary column is kept as it is
     assert b.transform(np.array([[50.0, 1.0]])).tolist()[0][:7] == [1] * 6 + [0]  # 50 > 49.5
 

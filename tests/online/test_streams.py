@@ -1,4 +1,5 @@
-"""bench/streams.py: the supervised-to-bandit recoding and noise of the Bandit Forest paper, sec. 5."""
+"""bench/streams.py: the supervised-to-bandit recoding and noise of the Bandit Forest paper,
+sec. 5."""
 
 from __future__ import annotations
 

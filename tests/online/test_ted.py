@@ -319,7 +319,12 @@ def _shaped_trees(rng):
     trees += [comb(40, True), comb(40, False), T([1] * 30, [list(range(1, 30))] + [[]] * 29)]
     for depth in (4, 6):
         n = 2**depth - 1
-        trees.append(T(list(rng.integers(0, 5, n)), [[2 * v + 1, 2 * v + 2] if 2 * v + 2 < n else [] for v in range(n)]))
+        trees.append(
+            T(
+                list(rng.integers(0, 5, n)),
+                [[2 * v + 1, 2 * v + 2] if 2 * v + 2 < n else [] for v in range(n)],
+            )
+        )
     return trees + [EMPTY, A_BC]
 
 
@@ -389,7 +394,9 @@ def test_bit_parallel_sed_equals_the_dynamic_programme():
     assert np.array_equal(got, expected)
     assert sed_bits.usable(trees, 2, 2, 2) and not sed_bits.usable(trees, 1, 2, 1)
     assert not sed_bits.usable(trees, 0.5, 0.5, 0.5)
-    assert np.array_equal(postorder_sed_matrix(trees, insert=2, remove=2, update=2)[I, J], 2 * expected)
+    assert np.array_equal(
+        postorder_sed_matrix(trees, insert=2, remove=2, update=2)[I, J], 2 * expected
+    )
 
 
 def test_preorder_postorder_equals_the_traversal():
@@ -402,7 +409,9 @@ def test_preorder_postorder_equals_the_traversal():
     for k in range(300):
         t = _random_tree(rng, int(rng.integers(0, 60)))
         if k % 3 == 0 and t.n_nodes > 3:  # parents before children, not a preorder
-            t = Tree(t.feature, np.array([-1] + [int(rng.integers(0, v)) for v in range(1, t.n_nodes)]))
+            t = Tree(
+                t.feature, np.array([-1] + [int(rng.integers(0, v)) for v in range(1, t.n_nodes)])
+            )
         for mirror in (False, True):
             kids = t.children()
             expected = postorder(t.feature, [c[::-1] for c in kids] if mirror else kids)
@@ -412,5 +421,8 @@ def test_preorder_postorder_equals_the_traversal():
             else:
                 fast += 1
                 assert all(np.array_equal(a, b) for a, b in zip(got, expected))
-            assert all(np.array_equal(a, b) for a, b in zip(Tree(t.feature, t.parent)._postorder(mirror), expected))
+            assert all(
+                np.array_equal(a, b)
+                for a, b in zip(Tree(t.feature, t.parent)._postorder(mirror), expected)
+            )
     assert fast > 300 and refused > 20

@@ -356,7 +356,7 @@ def test_feature_selection_on_an_apps_logged_events(grove):
         == 422
     )  # nothing logged yet
     rng = np.random.default_rng(3)
-    for i in range(80):
+    for _i in range(80):
         context = {
             "x": int(rng.integers(0, 2)),
             "noise": float(rng.normal()),

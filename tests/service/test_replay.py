@@ -1,4 +1,5 @@
-"""`grove replay`: sources, estimates, bad input, and end-to-end runs against a real `grove serve`."""
+"""`grove replay`: sources, estimates, bad input, and end-to-end runs against a real
+`grove serve`."""
 
 from __future__ import annotations
 
@@ -229,7 +230,8 @@ DECIDE_SEED = 11  # the served snapshots draw as `--in-process --decide-seed 11`
 
 @pytest.fixture(scope="module")
 def grove(tmp_path_factory):
-    """`grove serve` (embedded redis-server, API, trainer) on a free port; yields (url, admin key)."""
+    """`grove serve` (embedded redis-server, API, trainer) on a free port; yields (url, admin
+    key)."""
     root = tmp_path_factory.mktemp("grove")
     data, log, port = root / "data", root / "serve.log", free_port()
     url = f"http://127.0.0.1:{port}"

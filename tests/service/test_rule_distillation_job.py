@@ -49,7 +49,9 @@ def events(n: int = 200, seed: int = 0) -> pd.DataFrame:
 
 
 def submit_upload(http, frame: pd.DataFrame, params: dict, headers=ADMIN):
-    return submit(http, csv_bytes(frame), params, headers, filename="events.csv", kind="rule-distillation")
+    return submit(
+        http, csv_bytes(frame), params, headers, filename="events.csv", kind="rule-distillation"
+    )
 
 
 def test_upload_finds_the_teachers_statistic_and_rule(grove):  # noqa: F811
