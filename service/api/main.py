@@ -13,6 +13,7 @@ from service.api import deps, errors
 from service.api.limits import BodyLimitMiddleware
 from service.api.model_cache import ModelCache
 from service.api.routes import apps, decisions, health, jobs, metrics, personalizer, predictions
+from service.api.usecases import Services
 from service.redis_client import connect
 from service.settings import Settings, get_settings
 from service.store import Store
@@ -28,6 +29,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.store = Store(client, chosen)
         app.state.models = ModelCache()
         app.state.metrics = metrics.Metrics(app.state.store)
+        app.state.services = Services(app.state.store, app.state.models, chosen)
         yield
         client.close()
 

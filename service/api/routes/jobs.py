@@ -17,17 +17,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
-from service.api.deps import (
-    AdminDep,
-    BearerDep,
-    SettingsDep,
-    StoreDep,
-    _authorized_app,
-    _is_admin,
-    _presented,
-    _same,
-    hash_key,
-)
+from service.api.auth import authorized, hash_key, is_admin, same_key
+from service.api.deps import AdminDep, BearerDep, SettingsDep, StoreDep, presented_key
 from service.api.schemas import APP_NAME
 from service.jobs.dataset import FORMATS, event_count, guess_format
 from service.jobs.kinds import KINDS, job_kind
@@ -134,10 +125,10 @@ async def _read_upload(
 
 def _check_submitter(key: str, app: str | None, store: Store, settings: Settings) -> None:
     if app is None:
-        if not _is_admin(key, settings):
+        if not is_admin(key, settings):
             raise HTTPException(403, "a job on an upload without 'app' needs the admin key")
         return
-    _authorized_app(app, store.get_app(app), key, settings, store)
+    authorized(app, store.get_app(app), key, settings, store.key_owner)
 
 
 def _key_owner(key: str, store: Store) -> str:
@@ -155,10 +146,10 @@ def _check_reader(
         raise HTTPException(
             404, f"job {job_id!r} not found (unknown, or expired after its retention)"
         )
-    if _is_admin(key, settings):
+    if is_admin(key, settings):
         return record
     config = store.get_app(record.app) if record.app else None
-    if config is not None and _same(key, config.api_key_hash):
+    if config is not None and same_key(key, config.api_key_hash):
         return record
     _key_owner(key, store)  # 401 for a key of no app
     raise HTTPException(403, f"this key cannot access job {job_id!r}")
@@ -190,7 +181,7 @@ async def submit(
 ) -> JSONResponse:
     """Queue a job: multipart (``file`` = CSV or Parquet, ``params`` = JSON, optional ``app``)
     or JSON ``{"app": ..., "last": N, "params": {...}}`` for the app's logged events."""
-    key = _presented(credentials)
+    key = presented_key(credentials)
     try:
         job = job_kind(kind)
     except KeyError as exc:
@@ -243,8 +234,8 @@ def list_jobs(
 ) -> list[dict]:
     """Newest first, without results. The admin sees every job (or ``?app=``'s); an app's key
     sees that app's."""
-    key = _presented(credentials)
-    if not _is_admin(key, settings):
+    key = presented_key(credentials)
+    if not is_admin(key, settings):
         owner = _key_owner(key, store)
         if app is not None and app != owner:
             raise HTTPException(403, f"this API key belongs to another app, not to {app!r}")
@@ -257,7 +248,7 @@ def get_job(
     job_id: str, credentials: BearerDep, settings: SettingsDep, store: StoreDep, jobs: JobsDep
 ) -> dict:
     """State, progress, timings, and the result once the job is done."""
-    key = _presented(credentials)
+    key = presented_key(credentials)
     record = _check_reader(key, jobs.get(job_id), job_id, store, settings)
     return record.public()
 
@@ -267,7 +258,7 @@ def cancel_job(
     job_id: str, credentials: BearerDep, settings: SettingsDep, store: StoreDep, jobs: JobsDep
 ) -> JSONResponse:
     """Cancel: a queued job at once (200), a running one at its next progress report (202)."""
-    key = _presented(credentials)
+    key = presented_key(credentials)
     _check_reader(key, jobs.get(job_id), job_id, store, settings)
     outcome = jobs.cancel(job_id)
     if outcome == "gone":

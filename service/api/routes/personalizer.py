@@ -21,17 +21,15 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Response
-from fastapi.concurrency import run_in_threadpool
 from fastapi.security import APIKeyHeader
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.api.deps import BearerDep, ModelsDep, SettingsDep, StoreDep, _authorized_app, hash_key
+from service.api import usecases
+from service.api.deps import BearerDep, ServicesDep
 from service.api.personalizer_map import FeatureShapeError, flatten
-from service.api.routes.decisions import _decide_one, log_decision, log_event
 from service.api.schemas import EVENT_ID, ActionSpec, DecideRequest
-from service.records import AppConfig
-from service.settings import Settings
-from service.store import Conflict, Store
+from service.api.usecases import Caller, DecideQuery, Decision
+from service.store import Conflict
 
 PREFIX = "/personalizer/v1.0"
 router = APIRouter(prefix=PREFIX, tags=["personalizer"])
@@ -79,43 +77,28 @@ class RewardRequest(_Lenient):
 EventId = Annotated[str, Path(pattern=EVENT_ID, description="the eventId of a rank call")]
 
 
-async def personalizer_key(
+async def personalizer_caller(
     credentials: BearerDep,
     subscription_key: Annotated[str | None, Depends(_subscription_key)],
-) -> str:
-    """The key in ``Ocp-Apim-Subscription-Key`` (or ``Authorization: Bearer``); no I/O."""
+) -> Caller:
+    """The key in ``Ocp-Apim-Subscription-Key`` (or ``Authorization: Bearer``), which names the
+    app; no I/O (the use case checks it)."""
     key = subscription_key or (credentials.credentials if credentials else None)
     if not key:
         raise HTTPException(
             401, "missing key: send the app's API key as 'Ocp-Apim-Subscription-Key'"
         )
-    return key
+    return Caller(key, app=None)
 
 
-KeyDep = Annotated[str, Depends(personalizer_key)]
+CallerDep = Annotated[Caller, Depends(personalizer_caller)]
 
 
-def _app_of(key: str, store: Store, settings: Settings) -> tuple[AppConfig, int]:
-    """The app whose API key ``key`` is, and its model version (two Redis reads)."""
-    name = store.key_owner(hash_key(key))
-    if name is None:
-        raise HTTPException(401, "unknown key: use the API key of a Grove app (not the admin key)")
-    config, version = store.get_app_and_version(name)
-    return _authorized_app(name, config, key, settings, store), version
-
-
-def personalizer_app(key: KeyDep, store: StoreDep, settings: SettingsDep) -> tuple[AppConfig, int]:
-    return _app_of(key, store, settings)
-
-
-PersonalizerAppDep = Annotated[tuple[AppConfig, int], Depends(personalizer_app)]
-
-
-def _ranking(answer: dict, excluded: list[str]) -> list[dict]:
-    chosen = answer["action"]
-    others = [r for r in answer["ranking"] if r["id"] != chosen]
+def _ranking(decision: Decision, excluded: list[str]) -> list[dict]:
+    chosen = decision.action
+    others = [{"id": a, "probability": p} for a, p in decision.ranking if a != chosen]
     others.sort(key=lambda r: -r["probability"])  # stable: ties keep Grove's order
-    ranked = [{"id": chosen, "probability": answer["probability"]}, *others]
+    ranked = [{"id": chosen, "probability": decision.probability}, *others]
     seen = {r["id"] for r in ranked}
     return ranked + [
         {"id": a, "probability": 0.0} for a in dict.fromkeys(excluded) if a not in seen
@@ -123,16 +106,8 @@ def _ranking(answer: dict, excluded: list[str]) -> list[dict]:
 
 
 @router.post("/rank", status_code=201, response_model=RankResponse)
-async def rank(
-    body: RankRequest, key: KeyDep, store: StoreDep, models: ModelsDep, settings: SettingsDep
-) -> dict:
+async def rank(body: RankRequest, caller: CallerDep, services: ServicesDep) -> dict:
     """Personalizer's Rank: choose among ``actions`` for ``contextFeatures``."""
-    # like /apps/{app}/decide: key lookup, model and Redis work in one thread-pool call
-    return await run_in_threadpool(_rank, body, key, store, models, settings)
-
-
-def _rank(body: RankRequest, key: str, store: Store, models, settings: Settings) -> dict:
-    config, version = _app_of(key, store, settings)
     try:
         context = flatten(body.contextFeatures)
         actions = [ActionSpec(id=a.id, features=flatten(a.features)) for a in body.actions]
@@ -151,46 +126,28 @@ def _rank(body: RankRequest, key: str, store: Store, models, settings: Settings)
         )
     except ValueError as exc:  # pydantic's ValidationError: flattened names or values too long
         raise HTTPException(422, f"features Grove cannot take: {exc}") from None
-    model = models.get(store, config, version)
-    record, answer = _decide_one(config, model, request, settings.max_features)
-    store.record_decisions(config, [record])
-    log_decision(config, answer, record.deferred)
+    decision = await usecases.decide(services, caller, DecideQuery.of(request))
     return {
-        "eventId": answer["event_id"],
-        "rewardActionId": answer["action"],
-        "ranking": _ranking(answer, body.excludedActions or []),
+        "eventId": decision.event_id,
+        "rewardActionId": decision.action,
+        "ranking": _ranking(decision, body.excludedActions or []),
     }
 
 
 @router.post("/events/{eventId}/reward", status_code=204, response_class=Response)
 async def reward(
-    eventId: EventId, body: RewardRequest, key: KeyDep, store: StoreDep, settings: SettingsDep
+    eventId: EventId, body: RewardRequest, caller: CallerDep, services: ServicesDep
 ) -> Response:
     """Personalizer's Reward: ``{"value": x}`` for the event (the app's rewardRange applies)."""
-    return await run_in_threadpool(_reward, eventId, body, key, store, settings)
-
-
-def _reward(
-    eventId: str, body: RewardRequest, key: str, store: Store, settings: Settings
-) -> Response:
-    config, _ = _app_of(key, store, settings)
-    low, high = config.reward_range
-    if not low <= body.value <= high:  # also refuses NaN
-        raise HTTPException(
-            422, f"reward value {body.value} is outside the app's rewardRange {[low, high]}"
-        )
-    outcome = store.reward(config, eventId, body.value)
-    log_event("reward", config, eventId, reward=body.value, state=outcome.state)
+    await usecases.reward(services, caller, eventId, body.value)
     return Response(status_code=204)
 
 
 @router.post("/events/{eventId}/activate", status_code=204, response_class=Response)
-def activate(eventId: EventId, app_version: PersonalizerAppDep, store: StoreDep) -> Response:
+async def activate(eventId: EventId, caller: CallerDep, services: ServicesDep) -> Response:
     """Personalizer's Activate: a ``deferActivation`` event now waits for its reward."""
-    config, _ = app_version
     try:
-        store.activate(config, eventId)
+        await usecases.activate(services, caller, eventId)
     except Conflict:  # already active: Personalizer's activate could be repeated
         pass
-    log_event("activate", config, eventId)
     return Response(status_code=204)

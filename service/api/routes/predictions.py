@@ -9,13 +9,12 @@ app's kind does not serve (predict on a bandit app, ...) is a 422 naming the rou
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, status
+from fastapi import APIRouter, Query, status
 
-from service.api.deps import AppVersionDep, ModelsDep, SettingsDep, StoreDep
+from service.api import usecases
+from service.api.deps import CallerDep, ServicesDep
 from service.api.schemas import (
     InteractionsResponse,
     LearnRequest,
@@ -23,73 +22,34 @@ from service.api.schemas import (
     PredictRequest,
     PredictResponse,
 )
-from service.logs import events
-from service.models import WrongKind, model_kind
-from service.records import AppConfig
 
 router = APIRouter(prefix="/apps/{app}", tags=["predictions"])
 
 
-def _require(config: AppConfig, operation: str) -> Callable[..., Any]:
-    try:
-        return model_kind(config.policy_kind).require(operation, config.name)
-    except WrongKind as exc:
-        raise HTTPException(422, str(exc)) from None
-
-
-def _check_size(x: dict, max_features: int) -> None:
-    if len(x) > max_features:
-        raise HTTPException(
-            422,
-            f"x has {len(x)} fields, over the limit of {max_features} (GROVE_MAX_FEATURES)",
-        )
-
-
 @router.post("/predict", response_model=PredictResponse)
-def predict(
-    body: PredictRequest,
-    app_version: AppVersionDep,
-    store: StoreDep,
-    models: ModelsDep,
-    settings: SettingsDep,
-) -> dict:
+async def predict(body: PredictRequest, caller: CallerDep, services: ServicesDep) -> dict:
     """P(y = 1 | x) from the latest snapshot, with the leaf interactions ``x`` falls in."""
-    config, version = app_version
-    predict_fn = _require(config, "predict")
-    _check_size(body.x, settings.max_features)
-    model = models.get(store, config, version)
-    try:
-        with model.lock:  # the learner caches its extracted trees: one request at a time
-            answer = predict_fn(model.learner, body.x)
-    except (ValueError, TypeError) as exc:
-        raise HTTPException(422, f"cannot predict for this x: {exc}") from None
+    predicted = await usecases.predict(services, caller, body.x)
+    answer = predicted.prediction
     return {
         "probability": answer.probability,
         "interactions": answer.interactions,
         "trees": answer.trees,
-        "model_version": model.version,
+        "model_version": predicted.model_version,
     }
 
 
 @router.post("/learn", status_code=status.HTTP_202_ACCEPTED, response_model=LearnResponse)
-def learn(
-    body: LearnRequest, app_version: AppVersionDep, store: StoreDep, settings: SettingsDep
-) -> dict:
+async def learn(body: LearnRequest, caller: CallerDep, services: ServicesDep) -> dict:
     """Queue a labeled event (x, y); the trainer learns it and publishes a new snapshot."""
-    config, _ = app_version
-    _require(config, "learn_labeled")
-    _check_size(body.x, settings.max_features)
-    event_id = body.event_id or uuid.uuid4().hex
-    store.learn_labeled(config, event_id, body.x, body.y)
-    events.info("learn", extra={"app": config.name, "eventId": event_id, "label": body.y})
+    event_id = await usecases.learn(services, caller, body.x, body.y, body.event_id)
     return {"event_id": event_id, "state": "queued"}
 
 
 @router.get("/interactions", response_model=InteractionsResponse)
-def interactions(
-    app_version: AppVersionDep,
-    store: StoreDep,
-    models: ModelsDep,
+async def interactions(
+    caller: CallerDep,
+    services: ServicesDep,
     top: Annotated[int, Query(ge=1, le=1000, description="at most this many")] = 100,
     alpha: Annotated[
         float, Query(gt=0, le=1, description="level of the Bonferroni-corrected chi-square test")
@@ -103,13 +63,9 @@ def interactions(
     ] = 100,
 ) -> dict:
     """The selected interactions ranked by chi-square, and each extracted tree's leaves."""
-    config, version = app_version
-    interactions_fn = _require(config, "interactions")
-    model = models.get(store, config, version)
-    with model.lock:
-        found = interactions_fn(model.learner, top, alpha, leaves_only)
+    found, version = await usecases.interactions(services, caller, top, alpha, leaves_only)
     trees = [
         {**tree, "leaves": tree["leaves"][:max_leaves], "n_leaves": len(tree["leaves"])}
         for tree in found["trees"]
     ]
-    return {"interactions": found["interactions"], "trees": trees, "model_version": model.version}
+    return {"interactions": found["interactions"], "trees": trees, "model_version": version}

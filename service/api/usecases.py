@@ -1,0 +1,364 @@
+"""What the API does, once: decide, reward, activate, predict, learn (and interactions).
+
+Every route that decides or rewards (Grove's native ``/apps/{app}/...`` routes and the Azure
+Personalizer routes) calls these functions; the checks (the key opens the app, the app's kind
+serves the operation, the context's size, the reward's range, eventIds) live here and nowhere
+else. A route only translates its own request shape into these arguments and the result back
+into its answer shape.
+
+Errors are ``HTTPException`` (4xx with a message saying what is wrong) or
+:class:`service.store.StoreError` (404/409 from Redis' answers); :mod:`service.api.errors` turns
+both into the route family's error shape (Personalizer's ``{"error": {"code", "message"}}`` on
+its routes).
+
+All functions are coroutines: each does its blocking part (Redis, the model) in at most one
+thread-pool call, so the event loop never blocks.
+
+Example, a route::
+
+    @router.post("/decide")
+    async def decide(body: DecideRequest, caller: CallerDep, services: ServicesDep) -> dict:
+        decision = await usecases.decide(services, caller, DecideQuery.of(body))
+        return decision.as_answer()
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import HTTPException
+from fastapi.concurrency import run_in_threadpool
+
+from service.api.auth import authorized, hash_key
+from service.api.model_cache import ModelCache, ServedModel
+from service.logs import events
+from service.models import Prediction, WrongKind, model_kind
+from service.records import AppConfig, NewDecision
+from service.settings import Settings
+from service.store import RewardOutcome, Store
+
+__all__ = [
+    "Caller",
+    "DecideQuery",
+    "Decision",
+    "Predicted",
+    "RewardOutcome",
+    "Services",
+    "activate",
+    "app_for",
+    "decide",
+    "decide_batch",
+    "interactions",
+    "learn",
+    "predict",
+    "reward",
+]
+
+
+# -- what the functions take and give -----------------------------------------------------------
+@dataclass(frozen=True)
+class Services:
+    """One API process's shared parts (``app.state.services``; routes get it by ``ServicesDep``)."""
+
+    store: Store
+    models: ModelCache
+    settings: Settings
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who calls: the key presented and the app the request names.
+
+    ``app=None``: the key itself names the app (Personalizer's subscription key); the admin key
+    opens no app that way.
+    """
+
+    key: str
+    app: str | None = None
+
+
+@dataclass(frozen=True)
+class DecideQuery:
+    """One decision to make: a flat context and, optionally, the actions to choose among.
+
+    ``actions=None``: the app's own actions. ``excluded``: ids that must not be chosen.
+    ``event_id=None``: Grove makes one. ``deferred``: the decision waits for ``activate``
+    before its reward wait time starts (Personalizer's ``deferActivation``).
+    """
+
+    context: Mapping[str, Any]
+    actions: Sequence[str] | None = None
+    excluded: Sequence[str] = ()
+    event_id: str | None = None
+    deferred: bool = False
+
+    @classmethod
+    def of(cls, request: Any) -> DecideQuery:
+        """From a :class:`service.api.schemas.DecideRequest` (the native body)."""
+        return cls(
+            context=request.context,
+            actions=[a.id for a in request.actions] if request.actions is not None else None,
+            excluded=tuple(request.excluded_actions),
+            event_id=request.event_id,
+            deferred=request.defer_activation,
+        )
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A recorded decision: the chosen action, its propensity and the ranking (Grove's order)."""
+
+    event_id: str
+    action: str
+    probability: float
+    ranking: list[tuple[str, float]]
+    model_version: int
+    deferred: bool = False
+
+    def as_answer(self) -> dict:
+        """The native ``DecideResponse`` fields (snake_case; the response model camelCases)."""
+        return {
+            "event_id": self.event_id,
+            "action": self.action,
+            "probability": self.probability,
+            "ranking": [{"id": a, "probability": p} for a, p in self.ranking],
+            "model_version": self.model_version,
+        }
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """A supervised kind's answer and the model version that gave it."""
+
+    prediction: Prediction
+    model_version: int
+
+
+# -- authentication -------------------------------------------------------------------------------
+def _app_and_version(services: Services, caller: Caller) -> tuple[AppConfig, int]:
+    store, settings = services.store, services.settings
+    if caller.app is None:
+        name = store.key_owner(hash_key(caller.key))
+        if name is None:
+            raise HTTPException(
+                401, "unknown key: use the API key of a Grove app (not the admin key)"
+            )
+    else:
+        name = caller.app
+    config, version = store.get_app_and_version(name)
+    return authorized(name, config, caller.key, settings, store.key_owner), version
+
+
+def app_for(services: Services, caller: Caller) -> tuple[AppConfig, int]:
+    """The app ``caller`` may use and its current model version (blocking: Redis).
+
+    For routes outside the decide/reward loop (``GET /apps/{app}``, ...); raises 401/403/404.
+    """
+    return _app_and_version(services, caller)
+
+
+def _require(config: AppConfig, operation: str):
+    """The kind's ``operation`` callable, or 422 naming the routes this app serves."""
+    try:
+        return model_kind(config.policy_kind).require(operation, config.name)
+    except WrongKind as exc:
+        raise HTTPException(422, str(exc)) from None
+
+
+def _check_size(what: str, n: int, max_features: int) -> None:
+    if n > max_features:
+        raise HTTPException(
+            422, f"{what} has {n} features, over the limit of {max_features} (GROVE_MAX_FEATURES)"
+        )
+
+
+# -- decide ---------------------------------------------------------------------------------------
+def _decide_one(
+    config: AppConfig, model: ServedModel, query: DecideQuery, max_features: int
+) -> tuple[NewDecision, Decision]:
+    _check_size("the context", len(query.context), max_features)
+    decide_fn = _require(config, "decide")
+    actions = list(query.actions) if query.actions is not None else config.action_ids
+    if not actions:
+        raise HTTPException(
+            422,
+            f"no actions to choose from: app {config.name!r} has none and the request gives none",
+        )
+    excluded = set(query.excluded)
+    if not [a for a in actions if a not in excluded]:
+        raise HTTPException(422, "every action is excluded (excludedActions)")
+    try:
+        with model.lock:
+            choice = decide_fn(model.learner, dict(query.context), actions, list(excluded))
+    except (ValueError, TypeError) as exc:
+        raise HTTPException(422, f"cannot decide for this context: {exc}") from None
+    event_id = query.event_id or uuid.uuid4().hex
+    record = NewDecision(
+        event_id,
+        dict(query.context),
+        choice.action,
+        choice.probability,
+        model.version,
+        deferred=query.deferred,
+    )
+    decision = Decision(
+        event_id, choice.action, choice.probability, choice.ranking, model.version, query.deferred
+    )
+    return record, decision
+
+
+def _log_decision(config: AppConfig, decision: Decision) -> None:
+    """One structured line per recorded decision (the eventId links it to its reward)."""
+    events.info(
+        "decide",
+        extra={
+            "app": config.name,
+            "eventId": decision.event_id,
+            "action": decision.action,
+            "probability": decision.probability,
+            "modelVersion": decision.model_version,
+            "deferred": decision.deferred,
+        },
+    )
+
+
+def _log_event(what: str, config: AppConfig, event_id: str, **fields: Any) -> None:
+    events.info(what, extra={"app": config.name, "eventId": event_id, **fields})
+
+
+def _decide_many(
+    services: Services, caller: Caller, queries: Sequence[DecideQuery], batch: bool
+) -> list[Decision]:
+    config, version = _app_and_version(services, caller)
+    model = services.models.get(services.store, config, version)
+    max_features = services.settings.max_features
+    pairs = []
+    for i, query in enumerate(queries):
+        try:
+            pairs.append(_decide_one(config, model, query, max_features))
+        except HTTPException as exc:
+            if not batch:
+                raise
+            # say which request of the batch is wrong
+            raise HTTPException(exc.status_code, f"requests[{i}]: {exc.detail}") from None
+    services.store.record_decisions(config, [record for record, _ in pairs])
+    for _, decision in pairs:
+        _log_decision(config, decision)
+    return [decision for _, decision in pairs]
+
+
+async def decide(services: Services, caller: Caller, query: DecideQuery) -> Decision:
+    """Choose an action for ``query.context`` and record the decision (it then waits the app's
+    ``rewardWaitTime`` for its reward). 409 if ``query.event_id`` exists, 422 for a context
+    the app cannot take or a kind that does not decide."""
+    return (await run_in_threadpool(_decide_many, services, caller, [query], False))[0]
+
+
+async def decide_batch(
+    services: Services, caller: Caller, queries: Sequence[DecideQuery]
+) -> list[Decision]:
+    """Decide every query with one model version; recorded all or none. A bad query is 422
+    naming its index (``requests[i]: ...``); a repeated eventId is 422."""
+    if len(queries) > services.settings.max_batch:
+        raise HTTPException(422, f"at most {services.settings.max_batch} requests per batch")
+    given = [q.event_id for q in queries if q.event_id is not None]
+    if len(given) != len(set(given)):
+        raise HTTPException(422, "the batch repeats an eventId")
+    return await run_in_threadpool(_decide_many, services, caller, queries, True)
+
+
+# -- reward and activate ----------------------------------------------------------------------------
+def _reward(services: Services, caller: Caller, event_id: str, value: float) -> RewardOutcome:
+    config, _ = _app_and_version(services, caller)
+    low, high = config.reward_range
+    if not low <= value <= high:  # also refuses NaN
+        raise HTTPException(422, f"reward {value} is outside the app's rewardRange {[low, high]}")
+    outcome = services.store.reward(config, event_id, value)
+    _log_event("reward", config, event_id, reward=value, state=outcome.state)
+    return outcome
+
+
+async def reward(
+    services: Services, caller: Caller, event_id: str, value: float
+) -> RewardOutcome:
+    """Join ``value`` to the decision ``event_id`` (atomically; queued for the trainer).
+
+    422 outside the app's rewardRange; 404 for an unknown or expired eventId; 409 for a
+    deferred decision not activated yet, or a second reward under 'earliest' aggregation.
+    """
+    return await run_in_threadpool(_reward, services, caller, event_id, value)
+
+
+def _activate(services: Services, caller: Caller, event_id: str) -> None:
+    config, _ = _app_and_version(services, caller)
+    services.store.activate(config, event_id)
+    _log_event("activate", config, event_id)
+
+
+async def activate(services: Services, caller: Caller, event_id: str) -> None:
+    """Start the reward wait time of a deferred decision. 404 unknown/expired, 409 if it is
+    active already (callers for whom a repeat is fine catch :class:`service.store.Conflict`)."""
+    await run_in_threadpool(_activate, services, caller, event_id)
+
+
+# -- supervised kinds: predict, learn, interactions ----------------------------------------------
+def _predict(services: Services, caller: Caller, x: Mapping[str, Any]) -> Predicted:
+    config, version = _app_and_version(services, caller)
+    predict_fn = _require(config, "predict")
+    _check_size("x", len(x), services.settings.max_features)
+    model = services.models.get(services.store, config, version)
+    try:
+        with model.lock:  # the learner caches its extracted trees: one request at a time
+            answer = predict_fn(model.learner, dict(x))
+    except (ValueError, TypeError) as exc:
+        raise HTTPException(422, f"cannot predict for this x: {exc}") from None
+    return Predicted(answer, model.version)
+
+
+async def predict(services: Services, caller: Caller, x: Mapping[str, Any]) -> Predicted:
+    """P(y = 1 | x) from the app's latest snapshot (kinds that ``predict``; else 422)."""
+    return await run_in_threadpool(_predict, services, caller, x)
+
+
+def _learn(
+    services: Services, caller: Caller, x: Mapping[str, Any], label: int, event_id: str | None
+) -> str:
+    config, _ = _app_and_version(services, caller)
+    _require(config, "learn_labeled")
+    _check_size("x", len(x), services.settings.max_features)
+    event_id = event_id or uuid.uuid4().hex
+    services.store.learn_labeled(config, event_id, dict(x), label)
+    _log_event("learn", config, event_id, label=label)
+    return event_id
+
+
+async def learn(
+    services: Services,
+    caller: Caller,
+    x: Mapping[str, Any],
+    label: int,
+    event_id: str | None = None,
+) -> str:
+    """Queue a labeled event (kinds that ``learn_labeled``; else 422); returns its eventId."""
+    return await run_in_threadpool(_learn, services, caller, x, label, event_id)
+
+
+def _interactions(
+    services: Services, caller: Caller, top: int, alpha: float, leaves_only: bool
+) -> tuple[dict, int]:
+    config, version = _app_and_version(services, caller)
+    interactions_fn = _require(config, "interactions")
+    model = services.models.get(services.store, config, version)
+    with model.lock:
+        found = interactions_fn(model.learner, top, alpha, leaves_only)
+    return found, model.version
+
+
+async def interactions(
+    services: Services, caller: Caller, top: int, alpha: float, leaves_only: bool
+) -> tuple[dict, int]:
+    """The kind's selected interactions (``{"interactions", "trees"}``) and the model version."""
+    return await run_in_threadpool(_interactions, services, caller, top, alpha, leaves_only)
