@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import HTTPException
@@ -58,7 +58,7 @@ __all__ = [
 ]
 
 
-# -- what the functions take and give -----------------------------------------------------------
+# -- what the functions take and give -------------------------------------------------------------
 @dataclass(frozen=True)
 class Services:
     """One API process's shared parts (``app.state.services``; routes get it by ``ServicesDep``)."""
@@ -230,13 +230,20 @@ def _log_event(what: str, config: AppConfig, event_id: str, **fields: Any) -> No
 
 
 def _decide_many(
-    services: Services, caller: Caller, queries: Sequence[DecideQuery], batch: bool
+    services: Services,
+    caller: Caller,
+    queries: Sequence[DecideQuery],
+    batch: bool,
+    distinct: bool = False,
 ) -> list[Decision]:
     config, version = _app_and_version(services, caller)
     model = services.models.get(services.store, config, version)
     max_features = services.settings.max_features
-    pairs = []
+    pairs: list[tuple[NewDecision, Decision]] = []
     for i, query in enumerate(queries):
+        if distinct and pairs:  # later queries exclude the actions chosen before them
+            chosen = [d.action for _, d in pairs]
+            query = replace(query, excluded=(*query.excluded, *chosen))
         try:
             pairs.append(_decide_one(config, model, query, max_features))
         except HTTPException as exc:
@@ -258,19 +265,23 @@ async def decide(services: Services, caller: Caller, query: DecideQuery) -> Deci
 
 
 async def decide_batch(
-    services: Services, caller: Caller, queries: Sequence[DecideQuery]
+    services: Services, caller: Caller, queries: Sequence[DecideQuery], distinct: bool = False
 ) -> list[Decision]:
-    """Decide every query with one model version; recorded all or none. A bad query is 422
-    naming its index (``requests[i]: ...``); a repeated eventId is 422."""
+    """Decide every query with one model version, in order; recorded all or none. A bad query
+    is 422 naming its index (``requests[i]: ...``); a repeated eventId is 422.
+
+    ``distinct``: each query also excludes the actions chosen for the queries before it
+    (multi-slot ranking: one action per slot, never twice).
+    """
     if len(queries) > services.settings.max_batch:
         raise HTTPException(422, f"at most {services.settings.max_batch} requests per batch")
     given = [q.event_id for q in queries if q.event_id is not None]
     if len(given) != len(set(given)):
         raise HTTPException(422, "the batch repeats an eventId")
-    return await run_in_threadpool(_decide_many, services, caller, queries, True)
+    return await run_in_threadpool(_decide_many, services, caller, queries, True, distinct)
 
 
-# -- reward and activate ----------------------------------------------------------------------------
+# -- reward and activate --------------------------------------------------------------------------
 def _reward(services: Services, caller: Caller, event_id: str, value: float) -> RewardOutcome:
     config, _ = _app_and_version(services, caller)
     low, high = config.reward_range
@@ -304,7 +315,7 @@ async def activate(services: Services, caller: Caller, event_id: str) -> None:
     await run_in_threadpool(_activate, services, caller, event_id)
 
 
-# -- supervised kinds: predict, learn, interactions ----------------------------------------------
+# -- supervised kinds: predict, learn, interactions -----------------------------------------------
 def _predict(services: Services, caller: Caller, x: Mapping[str, Any]) -> Predicted:
     config, version = _app_and_version(services, caller)
     predict_fn = _require(config, "predict")
