@@ -14,7 +14,7 @@ import importlib
 # public name -> module that defines it
 _EXPORTS = {
     "BanditForest": "online.bandit.forest",
-    "Decision": "online.bandit.forest",
+    "Decision": "online.decision",
     "ContextEncoder": "online.bandit.encoder",
     "MCTSInteractions": "online.interactions.mcts_is",
     "RMOTiFS": "online.selection.r_motifs",
