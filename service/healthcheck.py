@@ -42,9 +42,9 @@ def _trainer(settings: Settings) -> bool:
 
 def _worker(settings: Settings) -> bool:
     from service.jobs.queue import JobQueue
-    from service.redis_client import connect
+    from service.redis_client import connect_jobs
 
-    client = connect(settings)
+    client = connect_jobs(settings)
     try:
         host = socket.gethostname()
         return any(w["hostname"] == host for w in JobQueue(client, settings).workers())

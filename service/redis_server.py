@@ -45,6 +45,8 @@ class RedisServer:
     port: int = 0
     host: str = "127.0.0.1"
     appendonly: bool = True
+    #: more redis-server options, e.g. ``("--cluster-enabled", "yes")``
+    extra_args: tuple[str, ...] = ()
     process: subprocess.Popen | None = field(default=None, init=False)
 
     @property
@@ -68,6 +70,7 @@ class RedisServer:
             "--protected-mode", "yes",
             "--loglevel", "warning",
             "--logfile", str((self.data_dir / "redis.log").resolve()),
+            *self.extra_args,
         ]
         self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, start_new_session=True)
         client = redis.Redis(host=self.host, port=self.port, socket_connect_timeout=0.2)
@@ -90,10 +93,11 @@ class RedisServer:
         client.close()
         return self
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = 10.0, sig: int = signal.SIGTERM) -> None:
+        """Stop the server (SIGTERM: it writes its AOF out first; SIGKILL: a crash)."""
         if self.process is None or self.process.poll() is not None:
             return
-        self.process.send_signal(signal.SIGTERM)
+        self.process.send_signal(sig)
         try:
             self.process.wait(timeout)
         except subprocess.TimeoutExpired:

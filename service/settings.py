@@ -24,6 +24,13 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("REDIS_URL", "GROVE_REDIS_URL"),
         description="Redis to use; unset: `grove serve` starts an embedded redis-server.",
     )
+    redis_cluster: Literal["auto", "yes", "no"] = Field(
+        default="auto",
+        description=(
+            "Is REDIS_URL a Redis Cluster node? auto: ask it (INFO cluster); yes / no: as said. "
+            "On a cluster, REDIS_URL may name any node, and batch jobs need GROVE_JOB_REDIS_URL."
+        ),
+    )
     admin_key: str | None = Field(
         default=None, description="Bearer key for /apps administration (GROVE_ADMIN_KEY)."
     )
@@ -77,6 +84,13 @@ class Settings(BaseSettings):
         ),
     )
     # -- batch jobs (service/jobs) --
+    job_redis_url: str | None = Field(
+        default=None,
+        description=(
+            "A plain Redis for batch jobs (records, uploads, the rq queue); unset: REDIS_URL. "
+            "Required when REDIS_URL is a Redis Cluster (rq cannot use one)."
+        ),
+    )
     job_queue: str = Field(default="grove-jobs", description="rq queue the job workers listen on.")
     job_max_upload: int = Field(
         default=50 * 2**20, gt=0, description="Largest dataset upload in bytes (larger: 413)."

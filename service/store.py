@@ -114,7 +114,7 @@ class Store:
     def update_app(self, name: str, **changes) -> AppConfig:
         """Optimistic read-modify-write of the config (WATCH/MULTI)."""
         key = keys.config(name)
-        with self.redis.pipeline() as pipe:
+        with self.redis.pipeline(transaction=True) as pipe:  # WATCH: one key, one slot
             while True:
                 try:
                     pipe.watch(key)
@@ -299,7 +299,7 @@ class Store:
     def settle_tree_selection(self, name: str, request_id: str, status: str, **fields) -> bool:
         """Mark the command ``request_id`` applied or rejected (False if it was replaced)."""
         key = keys.tree_selection(name)
-        with self.redis.pipeline() as pipe:
+        with self.redis.pipeline(transaction=True) as pipe:  # WATCH: one key, one slot
             try:
                 pipe.watch(key)
                 if _s(pipe.hget(key, "id")) != request_id:
@@ -318,8 +318,8 @@ class Store:
         pipe.zcard(keys.deadlines(name))
         pipe.hgetall(keys.stats(name))
         pipe.pttl(keys.lease(name))
-        pipe.time()
-        pending, stats, lease_ttl, now = pipe.execute()
+        pending, stats, lease_ttl = pipe.execute()
+        now = self.redis.time()  # not in the pipeline: a cluster pipeline takes keyed commands
         info = self.snapshot_info(name)
         offset = info.offset if info else "0-0"
         counters = {_s(k): int(float(v)) for k, v in stats.items()}

@@ -112,6 +112,8 @@ class Trainer:
                 work += self.expire(name)
                 work += self.learn(name)
                 self.maybe_publish(name)
+            except UNAVAILABLE:  # e.g. CLUSTERDOWN / TRYAGAIN (ResponseErrors): wait, not drop
+                raise
             except redis.ResponseError as exc:  # e.g. the app was deleted under us
                 log.warning("dropping app %s: %s", name, exc)
                 self.owned.pop(name, None)

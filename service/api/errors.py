@@ -9,6 +9,7 @@ from typing import Any
 
 import redis
 from fastapi import FastAPI, Request
+from redis.exceptions import RedisClusterException
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -69,8 +70,9 @@ def install(app: FastAPI) -> None:
     async def store_error(request: Request, exc: StoreError) -> JSONResponse:
         return answer(request, exc.status, exc.detail)
 
+    @app.exception_handler(RedisClusterException)  # not a RedisError: e.g. no node answers
     @app.exception_handler(redis.RedisError)
-    async def redis_error(request: Request, exc: redis.RedisError) -> JSONResponse:
+    async def redis_error(request: Request, exc: Exception) -> JSONResponse:
         log.warning("Redis error on %s %s: %s", request.method, request.url.path, exc)
         if isinstance(exc, UNAVAILABLE):
             detail = f"Redis is unavailable ({exc}); the service recovers when it is back: retry"

@@ -30,7 +30,7 @@ from service.jobs.progress import Heartbeat, JobCancelled, JobLost, Reporter
 from service.jobs.queue import JobQueue, rq_queue
 from service.jobs.records import JobState
 from service.jobs.store import JobStore
-from service.redis_client import connect
+from service.redis_client import connect, connect_jobs
 from service.settings import Settings, get_settings
 from service.store import Store
 
@@ -51,16 +51,18 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _load(store: JobStore, record, settings: Settings) -> Dataset:
+def _load(store: JobStore, record, settings: Settings, apps) -> Dataset:
+    """The job's dataset; ``apps`` is the client of the apps' Redis (the job queue may have its
+    own Redis, :func:`service.redis_client.connect_jobs`)."""
     source = record.source
     if source.get("type") == "events":
-        frame = read_events(store.redis, source["app"], int(source["last"]))
+        frame = read_events(apps, source["app"], int(source["last"]))
     else:
         data = store.data(record.id)
         if data is None:
             raise DatasetError("the uploaded dataset is no longer stored (expired)")
         frame = read_table(data, source.get("format", "csv"))
-    app_store = Store(store.redis, settings) if record.app else None
+    app_store = Store(apps, settings) if record.app else None
     return Dataset(frame=frame, app=record.app, source=source, store=app_store)
 
 
@@ -77,7 +79,7 @@ def _json_safe(value):
     return value
 
 
-def _run(store: JobStore, job_id: str, attempt: int, settings: Settings):
+def _run(store: JobStore, job_id: str, attempt: int, settings: Settings, apps):
     """(state, message, error, result) of one attempt."""
     record = store.get(job_id)
     if record is None:
@@ -87,7 +89,7 @@ def _run(store: JobStore, job_id: str, attempt: int, settings: Settings):
         kind = job_kind(record.kind)
         params = kind.params.model_validate(record.params)
         report(0.0, "reading the dataset")
-        dataset = _load(store, record, settings)
+        dataset = _load(store, record, settings, apps)
         result = kind.run(params, dataset, report)
         if not isinstance(result, dict):
             raise TypeError(f"job kind {kind.name!r} returned {type(result).__name__}, not dict")
@@ -123,7 +125,8 @@ def _retry(call, *args):
 def execute(job_id: str, attempt: int) -> str:
     """rq entry point: run attempt ``attempt`` of Grove job ``job_id`` (in the work horse)."""
     settings = get_settings()
-    client = connect(settings)
+    client = connect_jobs(settings)
+    apps = connect(settings) if settings.job_redis_url else client
     store = JobStore(client, settings)
     try:
         state = _retry(store.start, job_id, attempt, os.environ.get("RQ_WORKER_ID", "?"))
@@ -132,7 +135,7 @@ def execute(job_id: str, attempt: int) -> str:
             return state
         beat = Heartbeat(store, job_id, attempt, settings.job_heartbeat).start()
         try:
-            outcome = _run(store, job_id, attempt, settings)
+            outcome = _run(store, job_id, attempt, settings, apps)
         except JobCancelled:
             outcome = (JobState.cancelled, "cancelled while running", "", None)
         except JobLost as exc:
@@ -143,6 +146,8 @@ def execute(job_id: str, attempt: int) -> str:
         return _retry(store.finish, job_id, attempt, *outcome)
     finally:
         client.close()
+        if apps is not client:
+            apps.close()
 
 
 class GroveWorker(Worker):
@@ -205,13 +210,8 @@ def run_worker(settings: Settings, name: str | None = None) -> None:
             importlib.import_module(module)
     interval = max(1, int(settings.job_heartbeat))
     # a blocking dequeue must not hit the socket timeout of the API's fail-fast client
-    client = redis.Redis.from_url(
-        settings.redis_url,
-        socket_connect_timeout=settings.redis_timeout,
-        socket_timeout=interval + 30,
-        health_check_interval=0,
-    )
-    jobs = JobQueue(connect(settings), settings)
+    client = connect_jobs(settings, socket_timeout=interval + 30)
+    jobs = JobQueue(connect_jobs(settings), settings)
     worker = GroveWorker(
         [rq_queue(client, settings)],
         name=name,

@@ -18,7 +18,7 @@ from service.jobs.feature_selection import FeatureSelectionParams, run
 from service.jobs.progress import JobCancelled, JobLost, Reporter
 from service.jobs.queue import JobQueue
 from service.jobs.records import JobState
-from service.redis_client import connect
+from service.redis_client import connect_jobs
 
 from .conftest import make_settings
 
@@ -26,7 +26,7 @@ from .conftest import make_settings
 @pytest.fixture
 def jobs(redis_url):
     settings = make_settings(redis_url, job_retention=60.0, job_max_attempts=2)
-    client = connect(settings)
+    client = connect_jobs(settings)
     yield JobQueue(client, settings)
     client.close()
 

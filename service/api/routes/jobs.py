@@ -24,6 +24,7 @@ from service.jobs.dataset import FORMATS, event_count, guess_format
 from service.jobs.kinds import KINDS, job_kind
 from service.jobs.queue import JobQueue
 from service.jobs.records import JobRecord
+from service.redis_client import connect_jobs
 from service.settings import Settings
 from service.store import Store
 
@@ -37,7 +38,8 @@ async def get_jobs(request: Request) -> JobQueue:
     jobs = getattr(request.app.state, "jobs", None)
     if jobs is None:
         store = request.app.state.store
-        jobs = request.app.state.jobs = JobQueue(store.redis, store.settings)
+        # the job queue's own Redis (GROVE_JOB_REDIS_URL), or REDIS_URL's when it is not a cluster
+        jobs = request.app.state.jobs = JobQueue(connect_jobs(store.settings), store.settings)
     return jobs
 
 
