@@ -198,8 +198,9 @@ def jobs_url(settings: Settings) -> str:
 def connect_jobs(settings: Settings, **overrides: Any) -> redis.Redis:
     """Plain client of the job queue's Redis (rq cannot use a cluster: see the module doc).
 
-    Raises :class:`JobsNeedPlainRedis` (the API: 503 saying so) if that Redis is a cluster node: set ``GROVE_JOB_REDIS_URL`` to a
-    plain Redis (a small one: it holds job records, uploads and rq's queue, not app traffic).
+    Raises :class:`JobsNeedPlainRedis` (the API: 503 saying so) if that Redis is a cluster
+    node: set ``GROVE_JOB_REDIS_URL`` to a plain Redis (a small one: it holds job records,
+    uploads and rq's queue, not app traffic).
     """
     url = jobs_url(settings)
     try:

@@ -9,10 +9,10 @@ from typing import Any
 
 import redis
 from fastapi import FastAPI, Request
-from redis.exceptions import RedisClusterException
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from redis.exceptions import RedisClusterException
 from starlette.exceptions import HTTPException
 
 from service.codec import CodecError
