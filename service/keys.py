@@ -61,6 +61,12 @@ def decision_pattern(app: str) -> str:
     return _app(app, "decision:*")
 
 
+def slots(app: str, event_id: str) -> str:
+    """String (JSON list, expires with the decisions): the eventIds of the slot decisions of
+    multi-slot Personalizer event ``event_id`` (service.personalizer.slots)."""
+    return _app(app, f"slots:{event_id}")
+
+
 def lease(app: str) -> str:
     """String with a TTL: id of the trainer that owns the app (one trainer per app)."""
     return _app(app, "lease")

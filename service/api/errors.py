@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from typing import Any
@@ -16,6 +15,7 @@ from redis.exceptions import RedisClusterException
 from starlette.exceptions import HTTPException
 
 from service.codec import CodecError
+from service.personalizer.errors import error_body as personalizer_error
 from service.redis_client import UNAVAILABLE
 from service.store import StoreError
 
@@ -33,25 +33,13 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-#: Azure Personalizer's error codes by status, for the /personalizer routes
-_PERSONALIZER_CODES = {
-    400: "BadArgument",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "NotFound",
-    409: "Conflict",
-    413: "PayloadTooLarge",
-    422: "BadArgument",
-    503: "ServiceUnavailable",
-}
-
-
-def answer(request: Request, status: int, detail: Any, headers=None) -> JSONResponse:
-    """``{"detail": ...}``, or Personalizer's ``{"error": {"code", "message"}}`` on its routes."""
-    if request.url.path.startswith("/personalizer/"):
-        message = detail if isinstance(detail, str) else json.dumps(detail, default=str)
-        code = _PERSONALIZER_CODES.get(status, "InternalError" if status >= 500 else "BadRequest")
-        body = {"error": {"code": code, "message": message}}
+def answer(
+    request: Request, status: int, detail: Any, headers=None, code: str | None = None
+) -> JSONResponse:
+    """``{"detail": ...}``, or Personalizer's ``{"error": {"code", "message"}}`` (and its 400
+    for a malformed request) on its routes (:mod:`service.personalizer.errors`)."""
+    if request.url.path.startswith("/personalizer"):
+        status, body = personalizer_error(status, detail, code)
     else:
         body = {"detail": detail}
     return JSONResponse(body, status_code=status, headers=headers)
@@ -64,7 +52,13 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-        return answer(request, exc.status_code, exc.detail, getattr(exc, "headers", None))
+        return answer(
+            request,
+            exc.status_code,
+            exc.detail,
+            getattr(exc, "headers", None),
+            getattr(exc, "personalizer_code", None),
+        )
 
     @app.exception_handler(StoreError)
     async def store_error(request: Request, exc: StoreError) -> JSONResponse:

@@ -52,7 +52,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(predictions.router)
     app.include_router(metrics.router)
     app.include_router(jobs.router)
-    app.include_router(personalizer.router)
+    personalizer.install(app)  # its routers, both path styles, 501 for the rest
     app.add_middleware(metrics.MetricsMiddleware)
     # added last: the outermost, so an oversized body is refused before anything else runs
     app.add_middleware(

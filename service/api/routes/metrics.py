@@ -43,9 +43,9 @@ _APP_COUNTERS = {
 _OPERATIONS = {
     "/apps/{app}/decide": "decide",
     "/apps/{app}/decide/batch": "decide_batch",
-    "/personalizer/v1.0/rank": "decide",
+    "/personalizer/rank": "decide",
     "/apps/{app}/reward": "reward",
-    "/personalizer/v1.0/events/{eventId}/reward": "reward",
+    "/personalizer/events/{eventId}/reward": "reward",
 }
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 

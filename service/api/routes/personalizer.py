@@ -1,38 +1,64 @@
-"""Azure Personalizer v1.0 compatibility: rank, reward and activate in Personalizer's shape.
+"""Azure Personalizer's Rank, Reward and Activate, single-slot and multi-slot.
 
 Personalizer's clients (SDKs, REST code) point their endpoint at Grove and send an app's API key
 as ``Ocp-Apim-Subscription-Key``; the key names the app (Personalizer had one model per
-resource, Grove one per app). Requests map onto Grove's decide/reward/activate:
+resource, Grove one per app). Every path version is served by these routes (see
+:mod:`service.personalizer.versions`); requests map onto Grove's decide/reward/activate:
 
 - ``contextFeatures`` -> the flat context (:mod:`service.api.personalizer_map`);
-- ``actions`` -> the request's actions (ids; their flattened features are validated and logged
-  with the request but the ``bandit-forest`` kind does not use them: it learns one model per
-  action id, so a new id starts untrained whatever its features);
+- ``actions`` -> the request's actions (ids; their flattened features are validated);
 - ``excludedActions``, ``eventId``, ``deferActivation`` -> the same Grove fields;
 - the answer (201) lists the chosen action first, then the others by probability, then the
-  excluded ones with probability 0, as Personalizer did.
+  excluded ones with probability 0, as Personalizer did;
+- multi-slot: one decision per slot (:mod:`service.personalizer.slots`).
 
-Errors answer Personalizer's shape ``{"error": {"code", "message"}}`` (see
-:mod:`service.api.errors`).
+Rewards: Personalizer took values in [-1, 1]. An app whose ``rewardRange`` is Grove's default
+[0, 1] accepts [-1, 1] here, and a value below 0 is learned as 0 (Grove's learners take rewards
+rescaled into [0, 1]); create the app with ``rewardRange: [-1, 1]`` to learn negative rewards
+as worse than 0. An app with another range takes rewards in that range. Under 'earliest'
+aggregation a second reward is ignored with 204, and a reward for a deferred event that was not
+activated is ignored with 204 (both Personalizer's documented behaviour, logged).
+
+Errors answer Personalizer's shape ``{"error": {"code", "message"}}``, 400 for a malformed
+request (see :mod:`service.personalizer.errors`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Path, Response
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Request, Response
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import APIKeyHeader
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.routing import Match
 
+from service import keys
 from service.api import usecases
 from service.api.deps import BearerDep, ServicesDep
 from service.api.personalizer_map import FeatureShapeError, flatten
 from service.api.schemas import EVENT_ID, ActionSpec, DecideRequest
-from service.api.usecases import Caller, DecideQuery, Decision
+from service.api.usecases import Caller, DecideQuery, Decision, Services
+from service.logs import events
+from service.personalizer.errors import PersonalizerError, bad_request
+from service.personalizer.slots import (
+    Slot,
+    SlotError,
+    check_slots,
+    slot_context,
+    slot_event_id,
+)
+from service.personalizer.versions import PREFIX, PersonalizerPaths
 from service.store import Conflict
 
-PREFIX = "/personalizer/v1.0"
 router = APIRouter(prefix=PREFIX, tags=["personalizer"])
+
+#: Personalizer's reward bounds, for apps on Grove's default range
+PERSONALIZER_REWARDS = (-1.0, 1.0)
+DEFAULT_RANGE = (0.0, 1.0)
 
 _subscription_key = APIKeyHeader(
     name="Ocp-Apim-Subscription-Key",
@@ -74,7 +100,46 @@ class RewardRequest(_Lenient):
     value: float
 
 
+class SlotRequest(_Lenient):
+    id: str = Field(min_length=1, max_length=256)
+    baselineAction: str = Field(min_length=1, max_length=128)
+    features: list[dict[str, Any]] | None = Field(default=None, max_length=1000)
+    excludedActions: list[str] | None = Field(default=None, max_length=10_000)
+
+
+class MultiSlotRankRequest(_Lenient):
+    contextFeatures: list[dict[str, Any]] | None = Field(default=None, max_length=1000)
+    actions: list[RankableAction] = Field(min_length=1, max_length=10_000)
+    slots: list[SlotRequest] = Field(min_length=1, max_length=50)
+    # room for the '#<slot>' suffix of each slot's decision within Grove's 128 characters
+    eventId: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.:-]{1,100}$")
+    deferActivation: bool | None = None
+
+
+class SlotResponse(BaseModel):
+    id: str
+    rewardActionId: str
+
+
+class MultiSlotRankResponse(BaseModel):
+    eventId: str
+    slots: list[SlotResponse]
+
+
+class SlotReward(_Lenient):
+    slotId: str = Field(min_length=1, max_length=256)
+    value: float
+
+
+class MultiSlotRewardRequest(_Lenient):
+    reward: list[SlotReward] = Field(min_length=1, max_length=50)
+
+
 EventId = Annotated[str, Path(pattern=EVENT_ID, description="the eventId of a rank call")]
+MultiSlotEventId = Annotated[
+    str,
+    Path(pattern=r"^[A-Za-z0-9_.:-]{1,100}$", description="the eventId of a multi-slot rank call"),
+]
 
 
 async def personalizer_caller(
@@ -94,6 +159,49 @@ async def personalizer_caller(
 CallerDep = Annotated[Caller, Depends(personalizer_caller)]
 
 
+# -- rank ---------------------------------------------------------------------------------------
+def _actions(actions: list[RankableAction]) -> list[ActionSpec]:
+    try:
+        specs = [ActionSpec(id=a.id, features=flatten(a.features)) for a in actions]
+    except FeatureShapeError as exc:
+        raise bad_request(str(exc), "InvalidRankRequest") from None
+    except ValueError as exc:  # pydantic's ValidationError: flattened names or values too long
+        message = f"action features Grove cannot take: {exc}"
+        raise bad_request(message, "InvalidRankRequest") from None
+    ids = [a.id for a in specs]
+    if len(set(ids)) != len(ids):
+        raise bad_request("actions repeat an id", "InvalidRankRequest")
+    return specs
+
+
+def _context(features: list[dict[str, Any]] | None) -> dict[str, Any]:
+    try:
+        return flatten(features)
+    except FeatureShapeError as exc:
+        raise bad_request(str(exc), "InvalidRankRequest") from None
+
+
+def _query(
+    event_id: str | None,
+    context: dict[str, Any],
+    actions: list[ActionSpec],
+    excluded: list[str],
+    deferred: bool,
+) -> DecideQuery:
+    """The use case's query, after Grove's checks of names and values (DecideRequest)."""
+    try:
+        request = DecideRequest(
+            event_id=event_id,
+            context=context,
+            actions=actions,
+            excluded_actions=excluded,
+            defer_activation=deferred,
+        )
+    except ValueError as exc:
+        raise bad_request(f"features Grove cannot take: {exc}", "InvalidRankRequest") from None
+    return DecideQuery.of(request)
+
+
 def _ranking(decision: Decision, excluded: list[str]) -> list[dict]:
     chosen = decision.action
     others = [{"id": a, "probability": p} for a, p in decision.ranking if a != chosen]
@@ -108,25 +216,14 @@ def _ranking(decision: Decision, excluded: list[str]) -> list[dict]:
 @router.post("/rank", status_code=201, response_model=RankResponse)
 async def rank(body: RankRequest, caller: CallerDep, services: ServicesDep) -> dict:
     """Personalizer's Rank: choose among ``actions`` for ``contextFeatures``."""
-    try:
-        context = flatten(body.contextFeatures)
-        actions = [ActionSpec(id=a.id, features=flatten(a.features)) for a in body.actions]
-    except FeatureShapeError as exc:
-        raise HTTPException(422, str(exc)) from None
-    ids = [a.id for a in actions]
-    if len(set(ids)) != len(ids):
-        raise HTTPException(422, "actions repeat an id")
-    try:
-        request = DecideRequest(
-            event_id=body.eventId,
-            context=context,
-            actions=actions,
-            excluded_actions=body.excludedActions or [],
-            defer_activation=bool(body.deferActivation),
-        )
-    except ValueError as exc:  # pydantic's ValidationError: flattened names or values too long
-        raise HTTPException(422, f"features Grove cannot take: {exc}") from None
-    decision = await usecases.decide(services, caller, DecideQuery.of(request))
+    query = _query(
+        body.eventId,
+        _context(body.contextFeatures),
+        _actions(body.actions),
+        body.excludedActions or [],
+        bool(body.deferActivation),
+    )
+    decision = await usecases.decide(services, caller, query)
     return {
         "eventId": decision.event_id,
         "rewardActionId": decision.action,
@@ -134,20 +231,199 @@ async def rank(body: RankRequest, caller: CallerDep, services: ServicesDep) -> d
     }
 
 
+@router.post("/multislot/rank", status_code=201, response_model=MultiSlotRankResponse)
+async def rank_multi_slot(
+    body: MultiSlotRankRequest, caller: CallerDep, services: ServicesDep
+) -> dict:
+    """Personalizer's multi-slot Rank: one action per slot, never one action twice."""
+    context = _context(body.contextFeatures)
+    actions = _actions(body.actions)
+    slots = [
+        Slot(s.id, s.baselineAction, s.features, tuple(s.excludedActions or ()))
+        for s in body.slots
+    ]
+    try:
+        check_slots(slots, [a.id for a in actions])
+        contexts = [slot_context(context, slot) for slot in slots]
+    except (SlotError, FeatureShapeError) as exc:
+        raise bad_request(str(exc), "InvalidRankRequest") from None
+    event_id = body.eventId or uuid.uuid4().hex
+    queries = []
+    for slot, slot_features in zip(slots, contexts, strict=True):
+        deferred = bool(body.deferActivation)
+        query = _query(None, slot_features, actions, list(slot.excluded), deferred)
+        # the slot's own eventId ('#' is outside the pattern a client's eventId must match)
+        queries.append(dataclasses.replace(query, event_id=slot_event_id(event_id, slot.id)))
+    try:  # slots in order, each excluding the earlier slots' actions; all recorded or none
+        decisions = await usecases.decide_batch(services, caller, queries, distinct=True)
+    except HTTPException as exc:
+        if exc.status_code != 422:
+            raise
+        raise bad_request(
+            f"{exc.detail} (requests[i] is slots[i])", "InvalidRankRequest"
+        ) from None
+    await run_in_threadpool(_remember_slots, services, caller, event_id, decisions)
+    return {
+        "eventId": event_id,
+        "slots": [
+            {"id": slot.id, "rewardActionId": decision.action}
+            for slot, decision in zip(slots, decisions, strict=True)
+        ],
+    }
+
+
+def _remember_slots(
+    services: Services, caller: Caller, event_id: str, decisions: list[Decision]
+) -> None:
+    """The event's slot decisions, for multi-slot activate (which names the event only)."""
+    config, _ = usecases.app_for(services, caller)
+    services.store.redis.set(
+        keys.slots(config.name, event_id),
+        json.dumps([d.event_id for d in decisions]),
+        px=config.wait_ms + int(services.settings.decision_grace * 1000),
+    )
+
+
+# -- reward and activate ------------------------------------------------------------------------
+def _accepted_value(services: Services, caller: Caller, value: float) -> float:
+    """The reward to hand to the use case. In [0, 1] it goes as is (the app's range is checked
+    there); outside, an app on Grove's default range takes Personalizer's [-1, 1], a negative
+    value clipped to 0 as the learner would (see the module doc)."""
+    if 0.0 <= value <= 1.0:
+        return value
+    config, _ = usecases.app_for(services, caller)
+    if tuple(config.reward_range) != DEFAULT_RANGE:
+        return value
+    low, high = PERSONALIZER_REWARDS
+    if not low <= value <= high:  # also refuses NaN
+        raise bad_request(
+            f"reward value {value} is outside [-1, 1] (Personalizer's range)",
+            "InvalidRewardRequest",
+        )
+    return min(DEFAULT_RANGE[1], max(DEFAULT_RANGE[0], value))
+
+
+async def _join_reward(services: Services, caller: Caller, event_id: str, value: float) -> None:
+    """Record one reward; Personalizer's ignored cases answer 204 (see the module doc)."""
+    try:
+        await usecases.reward(services, caller, event_id, value)
+    except Conflict as exc:
+        # the store's two conflicts: a second reward under 'earliest' and a deferred event not
+        # activated; Personalizer accepted and ignored both
+        events.info("reward-ignored", extra={"eventId": event_id, "reason": exc.detail})
+    except HTTPException as exc:
+        if exc.status_code != 422:
+            raise
+        raise bad_request(str(exc.detail), "InvalidRewardRequest") from None
+
+
 @router.post("/events/{eventId}/reward", status_code=204, response_class=Response)
 async def reward(
     eventId: EventId, body: RewardRequest, caller: CallerDep, services: ServicesDep
 ) -> Response:
-    """Personalizer's Reward: ``{"value": x}`` for the event (the app's rewardRange applies)."""
-    await usecases.reward(services, caller, eventId, body.value)
+    """Personalizer's Reward: ``{"value": x}`` for the event."""
+    value = body.value
+    if not 0.0 <= value <= 1.0:
+        value = await run_in_threadpool(_accepted_value, services, caller, value)
+    await _join_reward(services, caller, eventId, value)
     return Response(status_code=204)
+
+
+@router.post("/multislot/events/{eventId}/reward", status_code=204, response_class=Response)
+async def reward_multi_slot(
+    eventId: MultiSlotEventId,
+    body: MultiSlotRewardRequest,
+    caller: CallerDep,
+    services: ServicesDep,
+) -> Response:
+    """Personalizer's multi-slot Reward: ``{"reward": [{"slotId", "value"}, ...]}``."""
+    slot_ids = [r.slotId for r in body.reward]
+    if len(set(slot_ids)) != len(slot_ids):
+        raise bad_request("the reward list repeats a slotId", "InvalidRewardRequest")
+    values = [r.value for r in body.reward]
+    if not all(0.0 <= v <= 1.0 for v in values):  # all checked before any is recorded
+        values = [
+            await run_in_threadpool(_accepted_value, services, caller, v) for v in values
+        ]
+    for slot_id, value in zip(slot_ids, values, strict=True):
+        await _join_reward(services, caller, slot_event_id(eventId, slot_id), value)
+    return Response(status_code=204)
+
+
+async def _activate(services: Services, caller: Caller, event_id: str) -> None:
+    try:
+        await usecases.activate(services, caller, event_id)
+    except Conflict:  # already active: Personalizer's activate could be repeated
+        pass
 
 
 @router.post("/events/{eventId}/activate", status_code=204, response_class=Response)
 async def activate(eventId: EventId, caller: CallerDep, services: ServicesDep) -> Response:
     """Personalizer's Activate: a ``deferActivation`` event now waits for its reward."""
-    try:
-        await usecases.activate(services, caller, eventId)
-    except Conflict:  # already active: Personalizer's activate could be repeated
-        pass
+    await _activate(services, caller, eventId)
     return Response(status_code=204)
+
+
+def _slot_events(services: Services, caller: Caller, event_id: str) -> list[str]:
+    config, _ = usecases.app_for(services, caller)
+    known = services.store.redis.get(keys.slots(config.name, event_id))
+    if known is None:
+        raise PersonalizerError(
+            404,
+            "InvalidEventIdToActivate",
+            f"multi-slot eventId {event_id!r} is unknown or its reward wait time is over",
+        )
+    return json.loads(known)
+
+
+@router.post("/multislot/events/{eventId}/activate", status_code=204, response_class=Response)
+async def activate_multi_slot(
+    eventId: MultiSlotEventId, caller: CallerDep, services: ServicesDep
+) -> Response:
+    """Personalizer's multi-slot Activate: every slot of the event waits for its reward."""
+    for event_id in await run_in_threadpool(_slot_events, services, caller, eventId):
+        await _activate(services, caller, event_id)
+    return Response(status_code=204)
+
+
+# -- what Grove does not serve ------------------------------------------------------------------
+#: every Personalizer router (this module's and the configuration, model and jobs routers)
+_ROUTERS: list[APIRouter] = [router]
+_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+
+async def unsupported(request: Request) -> None:
+    """Any other ``/personalizer`` route: 405 if the path exists with other methods, else 501
+    ``UnsupportedOperation`` (not 404: a client can tell it from a missing resource)."""
+    allowed = set()
+    for served in _ROUTERS:
+        for route in served.routes:
+            match, _ = route.matches(request.scope)
+            if match == Match.PARTIAL:
+                allowed |= set(getattr(route, "methods", ()) or ())
+    if allowed:
+        raise PersonalizerError(
+            405,
+            "MethodNotAllowed",
+            f"{request.method} is not allowed on {request.url.path}; "
+            f"allowed: {', '.join(sorted(allowed))}",
+            headers={"Allow": ", ".join(sorted(allowed))},
+        )
+    raise PersonalizerError(
+        501,
+        "UnsupportedOperation",
+        f"Grove does not serve {request.method} {request.url.path} (a Personalizer operation "
+        "Grove has no counterpart for, or no Personalizer operation at all); see the README's "
+        "Personalizer compatibility table",
+    )
+
+
+def install(app: FastAPI) -> None:
+    """Serve Personalizer's routes on ``app``: the routers, both path styles, the rest 501."""
+    for served in _ROUTERS:
+        app.include_router(served)
+    app.add_api_route(PREFIX, unsupported, methods=_METHODS, include_in_schema=False)
+    app.add_api_route(
+        PREFIX + "/{rest:path}", unsupported, methods=_METHODS, include_in_schema=False
+    )
+    app.add_middleware(PersonalizerPaths)
