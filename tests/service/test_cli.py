@@ -114,3 +114,22 @@ def test_grove_bench_lists_runs_and_rejects_unknown_scripts(capsys):
     )
     assert run.returncode == 0, run.stderr
     assert "--events" in run.stdout
+
+
+def test_help_speaks_of_the_product_and_every_command_has_help(capsys):
+    from service.cli import parser
+
+    with pytest.raises(SystemExit) as exit_:
+        parser().parse_args(["--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    assert "decision service" in text and "issue" not in text.lower()
+    commands = ["serve", "api", "trainer", "worker", "healthcheck", "jobs", "replay", "bench"]
+    for command in commands:
+        assert f"    {command}" in text, command  # listed with its one-line help
+        with pytest.raises(SystemExit) as exit_:
+            parser().parse_args([command, "--help"])
+        assert exit_.value.code == 0
+        sub = capsys.readouterr().out
+        assert sub.startswith(f"usage: grove {command}") and "issue" not in sub.lower(), sub
+    assert "api-process" not in text  # started by `serve` itself, not a command for people
