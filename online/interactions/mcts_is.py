@@ -71,7 +71,7 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
         Budget of data-node rows for the whole forest; once spent, no more expansions (the
         estimators keep learning). Bounds memory: about 48 bytes per data node plus 48 per
         feature node (250,000 data nodes: 13-20 MB of arrays). On the bench data sets
-        (bench/README_mcts_is.md, Table 1, 5 seeds) 250,000 nodes keep the fit within 2-5x
+        (bench/mcts_is/README.md, Table 1, 5 seeds) 250,000 nodes keep the fit within 2-5x
         LightGBM's on 1M rows; 1,000,000 nodes give better leaf features on Kr-vs-kp and
         Splice (LR test log loss 0.017 vs 0.025, 0.081 vs 0.092), not on Tic-tac-toe, and
         take about 6x LightGBM's fit time on Kr-vs-kp and Tic-tac-toe.

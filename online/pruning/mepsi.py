@@ -32,7 +32,7 @@ Choices where the paper is silent or ambiguous
     k(k-1)/2 TEDs per draw). The previous default; the benchmark reports both.
 
   With Table S3's C (0.5-0.8) both readings let the structural term outweigh the error
-  differences between candidates on the paper's data sets (bench/README_mepsi.md).
+  differences between candidates on the paper's data sets (bench/mepsi/README.md).
 - Its sign: for large unpruned trees TED(g, h) usually exceeds NC(h), so ESM_avg < 0. Appendix C
   divides by ESM_avg only to bring ESM to the scale of the error, so ``lambda = C / |ESM_avg|``
   (lambda >= 0 as Eq. (3) requires); if ESM_avg is 0, ``lambda = C``.

@@ -53,7 +53,7 @@ PARALLEL_MIN_CELLS = 2e6
 CHUNKS_PER_THREAD = 32
 #: CPU seconds spent in the compiled kernels since the last reset: ``"total"`` over all threads,
 #: ``"critical"`` summed over calls of the busiest thread's share (what the kernels take of wall
-#: time on an idle machine). Read by bench/mepsi_timing.py; costs two clock reads per chunk.
+#: time on an idle machine). Read by bench/mepsi/timing.py; costs two clock reads per chunk.
 KERNEL_CPU = {"total": 0.0, "critical": 0.0}
 
 

@@ -25,7 +25,7 @@ Choices where the paper is silent or ambiguous
   recovery test in tests/online/test_rudi.py); more simulations reduce it only slowly.
 - Eq. 5/9 as written favours statistics of many dimensions (by about sqrt(p / B) with no
   signal). ``adjusted=True`` (off by default, not the paper) uses the adjusted R^2 instead;
-  bench/rudi_reward_bias.py measures both.
+  bench/rudi/reward_bias.py measures both.
 
 Checked against the paper, equation by equation: eq. 2 (UCT, c = 1/sqrt(2), ln of the parent's
 visits), Algorithm 2's expansion of one untried valid operator, eq. 3 (uniform random

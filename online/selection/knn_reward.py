@@ -34,7 +34,7 @@ from online.selection.knn_kernels import knn_hits, knn_hits_from_products
 
 __all__ = ["KNNReward", "validation_groups"]
 
-# "auto": "direct" up to this many columns, "gram" above (bench/README_r_motifs.md)
+# "auto": "direct" up to this many columns, "gram" above (bench/r_motifs/README.md)
 AUTO_DIRECT_MAX = 4
 _GRAM_BLOCK = 64  # query rows per BLAS block (64 was 1.5x faster than 256 on Spambase)
 

@@ -158,11 +158,11 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
       (eq. 3). The default is leave-one-out k-NN accuracy on the rows given to ``fit``;
       k-NN with Euclidean distance, uniform votes, vote ties to the smallest class (as
       scikit-learn). It was chosen by a rule fixed in advance, on data no Table 3 test fold
-      contains (bench/r_motifs_validation.py): inside the training folds, select on 2/3 and
+      contains (bench/r_motifs/validation.py): inside the training folds, select on 2/3 and
       score the selection on the other 1/3; another validation would replace leave-one-out
       only if better by more than one paired standard error. None was: over 40 splits of
       Sonar, Ionosphere, SPECT and WDBC, "kfold:5" (-0.006), "kfold:5x3" (-0.006) and
-      "holdout:0.3" (-0.023) all scored lower (bench/README_r_motifs.md). All of them
+      "holdout:0.3" (-0.023) all scored lower (bench/r_motifs/README.md). All of them
       overfit the search alike (on Sonar the chosen subset's reward is 0.11 to 0.25 above
       its held-out accuracy, leave-one-out 0.12): the bias comes from taking the maximum over
       thousands of subsets scored on the same few rows, not from leave-one-out.
@@ -262,7 +262,7 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
         recursion = 0
         while True:
             # one BLAS/OpenMP thread: each reward's matrices are small, and threads fighting
-            # over busy cores made rewards 5x slower here (bench/README_r_motifs.md)
+            # over busy cores made rewards 5x slower here (bench/r_motifs/README.md)
             with threadpool_limits(limits=1):
                 max_reward, best = self._uct_search(features, reward, rng, recursion, d)
             # base condition (Section 3.1): stop when Acc(F_best^j) < Acc(F_best^i); on a tie
@@ -299,7 +299,7 @@ class RMOTiFS(SelectorMixin, BaseEstimator):
     def _make_reward(self, X, y, rng):
         """The reward of eq. (3) on the fit rows: validated k-NN accuracy of a column mask,
         cached (``KNNReward``). A separate method so that a benchmark can measure another
-        reading of eq. (3) with the same search (bench/r_motifs_leak.py)."""
+        reading of eq. (3) with the same search (bench/r_motifs/leak.py)."""
         n = X.shape[0]
         queries = None
         if self.max_validation_samples is not None and n > self.max_validation_samples:

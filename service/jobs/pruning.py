@@ -53,7 +53,7 @@ Choices where the paper or the issue is silent
 - MEPSI's ``C`` defaults to 0.0005, not Table S3's 0.5-0.8, with ``lambda = C / |ESM_avg|``
   and ESM_avg one ESM term (MEPSI's default reading; a 20-subset's whole structural term is
   about 20 times larger, so this is C = 0.01 in the benchmark's "subset" reading). On the
-  paper's data sets (bench/README_mepsi.md, 20 forests each) Table S3's C ranks MEPSI behind
+  paper's data sets (bench/mepsi/README.md, 20 forests each) Table S3's C ranks MEPSI behind
   reduce-error ordered aggregation, and test accuracy falls as C grows: the structural term
   does not help there; a small C keeps MEPSI on par with reduce-error. Pass ``c`` for the
   paper's value.

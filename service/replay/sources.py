@@ -5,7 +5,7 @@
   variables (numbers: 5 equal-frequency bins; other values: one-hot), rows shuffled and played
   in a loop, each binary variable flipped with probability ``noise`` at every step, reward 1
   when the action is the row's label. The recoding and the stream are those of
-  ``bench/streams.py`` (moved here because bench/ is not installed).
+  ``bench/common/streams.py`` (moved here because bench/ is not installed).
 * :func:`logged_feedback` — logged events with propensities, in the Open Bandit Dataset's CSV
   layout (``obd``) or a plain one (``plain``: context columns, action, reward, probability).
 

@@ -48,7 +48,7 @@ def test_mcts_sg_finds_the_teacher_statistics(fitted):
     """MCTS-SG finds Sum(amount where type=a) and the app count, on a restricted operator set.
 
     Why restricted (measured on ``synthetic()``, D = 3, B = 128; figures and scripts in
-    bench/README_rudi.md): MCTS-SG fixes the first operator (the Select) by eq. 6, the *mean*
+    bench/rudi/README.md): MCTS-SG fixes the first operator (the Select) by eq. 6, the *mean*
     reward of the random completions (eq. 3) below each child of the root, and UCT (eq. 2,
     c = 1/sqrt(2)) also steers by that mean. With the full default operator set,
     ``Select amount`` is followed by 15 aggregations and ~10 row operators, and only the few

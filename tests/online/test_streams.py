@@ -1,21 +1,13 @@
-"""bench/streams.py: the supervised-to-bandit recoding and noise of the Bandit Forest paper,
+"""bench/common/streams.py: the supervised-to-bandit recoding and noise of the Bandit Forest paper,
 sec. 5."""
 
 from __future__ import annotations
-
-import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-_PATH = Path(__file__).resolve().parents[2] / "bench" / "streams.py"
-_spec = importlib.util.spec_from_file_location("bench_streams", _PATH)
-streams = importlib.util.module_from_spec(_spec)
-sys.modules["bench_streams"] = streams
-_spec.loader.exec_module(streams)
+from bench.common import streams
 
 
 def _frame(n=1000, seed=0):

@@ -101,12 +101,12 @@ def test_grove_bench_lists_runs_and_rejects_unknown_scripts(capsys):
 
     assert main(["bench"]) == 0
     listing = capsys.readouterr().out
-    assert re.search(r"^bandit_forest_speed +How fast is Bandit Forest", listing, re.M)
+    assert re.search(r"^bandit_forest\.speed +How fast is Bandit Forest", listing, re.M)
     assert main(["bench", "no_such_bench"]) == 2
     assert "no script 'no_such_bench'" in capsys.readouterr().err
     # arguments after the name go to the script (its own argparse answers --help)
     run = subprocess.run(
-        [sys.executable, "-m", "service.cli", "bench", "bandit_forest_speed", "--help"],
+        [sys.executable, "-m", "service.cli", "bench", "bandit_forest.speed", "--help"],
         cwd=REPO,
         capture_output=True,
         text=True,

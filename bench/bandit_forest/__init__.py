@@ -1,0 +1,1 @@
+"""bandit_forest benchmarks: see README.md in this folder."""

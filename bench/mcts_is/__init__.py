@@ -1,0 +1,1 @@
+"""mcts_is benchmarks: see README.md in this folder."""

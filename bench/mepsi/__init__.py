@@ -1,0 +1,1 @@
+"""mepsi benchmarks: see README.md in this folder."""

@@ -1,0 +1,1 @@
+"""rudi benchmarks: see README.md in this folder."""
