@@ -20,6 +20,13 @@ _EXPORTS = {
     "RMOTiFS": "online.selection.r_motifs",
     "MEPSI": "online.pruning.mepsi",
     "RuDi": "online.rules.rudi",
+    "Policy": "online.policies.base",
+    "FeatureEncoder": "online.policies.features",
+    "LinUCB": "online.policies.linucb",
+    "BanditForestPolicy": "online.policies.bandit_forest",
+    "make_policy": "online.policies.registry",
+    "POLICY_KINDS": "online.policies.registry",
+    "DEFAULT_POLICY_KIND": "online.policies.registry",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,0 +1,385 @@
+"""The shared root of Grove's hosted contextual-bandit policies.
+
+As in river, the public methods hold the rules every policy shares (input checks, the action
+inventory, drawing from the distribution, the state format) and a subclass writes only its
+algorithm in a few underscore methods:
+
+* ``_new_encoder()`` -> the :class:`~online.policies.features.FeatureEncoder` it wants;
+* ``_distribution(x, known)`` -> the probability of each candidate (``known[j]`` is the
+  candidate's action index, -1 for an action the policy has never had);
+* ``_learn(x, k, reward, probability)`` -> learn one encoded event (``_learn_batch`` for many);
+* ``_resize(n_actions, n_columns)`` -> make room for new actions or feature columns;
+* ``_model_state(statistics)`` / ``_load_model_state(state)`` -> its arrays and metadata;
+* optionally ``_on_action_removed(k)``, and the refit hooks ``refit_due`` / ``start_refit`` /
+  ``finish_refit`` for a policy whose model is rebuilt off the serving path (see there).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, ClassVar
+
+import numpy as np
+from river import bandit
+
+from online.decision import Decision
+from online.policies.features import FeatureEncoder
+
+__all__ = ["Policy", "rng_state", "rng_from_state"]
+
+
+class Policy(bandit.base.ContextualPolicy):
+    """A contextual-bandit policy that gives the exact probability of every action it may play.
+
+    Contexts are dicts (nested dicts are flattened, see
+    :class:`~online.policies.features.FeatureEncoder`); action ids are any hashable values
+    (strings in the service, ints as in river). A NaN or infinite feature is a ``ValueError``
+    naming it; keys and categories never seen while learning are ignored when deciding.
+
+    Subclasses call ``super().__init__(seed=seed)`` after storing their hyperparameters under
+    their own names (``to_state`` reads them from the constructor's signature).
+    """
+
+    #: the state's format name and version (each subclass sets its own)
+    FORMAT: ClassVar[str] = ""
+    VERSION: ClassVar[int] = 1
+
+    def __init__(self, seed: int | None = None):
+        super().__init__(burn_in=0)
+        self.seed = seed
+        self._actions: list = []  # action index -> action id (never shrinks)
+        self._index: dict = {}  # action id -> action index
+        self._active = np.zeros(0, bool)  # action index -> in the inventory
+        self._n_learned = 0
+        self._rng = np.random.default_rng(seed)
+        self._encoder = self._new_encoder()
+        self._inventory: tuple[list, np.ndarray] | None = None  # cached active actions
+        self._last_decision: Decision | None = None
+
+    # -- what a subclass writes ----------------------------------------------------------------
+
+    def _new_encoder(self) -> FeatureEncoder:
+        return FeatureEncoder()
+
+    def _distribution(self, x: np.ndarray, known: np.ndarray) -> np.ndarray:
+        """The probability of each candidate (sums to 1) for the encoded context ``x``."""
+        raise NotImplementedError
+
+    def _learn(self, x: np.ndarray, k: int, reward: float, probability: float) -> None:
+        raise NotImplementedError
+
+    def _learn_batch(self, X: np.ndarray, ks: np.ndarray, rewards: np.ndarray,
+                     probabilities: np.ndarray) -> None:
+        """Learn encoded events in order (rows of ``X`` are padded with the missing value)."""
+        for x, k, r, p in zip(X, ks.tolist(), rewards.tolist(), probabilities.tolist()):
+            self._learn(x, k, r, p)
+
+    def _resize(self, n_actions: int, n_columns: int) -> None:
+        """Make room for ``n_actions`` actions and ``n_columns`` feature columns (only grows)."""
+
+    def _on_action_removed(self, k: int) -> None:
+        """Action ``k`` left the inventory (its statistics may be kept for its return)."""
+
+    def _model_state(self, statistics: bool) -> dict:
+        return {}
+
+    def _load_model_state(self, state: dict) -> None:
+        pass
+
+    # -- refits off the serving path (policies whose oracle is rebuilt in batches) --------------
+
+    def refit_due(self) -> bool:
+        """Whether :meth:`start_refit` should be called now (the trainer asks after learning)."""
+        return False
+
+    def start_refit(self) -> Callable[[], Any] | None:
+        """A job that rebuilds the model from a snapshot of the training data.
+
+        The job runs in a worker thread while this policy keeps learning and deciding: it must
+        not read or write the policy's mutable state. Its result goes to :meth:`finish_refit`,
+        called by the thread that owns the policy. None: nothing to refit.
+        """
+        return None
+
+    def finish_refit(self, result: Any) -> None:
+        """Install what a :meth:`start_refit` job returned."""
+
+    # -- actions -------------------------------------------------------------------------------
+
+    @property
+    def actions(self) -> list:
+        """The actions of the inventory (added, not removed), in the order they were added."""
+        return list(self._active_inventory()[0])
+
+    def add_action(self, action: Hashable) -> None:
+        """Put ``action`` in the inventory (back with its statistics if it was removed)."""
+        _check_action(action)
+        k = self._index.get(action)
+        if k is None:
+            k = len(self._actions)
+            self._actions.append(action)
+            self._index[action] = k
+            if k >= len(self._active):
+                self._active = np.concatenate([self._active, np.zeros(max(4, k + 1), bool)])
+            self._resize(k + 1, self._encoder.n_columns)
+        self._active[k] = True
+        self._inventory = None
+
+    def remove_action(self, action: Hashable) -> None:
+        """Take ``action`` out of the inventory; KeyError if it is not in it."""
+        k = self._index.get(action)
+        if k is None or not self._active[k]:
+            raise KeyError(f"action {action!r} is not in the inventory")
+        self._active[k] = False
+        self._inventory = None
+        self._on_action_removed(k)
+
+    def _active_inventory(self) -> tuple[list, np.ndarray]:
+        if self._inventory is None:
+            ks = np.flatnonzero(self._active[: len(self._actions)])
+            self._inventory = ([self._actions[k] for k in ks.tolist()], ks.astype(np.int64))
+        return self._inventory
+
+    def _candidates(self, actions: Iterable | None, excluded: Iterable) -> tuple[list, np.ndarray]:
+        """Candidate actions and their indices (-1: an action the policy has never had, or one
+        removed from the inventory: it has no statistics to decide with)."""
+        if actions is None and not excluded:
+            candidates, known = self._active_inventory()
+        else:
+            excluded = set(excluded)
+            pool = self._active_inventory()[0] if actions is None else dict.fromkeys(actions)
+            candidates = [a for a in pool if a not in excluded]
+            index, active = self._index, self._active
+            known = np.array([k if k is not None and active[k] else -1
+                              for k in map(index.get, candidates)], np.int64)
+        if not candidates:
+            raise ValueError("no action to choose from: the list is empty or all are excluded")
+        return candidates, known
+
+    # -- acting --------------------------------------------------------------------------------
+
+    def probabilities(self, x: dict, actions: Iterable | None = None,
+                      excluded: Iterable = ()) -> dict:
+        """The distribution :meth:`decide` draws from, most probable first, without drawing.
+
+        Changes nothing (not even the random generator): an evaluator can ask what this policy
+        would have played for a logged context.
+        """
+        candidates, probs = self._decide_distribution(x, actions, excluded)
+        order = np.argsort(-probs, kind="stable")
+        return {candidates[j]: float(probs[j]) for j in order.tolist()}
+
+    def decide(self, x: dict, actions: Iterable | None = None,
+               excluded: Iterable = ()) -> Decision:
+        """Draw an action for context ``x`` among ``actions`` (default: the inventory) minus
+        ``excluded``; the decision carries the exact probability of every candidate.
+
+        Does not change what the policy has learned (only its random generator moves on).
+        ``explored`` is True when the drawn action is less probable than the most probable one.
+        """
+        candidates, probs = self._decide_distribution(x, actions, excluded)
+        u = self._rng.random()
+        j = min(int(np.searchsorted(np.cumsum(probs), u, side="right")), len(probs) - 1)
+        while probs[j] == 0.0:  # u at the very top of the sum of rounded probabilities
+            j -= 1
+        p = float(probs[j])
+        decision = Decision(candidates[j], p, None, p < float(probs.max()),
+                            _ranking=(candidates, probs, np.argsort(-probs, kind="stable")))
+        self._last_decision = decision
+        return decision
+
+    def predict_one(self, x: dict, actions: Iterable | None = None, excluded: Iterable = ()):
+        """The most probable action (the first listed among equals)."""
+        candidates, probs = self._decide_distribution(x, actions, excluded)
+        return candidates[int(np.argmax(probs))]
+
+    def _decide_distribution(self, x, actions, excluded) -> tuple[list, np.ndarray]:
+        xv, _ = self._encoder.encode(x)
+        candidates, known = self._candidates(actions, excluded)
+        probs = np.asarray(self._distribution(xv, known), float)
+        if probs.shape != (len(candidates),) or not abs(probs.sum() - 1.0) < 1e-9 or (
+                probs < 0).any():
+            raise RuntimeError(f"{type(self).__name__}._distribution gave {probs!r} for "
+                               f"{len(candidates)} candidates: not a distribution")
+        return candidates, probs
+
+    # -- learning ------------------------------------------------------------------------------
+
+    def learn_one(self, x: dict, action: Hashable, reward: float, probability: float = 1.0) -> None:
+        """Learn that playing ``action`` in context ``x`` gave ``reward``.
+
+        ``probability`` is the propensity with which ``action`` was played (what :meth:`decide`
+        gave, or what another logging policy gave: see each policy for how it is used). An
+        action the policy does not have yet is added to the inventory.
+        """
+        reward, probability = _check_feedback(reward, probability)
+        _check_action(action)
+        xv = self._encoder.learn_encode(x)
+        k = self._action_index(action)
+        self._sync_columns()
+        self._learn(xv, k, reward, probability)
+        self._n_learned += 1
+
+    def learn_many(self, events: Iterable[tuple[dict, Hashable, float, float]]) -> int:
+        """:meth:`learn_one` for each ``(x, action, reward, probability)``, in order.
+
+        Ends as the same calls to :meth:`learn_one` would, also when an event is rejected: the
+        events before it are learned, then its error is raised. Returns the number learned.
+        """
+        rows: list[np.ndarray] = []
+        ks: list[int] = []
+        rewards: list[float] = []
+        probs: list[float] = []
+        learned = 0
+        try:
+            for x, action, reward, probability in events:
+                reward, probability = _check_feedback(reward, probability)
+                _check_action(action)
+                rows.append(self._encoder.learn_encode(x))
+                ks.append(self._action_index(action))
+                rewards.append(reward)
+                probs.append(probability)
+                if len(rows) >= 4096:
+                    learned += self._learn_rows(rows, ks, rewards, probs)
+        finally:
+            learned += self._learn_rows(rows, ks, rewards, probs)
+        return learned
+
+    def _learn_rows(self, rows: list, ks: list, rewards: list, probs: list) -> int:
+        """Learn the encoded events of :meth:`learn_many` (and empty the lists)."""
+        n = len(rows)
+        if not n:
+            return 0
+        self._sync_columns()
+        X = np.tile(self._encoder.encode({})[0], (n, 1))  # every column missing
+        for i, row in enumerate(rows):
+            X[i, : len(row)] = row
+        self._learn_batch(X, np.array(ks, np.int64), np.array(rewards), np.array(probs))
+        self._n_learned += n
+        for buffer in (rows, ks, rewards, probs):
+            buffer.clear()
+        return n
+
+    def _action_index(self, action: Hashable) -> int:
+        k = self._index.get(action)
+        if k is None or not self._active[k]:
+            self.add_action(action)
+            k = self._index[action]
+        return k
+
+    def _sync_columns(self) -> None:
+        """Tell the model about feature columns the encoder added."""
+        n = self._encoder.n_columns
+        if n != self._n_columns:
+            self._resize(len(self._actions), n)
+            self._n_columns = n
+
+    _n_columns = 0
+
+    @property
+    def n_learned(self) -> int:
+        """Number of events learned."""
+        return self._n_learned
+
+    def reseed(self, seed: int | None) -> None:
+        """Restart the generator of :meth:`decide` from ``seed`` (learning is not affected).
+
+        A service running several copies of one policy (API replicas) gives each its own stream
+        of draws this way; the probabilities, and so the logged propensities, are unchanged.
+        """
+        self._rng = np.random.default_rng(seed)
+
+    # -- river's ContextualPolicy ----------------------------------------------------------------
+
+    def _pull(self, arm_ids, context):
+        return self.decide(context or {}, actions=arm_ids).action
+
+    def update(self, arm_id, context, *reward_args, **reward_kwargs):
+        """river's update: learns with the propensity of the last decision (1 if unknown)."""
+        super().update(arm_id, context, *reward_args, **reward_kwargs)
+        last = self._last_decision
+        probability = (last.probabilities.get(arm_id) if last is not None else None) or 1.0
+        self.learn_one(context or {}, arm_id, reward_args[0], probability)
+
+    # -- state -----------------------------------------------------------------------------------
+
+    def params(self) -> dict:
+        """The constructor's arguments, as stored (JSON-able for the hosted policies)."""
+        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
+        return {name: getattr(self, name) for name in names}
+
+    def to_state(self, statistics: bool = True) -> dict:
+        """Numpy arrays and JSON-able metadata; :meth:`from_state` restores the same policy.
+
+        With ``statistics=False`` a policy may leave out what it needs only to learn (a smaller
+        copy that decides the same, for serving).
+        """
+        return {
+            "format": self.FORMAT,
+            "version": self.VERSION,
+            "params": {k: list(v) if isinstance(v, tuple) else v
+                       for k, v in self.params().items()},
+            "actions": list(self._actions),
+            "active": self._active[: len(self._actions)].copy(),
+            "n_learned": self._n_learned,
+            "rng": rng_state(self._rng),
+            "encoder": self._encoder.to_state(),
+            "statistics": bool(statistics),
+            "model": self._model_state(statistics),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> Policy:
+        if state.get("format") != cls.FORMAT:
+            raise ValueError(f"not a {cls.FORMAT} state (format={state.get('format')!r})")
+        if state.get("version") != cls.VERSION:
+            raise ValueError(f"unsupported {cls.FORMAT} state version {state.get('version')!r}")
+        policy = cls(**state["params"])
+        policy._encoder = FeatureEncoder.from_state(state["encoder"])
+        policy._actions = list(state["actions"])
+        policy._index = {a: k for k, a in enumerate(policy._actions)}
+        policy._active = np.asarray(state["active"], bool).copy()
+        policy._n_learned = int(state["n_learned"])
+        policy._rng = rng_from_state(state["rng"])
+        policy._n_columns = policy._encoder.n_columns
+        policy._load_model_state(state["model"])
+        return policy
+
+
+def _check_feedback(reward, probability) -> tuple[float, float]:
+    """Checked reward and probability of a learning event (the rules of every policy)."""
+    try:
+        reward = float(reward)
+        probability = float(probability)
+    except (TypeError, ValueError):
+        raise ValueError(f"reward and probability must be numbers, got {reward!r} and "
+                         f"{probability!r}") from None
+    if not math.isfinite(reward):
+        raise ValueError(f"reward must be a finite number, got {reward}")
+    if not 0.0 < probability <= 1.0:
+        raise ValueError(f"probability must be in (0, 1], got {probability}")
+    return reward, probability
+
+
+def _check_action(action) -> None:
+    if action is None or not isinstance(action, Hashable):
+        raise ValueError(f"an action id must be hashable and not None, got {action!r}")
+
+
+def rng_state(rng: np.random.Generator) -> dict:
+    """PCG64 state with its 128-bit integers as strings (JSON and msgpack safe)."""
+    s = rng.bit_generator.state
+    if s["bit_generator"] != "PCG64":
+        raise ValueError(f"only PCG64 generators are stored, got {s['bit_generator']}")
+    return {"state": str(s["state"]["state"]), "inc": str(s["state"]["inc"]),
+            "has_uint32": int(s["has_uint32"]), "uinteger": int(s["uinteger"])}
+
+
+def rng_from_state(state: dict) -> np.random.Generator:
+    bitgen = np.random.PCG64()
+    bitgen.state = {"bit_generator": "PCG64",
+                    "state": {"state": int(state["state"]), "inc": int(state["inc"])},
+                    "has_uint32": int(state["has_uint32"]), "uinteger": int(state["uinteger"])}
+    return np.random.Generator(bitgen)

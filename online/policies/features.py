@@ -1,0 +1,287 @@
+"""Context dicts -> float vectors for the regression-based policies, columns learned online.
+
+Bandit Forest recodes contexts into binary variables (:mod:`online.bandit.encoder`); the
+policies of this package regress rewards on the context itself, so here numbers stay numbers
+and categories stay categories, in the form the learner asks for.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import numpy as np
+
+__all__ = ["FeatureEncoder", "flatten"]
+
+FORMAT = "grove.features"
+VERSION = 1
+
+NUMBER = "number"  # a number or a bool (True = 1.0): the value itself
+ONE_HOT = "one-hot"  # one category of a string feature: 1.0 if the feature has that value
+CODE = "code"  # a string feature as one column of category codes 0, 1, 2, ... (trees)
+_MISSING = object()  # a null feature: nothing to write
+
+
+def flatten(x: dict, prefix: str = "") -> dict:
+    """Nested dicts and lists -> one flat dict, names joined with dots.
+
+    The names the service gives Personalizer's namespaces (service/api/personalizer_map.py):
+    ``{"user": {"age": 30}}`` -> ``user.age``; a list gives one feature per position.
+
+    >>> flatten({"user": {"age": 30, "tags": ["a", "b"]}, "device": "mobile"})
+    {'user.age': 30, 'user.tags.0': 'a', 'user.tags.1': 'b', 'device': 'mobile'}
+    """
+    out: dict = {}
+    _walk(out, prefix, x)
+    return out
+
+
+def _walk(out: dict, prefix: str, value) -> None:
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            _walk(out, f"{prefix}.{key}" if prefix else str(key), inner)
+    elif isinstance(value, (list, tuple)):
+        for i, inner in enumerate(value):
+            _walk(out, f"{prefix}.{i}", inner)
+    else:
+        out[prefix] = value
+
+
+class FeatureEncoder:
+    """Turns a context dict into a float64 vector, adding columns as new features appear.
+
+    * Numbers (and numpy numbers) are one column each, with their value; ``bool`` is a number
+      (True = 1.0, False = 0.0).
+    * Strings are categories: with ``categories="one-hot"`` each (feature, value) seen while
+      learning is a 0/1 column ``feature=value`` (linear models); with ``categories="code"`` a
+      string feature is one column ``feature=*`` holding the value's code 0, 1, 2, ... in the
+      order first seen (tree learners split on it as a category).
+    * A feature seen both as a number and as a string gets both columns.
+    * Nested dicts and lists are flattened as :func:`flatten` does (``user.age``).
+    * ``None`` or a missing key is *missing*: ``missing="zero"`` writes 0.0 in its columns (a
+      one-hot column is 0.0 either way), ``missing="nan"`` writes NaN in its number and code
+      columns (learners that handle missing values themselves).
+    * A key or category never seen while learning is not part of the coding yet: :meth:`encode`
+      ignores it (a code column gets the missing value), and says so (``known`` is False).
+      Only :meth:`learn_encode` adds columns; columns are only ever appended, so a column's
+      index and meaning never change. With ``max_columns`` set, features that would add
+      columns past it are ignored from then on (a linear model's cost grows as d^2).
+    * NaN or infinite numbers raise ``ValueError`` naming the feature; values of other types
+      (bytes, objects) raise ``TypeError`` naming the feature.
+
+    Parameters
+    ----------
+    categories
+        ``"one-hot"`` or ``"code"``, see above.
+    missing
+        ``"zero"`` or ``"nan"``, see above.
+    max_columns
+        Upper bound on the number of columns (None: no bound).
+
+    Examples
+    --------
+    >>> enc = FeatureEncoder()
+    >>> enc.learn_encode({"site": "a", "age": 30, "mobile": True}).tolist()
+    [1.0, 30.0, 1.0]
+    >>> enc.learn_encode({"site": "b", "user": {"visits": 2}}).tolist()
+    [0.0, 0.0, 0.0, 1.0, 2.0]
+    >>> enc.column_names
+    ['site=a', 'age', 'mobile', 'site=b', 'user.visits']
+    >>> enc.encode({"site": "unseen", "age": None, "new": 1.5})
+    (array([0., 0., 0., 0., 0.]), False)
+
+    For trees, categories as codes and missing values as NaN:
+
+    >>> enc = FeatureEncoder(categories="code", missing="nan")
+    >>> for x in [{"site": "a", "age": 30}, {"site": "b"}]:
+    ...     _ = enc.learn_encode(x)
+    >>> enc.column_names, enc.encode({"site": "b"})[0].tolist()
+    (['site=*', 'age'], [1.0, nan])
+    """
+
+    def __init__(self, categories: str = "one-hot", missing: str = "zero",
+                 max_columns: int | None = None):
+        if categories not in (ONE_HOT, CODE):
+            raise ValueError(f"categories must be 'one-hot' or 'code', got {categories!r}")
+        if missing not in ("zero", "nan"):
+            raise ValueError(f"missing must be 'zero' or 'nan', got {missing!r}")
+        if max_columns is not None and max_columns < 1:
+            raise ValueError(f"max_columns must be at least 1, got {max_columns}")
+        self.categories = categories
+        self.missing = missing
+        self.max_columns = max_columns
+        self._fill = 0.0 if missing == "zero" else math.nan
+        self._columns: list[tuple[str, str, str | None]] = []  # (kind, feature, category)
+        self._numbers: dict[str, int] = {}  # feature -> its number column
+        self._one_hot: dict[tuple[str, str], int] = {}  # (feature, category) -> column
+        self._codes: dict[str, tuple[int, dict[str, int]]] = {}  # feature -> (column, codes)
+        self._template = np.zeros(0)  # the vector of a context with every feature missing
+
+    # -- reading -------------------------------------------------------------------------------
+
+    @property
+    def n_columns(self) -> int:
+        return len(self._columns)
+
+    @property
+    def column_names(self) -> list[str]:
+        """``age``, ``site=a`` (one-hot), ``site=*`` (codes)."""
+        return [feature if kind == NUMBER else f"{feature}={'*' if kind == CODE else value}"
+                for kind, feature, value in self._columns]
+
+    @property
+    def column_kinds(self) -> list[str]:
+        """``"number"``, ``"one-hot"`` or ``"code"`` per column (trees: which are categorical)."""
+        return [kind for kind, _, _ in self._columns]
+
+    def categories_of(self, column: int) -> list[str]:
+        """The categories of a ``code`` column, by code."""
+        kind, feature, _ = self._columns[column]
+        if kind != CODE:
+            raise ValueError(f"column {column} ({self.column_names[column]}) is not a code column")
+        return list(self._codes[feature][1])
+
+    def encode(self, x: dict) -> tuple[np.ndarray, bool]:
+        """``(vector, known)``; never changes the coding. ``known``: every feature and category
+        of ``x`` already has its column (``learn_encode(x)`` would add none)."""
+        return self._encode(x, learn=False)
+
+    def learn_encode(self, x: dict) -> np.ndarray:
+        """The vector of ``x``, after adding columns for its new features and categories."""
+        return self._encode(x, learn=True)[0]
+
+    def _encode(self, x: dict, learn: bool) -> tuple[np.ndarray, bool]:
+        if not isinstance(x, dict):
+            raise TypeError(f"a context must be a dict, got {type(x).__name__}")
+        out = self._template.copy()
+        known = True
+        numbers, one_hot, codes = self._numbers, self._one_hot, self._codes
+        for key, value in x.items():
+            # the hot path inlined: flat numbers and categories that have their column
+            t = type(value)
+            if t is float or t is int:
+                column = numbers.get(key)
+                if column is not None and math.isfinite(value):
+                    out[column] = value
+                    continue
+            elif t is str:
+                if self.categories == ONE_HOT:
+                    column = one_hot.get((key, value))
+                    if column is not None:
+                        out[column] = 1.0
+                        continue
+                else:
+                    entry = codes.get(key)
+                    if entry is not None:
+                        code = entry[1].get(value)
+                        if code is not None:
+                            out[entry[0]] = code
+                            continue
+            if isinstance(value, (dict, list, tuple)):
+                items = flatten(value, str(key)).items()
+            else:
+                items = ((key if type(key) is str else str(key), value),)
+            for name, inner in items:
+                hit = self._column(name, inner, learn)
+                if hit is None:
+                    known = False
+                elif hit is not _MISSING:
+                    column, number = hit
+                    if column >= len(out):  # added by this call
+                        grown = self._template.copy()
+                        grown[: len(out)] = out
+                        out = grown
+                    out[column] = number
+        return out, known
+
+    def _column(self, name: str, value, learn: bool):
+        """``(column, value to write)`` of feature ``name``; ``_MISSING`` for null; None if it
+        has no column (with ``learn``, a column is added unless ``max_columns`` is reached)."""
+        if value is None:
+            return _MISSING
+        if isinstance(value, (bool, np.bool_)):
+            value = 1.0 if value else 0.0
+        if isinstance(value, str):
+            return self._category(name, value, learn)
+        try:
+            number = float(value)
+        except (TypeError, ValueError, OverflowError):
+            if isinstance(value, (int, np.integer)):
+                raise ValueError(f"feature {name!r} is {value}: too large a number") from None
+            raise TypeError(f"feature {name!r} has a value of type {type(value).__name__}: "
+                            "features must be numbers, strings, bools or null") from None
+        if not math.isfinite(number):
+            raise ValueError(f"feature {name!r} is {number}: numbers must be finite")
+        column = self._numbers.get(name)
+        if column is None:
+            if not learn or not self._add((NUMBER, name, None)):
+                return None
+            column = self._numbers[name] = len(self._columns) - 1
+        return column, number
+
+    def _category(self, name: str, value: str, learn: bool):
+        if self.categories == ONE_HOT:
+            column = self._one_hot.get((name, value))
+            if column is None:
+                if not learn or not self._add((ONE_HOT, name, value)):
+                    return None
+                column = self._one_hot[(name, value)] = len(self._columns) - 1
+            return column, 1.0
+        entry = self._codes.get(name)
+        if entry is None:
+            if not learn or not self._add((CODE, name, None)):
+                return None
+            entry = self._codes[name] = (len(self._columns) - 1, {})
+        column, codes = entry
+        code = codes.get(value)
+        if code is None:
+            if not learn:
+                return None
+            code = codes[value] = len(codes)
+        return column, float(code)
+
+    def _add(self, column: tuple) -> bool:
+        if self.max_columns is not None and len(self._columns) >= self.max_columns:
+            return False
+        self._columns.append(column)
+        self._template = np.append(self._template, 0.0 if column[0] == ONE_HOT else self._fill)
+        return True
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def to_state(self) -> dict:
+        """JSON-able: the settings and the columns in order (codes in code order)."""
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "categories": self.categories,
+            "missing": self.missing,
+            "max_columns": self.max_columns,
+            "columns": [[kind, feature, value] for kind, feature, value in self._columns],
+            "codes": {feature: list(codes) for feature, (_, codes) in self._codes.items()},
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> FeatureEncoder:
+        if state.get("format") != FORMAT:
+            raise ValueError(f"not a {FORMAT} state (format={state.get('format')!r})")
+        if state.get("version") != VERSION:
+            raise ValueError(f"unsupported {FORMAT} state version {state.get('version')!r}")
+        enc = cls(state["categories"], state["missing"], state["max_columns"])
+        for kind, feature, value in state["columns"]:
+            enc._add((kind, feature, value))
+            column = len(enc._columns) - 1
+            if kind == NUMBER:
+                enc._numbers[feature] = column
+            elif kind == ONE_HOT:
+                enc._one_hot[(feature, value)] = column
+            else:
+                codes = state["codes"][feature]
+                enc._codes[feature] = (column, {v: i for i, v in enumerate(codes)})
+        return enc
+
+    def encode_many(self, xs: Iterable[dict]) -> np.ndarray:
+        """Rows of :meth:`encode` (coding unchanged) as one 2-d array."""
+        rows = [self.encode(x)[0] for x in xs]
+        return np.vstack(rows) if rows else np.zeros((0, self.n_columns))

@@ -1,0 +1,273 @@
+"""The shared policy rules (online/policies/base.py), the context encoder and the registry."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import numpy as np
+import pytest
+
+import online
+from online.policies.bandit_forest import BanditForestPolicy
+from online.policies.features import FeatureEncoder
+from online.policies.linucb import LinUCB
+from online.policies.registry import POLICY_KINDS, make_policy
+
+ADS = ["a1", "a2", "a3", "a4", "a5"]
+
+
+def favorite_stream(n, seed=0):
+    """The five-action problem: reward 1 when the action is the context's favorite."""
+    rng = random.Random(seed)
+    for _ in range(n):
+        yield {"favorite": rng.choice(ADS), "device": rng.choice(["mobile", "desktop", "tv"])}
+
+
+def plain(value):
+    """Fails unless the state is numpy arrays plus JSON-able values (no pickle needed)."""
+    if isinstance(value, np.ndarray):
+        assert value.dtype != object
+        return value.tolist()
+    if isinstance(value, dict):
+        assert all(isinstance(k, str) for k in value)
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    assert value is None or isinstance(value, (bool, int, float, str)), type(value)
+    return value
+
+
+# -- the encoder ---------------------------------------------------------------------------------
+
+
+def test_encoder_grows_columns_and_ignores_unseen_values():
+    enc = FeatureEncoder()
+    first = enc.learn_encode({"n": 2, "s": "a", "b": False})
+    assert first.tolist() == [2.0, 1.0, 0.0]
+    assert enc.learn_encode({"s": "b", "deep": {"x": [1, 2]}}).tolist() == [0, 0, 0, 1, 1, 2]
+    assert enc.column_names == ["n", "s=a", "b", "s=b", "deep.x.0", "deep.x.1"]
+    vec, known = enc.encode({"s": "c", "zzz": 1, "n": 3})
+    assert vec.tolist() == [3, 0, 0, 0, 0, 0] and not known
+    vec, known = enc.encode({"s": "a", "n": None})
+    assert vec.tolist() == [0, 1, 0, 0, 0, 0] and known
+    assert enc.n_columns == 6  # encode never adds
+
+
+def test_encoder_codes_and_missing_nan_and_round_trip():
+    enc = FeatureEncoder(categories="code", missing="nan")
+    for x in [{"s": "a", "n": 1.0}, {"s": "b"}, {"s": 7}]:  # 7: s is also a number
+        enc.learn_encode(x)
+    assert enc.column_kinds == ["code", "number", "number"]
+    assert enc.categories_of(0) == ["a", "b"]
+    vec = enc.encode({"s": "b"})[0]
+    assert vec[0] == 1.0 and math.isnan(vec[1]) and math.isnan(vec[2])
+    clone = FeatureEncoder.from_state(json.loads(json.dumps(enc.to_state())))
+    x = {"s": "a", "n": 4}
+    np.testing.assert_array_equal(clone.encode(x)[0], enc.encode(x)[0])
+    assert clone.column_names == enc.column_names
+
+
+def test_encoder_rejects_non_finite_and_odd_values_naming_the_feature():
+    enc = FeatureEncoder()
+    enc.learn_encode({"n": 1.0})
+    for bad in (math.nan, math.inf, -math.inf):
+        with pytest.raises(ValueError, match="'n'"):
+            enc.encode({"n": bad})
+        with pytest.raises(ValueError, match="'user.age'"):
+            enc.learn_encode({"user": {"age": bad}})
+    with pytest.raises(TypeError, match="'blob'"):
+        enc.learn_encode({"blob": b"xx"})
+
+
+def test_encoder_max_columns():
+    enc = FeatureEncoder(max_columns=2)
+    enc.learn_encode({"a": 1, "b": 2, "c": 3})
+    assert enc.column_names == ["a", "b"]
+    assert enc.encode({"c": 1})[1] is False
+
+
+# -- the shared rules, on every hosted kind ----------------------------------------------------
+
+
+@pytest.fixture(params=sorted(POLICY_KINDS))
+def kind(request):
+    return request.param
+
+
+def small(kind, **kw):
+    params = {"bandit-forest": {"n_trees": 5, "warmup": 30}}.get(kind, {})
+    return make_policy(kind, actions=ADS, seed=3, **params, **kw)
+
+
+def test_probabilities_is_what_decide_draws_from_without_drawing(kind):
+    policy = small(kind)
+    twin = small(kind)
+    for x in favorite_stream(300):
+        d = policy.decide(x)
+        twin.probabilities(x)  # must not move the generator
+        assert twin.decide(x) == d
+        assert policy.probabilities(x) == d.probabilities
+        assert d.probability == d.probabilities[d.action]
+        assert abs(sum(d.probabilities.values()) - 1.0) < 1e-9
+        policy.learn_one(x, d.action, float(d.action == x["favorite"]), d.probability)
+        twin.learn_one(x, d.action, float(d.action == x["favorite"]), d.probability)
+
+
+def test_state_round_trip_decides_the_same(kind):
+    policy = small(kind)
+    for x in favorite_stream(400):
+        d = policy.decide(x)
+        policy.learn_one(x, d.action, float(d.action == x["favorite"]), d.probability)
+    state = policy.to_state()
+    plain(state)
+    clone = type(policy).from_state(state)
+    for x in favorite_stream(200, seed=9):
+        assert clone.decide(x) == policy.decide(x)
+    assert clone.n_learned == policy.n_learned == 400
+
+
+def test_actions_added_removed_and_excluded(kind):
+    policy = small(kind)
+    policy.remove_action("a2")
+    assert policy.actions == ["a1", "a3", "a4", "a5"]
+    with pytest.raises(KeyError):
+        policy.remove_action("a2")
+    d = policy.decide({"favorite": "a1"}, excluded=["a1", "a3"])
+    assert set(d.probabilities) == {"a4", "a5"}
+    policy.add_action("a2")
+    assert policy.actions == ADS
+    d = policy.decide({"favorite": "a1"}, actions=["a1", "new"])
+    assert set(d.probabilities) == {"a1", "new"}
+    with pytest.raises(ValueError, match="no action"):
+        policy.decide({}, actions=["a1"], excluded=["a1"])
+
+
+def test_bad_feedback_is_a_value_error(kind):
+    policy = small(kind)
+    with pytest.raises(ValueError):
+        policy.learn_one({"x": 1.0}, "a1", math.nan, 0.5)
+    with pytest.raises(ValueError):
+        policy.learn_one({"x": 1.0}, "a1", 1.0, 0.0)
+    with pytest.raises(ValueError, match="'x'"):
+        policy.decide({"x": math.inf})
+
+
+# -- LinUCB --------------------------------------------------------------------------------------
+
+
+def test_sherman_morrison_matches_the_direct_ridge_solution():
+    rng = np.random.default_rng(0)
+    policy = LinUCB(ridge=0.5, epsilon=0.0, alpha=0.7)
+    events = []
+    for _ in range(300):
+        x = {f"f{i}": float(v) for i, v in enumerate(rng.normal(size=4)) if rng.random() < 0.9}
+        if rng.random() < 0.3:
+            x["cat"] = str(rng.integers(3))
+        events.append((x, str(rng.integers(3)), float(rng.random()), 1.0))
+    policy.learn_many(events[:150])
+    for e in events[150:]:
+        policy.learn_one(*e)
+    enc = policy._encoder
+    for action in ["0", "1", "2"]:
+        rows = [np.concatenate(([1.0], np.pad(enc.encode(x)[0], (0, 0)))) for x, a, _, _ in
+                events if a == action]
+        X = np.array(rows)
+        y = np.array([r for _, a, r, _ in events if a == action])
+        A = 0.5 * np.eye(X.shape[1]) + X.T @ X
+        x0 = np.concatenate(([1.0], enc.encode(events[0][0])[0]))
+        expected = x0 @ np.linalg.solve(A, X.T @ y) + 0.7 * math.sqrt(x0 @ np.linalg.solve(A, x0))
+        assert policy.scores(events[0][0])[action] == pytest.approx(expected, rel=1e-9)
+
+
+def test_learn_many_equals_learn_one():
+    events = []
+    for x in favorite_stream(500):
+        events.append((x, random.Random(len(events)).choice(ADS), 1.0, 0.2))
+    one, many = LinUCB(seed=1), LinUCB(seed=1)
+    for e in events:
+        one.learn_one(*e)
+    assert many.learn_many(events) == 500
+    np.testing.assert_allclose(many.to_state()["model"]["A_inv"], one.to_state()["model"]["A_inv"])
+    assert many.probabilities({"favorite": "a2"}) == one.probabilities({"favorite": "a2"})
+
+
+def test_learn_many_learns_the_events_before_a_bad_one():
+    policy = LinUCB()
+    events = [({"a": 1.0}, "x", 1.0, 1.0), ({"a": 2.0}, "y", 0.0, 1.0),
+              ({"a": math.nan}, "x", 1.0, 1.0)]
+    with pytest.raises(ValueError, match="'a'"):
+        policy.learn_many(events)
+    assert policy.n_learned == 2
+
+
+def test_exploration_rule_bounds():
+    policy = LinUCB(epsilon=0.1, seed=0)
+    for x in favorite_stream(1000):
+        d = policy.decide(x, actions=ADS)
+        probs = np.array(list(d.probabilities.values()))
+        assert probs.min() >= 0.1 / 5 - 1e-12
+        top = probs[probs > 0.1 / 5 + 1e-12]
+        assert len(set(top.round(12))) <= 1  # ties share 1 - epsilon evenly
+        assert abs(probs.sum() - 1.0) < 1e-12
+        policy.learn_one(x, d.action, float(d.action == x["favorite"]), d.probability)
+
+
+@pytest.mark.parametrize("weighting", ["none", "ips"])
+def test_learning_from_a_uniform_log_recovers_the_best_action(weighting):
+    rng = random.Random(5)
+    log = [(x, rng.choice(ADS)) for x in favorite_stream(3000, seed=2)]
+    policy = LinUCB(weighting=weighting, epsilon=0.0, alpha=0.0)
+    policy.learn_many((x, a, float(a == x["favorite"]), 0.2) for x, a in log)
+    for fav in ADS:
+        for device in ["mobile", "desktop", "tv"]:
+            assert policy.predict_one({"favorite": fav, "device": device}, actions=ADS) == fav
+
+
+def test_five_action_problem_learns_within_2000_events():
+    policy = make_policy("linucb", actions=ADS, seed=0)
+    rewards = []
+    for x in favorite_stream(2000, seed=11):
+        d = policy.decide(x)
+        rewards.append(float(d.action == x["favorite"]))
+        policy.learn_one(x, d.action, rewards[-1], d.probability)
+    assert np.mean(rewards[1000:]) >= 0.9
+
+
+def test_river_pull_update_and_int_actions():
+    policy = LinUCB(seed=0)
+    for t in range(300):
+        x = {"v": float(t % 2)}
+        arm = policy.pull([0, 1], x)
+        policy.update(arm, x, float(arm == t % 2))
+    assert policy.pull([0, 1], {"v": 1.0}) == 1
+    assert policy.pull([0, 1], {"v": 0.0}) == 0
+
+
+# -- the registry --------------------------------------------------------------------------------
+
+
+def test_registry_builds_every_kind_and_checks_names():
+    assert online.DEFAULT_POLICY_KIND in online.POLICY_KINDS
+    for name in online.POLICY_KINDS:
+        policy = online.make_policy(name, actions=["x", "y"], seed=1)
+        assert policy.actions == ["x", "y"]
+        assert callable(policy.probabilities) and callable(policy.learn_many)
+    with pytest.raises(TypeError, match="'alphaa'"):
+        online.make_policy("linucb", alphaa=1.0)
+    with pytest.raises(ValueError, match="alpha"):
+        online.make_policy("linucb", alpha=-1.0)
+    with pytest.raises(ValueError, match="known kinds"):
+        online.make_policy("lin-ucb")
+    assert isinstance(online.make_policy("bandit-forest"), online.BanditForest)
+
+
+def test_bandit_forest_policy_decides_as_bandit_forest():
+    params = {"n_trees": 5, "warmup": 30, "seed": 2}
+    hosted, original = BanditForestPolicy(**params), online.BanditForest(**params)
+    for x in favorite_stream(500):
+        d = hosted.decide(x, actions=ADS)
+        assert original.decide(x, actions=ADS) == d
+        for p in (hosted, original):
+            p.learn_one(x, d.action, float(d.action == x["favorite"]), d.probability)
