@@ -21,6 +21,7 @@ lease and the snapshot is still the version it started from (Lua ``PUBLISH``).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import threading
@@ -33,6 +34,7 @@ import redis
 
 from service import codec, keys
 from service.models import ModelKind, model_kind
+from service.personalizer.configuration import event_retention
 from service.records import AppConfig
 from service.redis_client import UNAVAILABLE
 from service.scripts import Scripts
@@ -394,12 +396,15 @@ class Trainer:
         if owned.to_ack:  # none when only the model changed (a tree selection)
             self.redis.xack(stream, keys.TRAINER_GROUP, *owned.to_ack)
         owned.to_ack.clear()
-        self._trim(stream, owned.offset)
+        # the app's retention (Personalizer's logRetentionDays), else GROVE_EVENT_RETENTION
+        retention = event_retention(owned.config, self.settings.event_retention)
+        if math.isfinite(retention):
+            self._trim(stream, owned.offset, retention)
         return True
 
-    def _trim(self, stream: str, offset: str) -> None:
-        """Drop learned events older than ``event_retention`` (never one not yet in a snapshot)."""
-        horizon = (int((time.time() - self.settings.event_retention) * 1000), 0)
+    def _trim(self, stream: str, offset: str, retention: float) -> None:
+        """Drop learned events older than ``retention`` s (never one not yet in a snapshot)."""
+        horizon = (int((time.time() - retention) * 1000), 0)
         minid = min(_id_tuple(offset), horizon)
         if minid > (0, 0):
             self.redis.xtrim(stream, minid=f"{minid[0]}-{minid[1]}", approximate=False)

@@ -14,6 +14,7 @@ from service.api.limits import BodyLimitMiddleware
 from service.api.model_cache import ModelCache
 from service.api.routes import apps, decisions, health, jobs, metrics, personalizer, predictions
 from service.api.usecases import Services
+from service.personalizer.versions import MODEL_PATHS
 from service.redis_client import connect
 from service.settings import Settings, get_settings
 from service.store import Store
@@ -59,7 +60,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         BodyLimitMiddleware,
         limit=chosen.max_body,
         wide_limit=chosen.job_max_upload + 64 * 1024,  # the jobs route counts the file itself
-        wide_prefixes=("/jobs",),
+        wide_prefixes=("/jobs", *MODEL_PATHS),  # uploads and Personalizer model imports
     )
 
     return app

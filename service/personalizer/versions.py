@@ -86,3 +86,12 @@ class PersonalizerPaths:
                 )
         scope["state"] = {**scope.get("state", {}), "personalizer_version": version}
         return await self.app(scope, receive, send)
+
+
+#: the model-file route under every path style: a model import may be larger than an ordinary
+#: request body (the API's body limit lets these paths take as much as a job upload)
+MODEL_PATHS = tuple(
+    f"{PREFIX}{version}/model"
+    for version in ("", "/v1.0", "/v1.1-preview", "/v1.1-preview.1", "/v1.1-preview.2",
+                    "/v1.1-preview.3")
+)

@@ -227,3 +227,101 @@ def test_app_created_with_only_a_name(server):
     key = make_app(server, "bare")
     assert key
     assert httpx.get(server + "/apps/bare", headers=ADMIN).json()["rewardRange"] == [0.0, 1.0]
+
+
+def _rank_and_reward(client, n: int, prefix: str = "e") -> None:
+    for i in range(n):
+        answer = client.rank(
+            {"contextFeatures": [{"tier": "pro" if i % 2 else "free"}], "actions": ACTIONS,
+             "eventId": f"{prefix}{i}"}
+        )
+        client.reward(answer["eventId"], {"value": 1.0 if i % 3 == 0 else 0.0})
+
+
+def test_service_configuration_get_and_update(admin):
+    config = admin.get_service_configuration()
+    assert config["rewardWaitTime"] == "PT10M" and config["rewardAggregation"] == "earliest"
+    assert config["learningMode"] == "Online"
+    config.update(
+        rewardWaitTime="PT5M",
+        explorationPercentage=0.1,
+        logRetentionDays=30,
+        rewardAggregation="sum",
+        modelExportFrequency="PT1M",
+    )
+    updated = admin.update_service_configuration(config)
+    assert updated["rewardWaitTime"] == "PT5M" and updated["explorationPercentage"] == 0.1
+    again = admin.get_service_configuration()
+    assert (again["logRetentionDays"], again["rewardAggregation"]) == (30, "sum")
+    assert again["modelExportFrequency"] == "PT1M"
+    for field, value in (("rewardAggregation", "average"), ("rewardWaitTime", "P1M"),
+                         ("explorationPercentage", 1.5), ("defaultReward", 3.0)):
+        with pytest.raises(HttpResponseError) as bad:
+            admin.update_service_configuration({**config, field: value})
+        assert bad.value.status_code == 400, field
+        assert bad.value.error.code == "InvalidServiceConfiguration", field
+        assert field in bad.value.error.message, field
+    assert admin.get_service_configuration()["rewardWaitTime"] == "PT5M"  # nothing written
+
+
+def test_policy_get_update_reset(admin, client):
+    policy = admin.get_policy()
+    default_kind = policy["name"]
+    assert f"--kind {default_kind}" in policy["arguments"]
+    updated = admin.update_policy(
+        {"name": "custom", "arguments": "--cb_explore_adf --epsilon 0.05 --kind bandit-forest "
+                                        "--seed 3 --n_trees 5"}
+    )
+    assert updated["name"] == "custom" and "--seed 3" in updated["arguments"]
+    assert admin.get_service_configuration()["explorationPercentage"] == 0.05
+    assert client.rank({"actions": ACTIONS})["rewardActionId"]  # the new model serves
+    with pytest.raises(HttpResponseError) as bad:
+        admin.update_policy({"name": "vw", "arguments": "--cb_explore_adf -q GT --cb_type mtr"})
+    assert bad.value.status_code == 400 and bad.value.error.code == "InvalidPolicyConfiguration"
+    assert "'-q' has no Grove counterpart" in bad.value.error.message
+    assert "--epsilon" in bad.value.error.message  # says what Grove accepts
+    with pytest.raises(HttpResponseError) as unknown:
+        admin.update_policy({"name": "x", "arguments": "--kind nope"})
+    assert "unknown policy kind" in unknown.value.error.message
+    reset = admin.reset_policy()
+    assert reset["name"] == default_kind
+
+
+def test_model_export_import_reset_and_properties(admin, client, store, trainer):
+    import io
+
+    from service import codec
+
+    _rank_and_reward(client, 20)
+    drain(trainer)
+    exported = b"".join(admin.export_model())
+    assert codec.decode(exported)["format"] == "grove.personalizer-model"
+    before = store.snapshot_info("news").version
+    assert admin.import_model(io.BytesIO(exported)) is None
+    assert store.snapshot_info("news").version == before + 1
+    assert client.rank({"actions": ACTIONS})["rewardActionId"]
+    _rank_and_reward(client, 5, prefix="after")
+    drain(trainer)  # the trainer's publish fails (the version moved): it drops its learner
+    drain(trainer)  # ... and takes the imported model, which learns the 5 events
+    assert store.snapshot_info("news").events_learned == 5
+    for payload in (b"not a model", codec.encode({"format": "other"}),
+                    codec.encode({**codec.decode(exported), "state": {"junk": 1}})):
+        with pytest.raises(HttpResponseError) as bad:
+            admin.import_model(io.BytesIO(payload))
+        assert bad.value.status_code == 400 and bad.value.error.code == "InvalidModelImportFormat"
+    assert admin.reset_model() is None
+    assert store.snapshot_info("news").events_learned == 0
+    properties = admin.get_model_properties()
+    assert properties["creationTime"] <= properties["lastModifiedTime"]
+
+
+def test_logs_properties_and_delete(admin, client, store, trainer):
+    assert admin.get_log_properties()["dateRange"] == {"from": None, "to": None}
+    _rank_and_reward(client, 6)
+    drain(trainer)
+    span = admin.get_log_properties()["dateRange"]
+    assert span["from"] <= span["to"]
+    client.rank({"actions": ACTIONS, "eventId": "late"})
+    client.reward("late", {"value": 1.0})  # joined, not learned yet: deleting keeps it
+    assert admin.delete_logs() is None
+    assert store.redis.xlen(keys.stream("news")) == 1

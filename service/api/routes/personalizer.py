@@ -387,8 +387,13 @@ async def activate_multi_slot(
 
 
 # -- what Grove does not serve ------------------------------------------------------------------
-#: every Personalizer router (this module's and the configuration, model and jobs routers)
-_ROUTERS: list[APIRouter] = [router]
+def _routers() -> list[APIRouter]:
+    """Every Personalizer router: this module's, configuration/model/logs, jobs."""
+    from service.api.routes import personalizer_admin  # they import this module's CallerDep
+
+    return [router, personalizer_admin.router]
+
+
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
 
@@ -396,7 +401,7 @@ async def unsupported(request: Request) -> None:
     """Any other ``/personalizer`` route: 405 if the path exists with other methods, else 501
     ``UnsupportedOperation`` (not 404: a client can tell it from a missing resource)."""
     allowed = set()
-    for served in _ROUTERS:
+    for served in _routers():
         for route in served.routes:
             match, _ = route.matches(request.scope)
             if match == Match.PARTIAL:
@@ -420,7 +425,7 @@ async def unsupported(request: Request) -> None:
 
 def install(app: FastAPI) -> None:
     """Serve Personalizer's routes on ``app``: the routers, both path styles, the rest 501."""
-    for served in _ROUTERS:
+    for served in _routers():
         app.include_router(served)
     app.add_api_route(PREFIX, unsupported, methods=_METHODS, include_in_schema=False)
     app.add_api_route(

@@ -1,0 +1,303 @@
+"""Personalizer's configuration, policy, model and logs routes, on a Grove app.
+
+The app's own API key (``Ocp-Apim-Subscription-Key``) opens these as it opens rank and reward:
+Personalizer had one key per resource for both (README). What each maps to is in
+:mod:`service.personalizer.configuration`, :mod:`service.personalizer.learning_settings` and
+:mod:`service.personalizer.model_file`. v1.0 clients update with PATCH, later ones with PUT:
+both are served.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi.concurrency import run_in_threadpool
+
+from service import keys
+from service.api import usecases
+from service.api.deps import ServicesDep
+from service.api.routes.personalizer import CallerDep
+from service.api.schemas import PolicySpec
+from service.api.usecases import Caller, Services
+from service.personalizer import configuration, learning_settings, model_file
+from service.personalizer.errors import PersonalizerError, bad_request
+from service.personalizer.versions import PREFIX
+from service.records import AppConfig
+
+router = APIRouter(prefix=PREFIX, tags=["personalizer"])
+
+
+def _iso_ms(ms: int | float) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat().replace("+00:00", "Z")
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    try:
+        body = json.loads(await request.body() or b"null")
+    except ValueError as exc:
+        raise bad_request(f"the body is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise bad_request("the body must be a JSON object")
+    return body
+
+
+def _app(services: Services, caller: Caller) -> AppConfig:
+    config, _ = usecases.app_for(services, caller)
+    return config
+
+
+# -- service configuration ----------------------------------------------------------------------
+@router.get("/configurations/service")
+async def get_service_configuration(caller: CallerDep, services: ServicesDep) -> dict:
+    """Personalizer's ServiceConfiguration of the app (rewardWaitTime as ISO 8601, ...)."""
+    config = await run_in_threadpool(_app, services, caller)
+    return configuration.public(config, services.settings.event_retention)
+
+
+def _update_service(services: Services, caller: Caller, body: dict) -> dict:
+    config = _app(services, caller)
+    try:
+        changes = configuration.changes(config, body)
+    except configuration.ConfigurationError as exc:
+        raise bad_request(str(exc), "InvalidServiceConfiguration") from None
+    config = services.store.update_app(config.name, **changes)
+    return configuration.public(config, services.settings.event_retention)
+
+
+@router.put("/configurations/service")
+@router.patch("/configurations/service", include_in_schema=False)
+async def update_service_configuration(
+    request: Request, caller: CallerDep, services: ServicesDep
+) -> dict:
+    """Update the fields given (checked all first; see the mapping in the module doc)."""
+    body = await _json_body(request)
+    return await run_in_threadpool(_update_service, services, caller, body)
+
+
+# -- learning settings (policy) -----------------------------------------------------------------
+def _policy(config: AppConfig) -> dict:
+    name = configuration.stored(config).get("policyName") or config.policy_kind
+    arguments = learning_settings.render(
+        config.policy_kind, config.policy_params, configuration.exploration_floor(config)
+    )
+    return {"name": name, "arguments": arguments}
+
+
+@router.get("/configurations/policy")
+async def get_policy(caller: CallerDep, services: ServicesDep) -> dict:
+    """The app's policy as Personalizer's learning settings (``--kind ... --epsilon ...``)."""
+    return _policy(await run_in_threadpool(_app, services, caller))
+
+
+def _set_policy(
+    services: Services,
+    config: AppConfig,
+    name: str,
+    kind: str,
+    params: dict,
+    exploration: float | None,
+) -> AppConfig:
+    """Switch ``config``'s app to ``kind``/``params``: a fresh model if they change, else only
+    the settings (name, exploration floor)."""
+    extra: dict[str, Any] = {"policyName": name}
+    if exploration is not None:
+        extra["explorationPercentage"] = exploration
+    if kind == config.policy_kind and params == config.policy_params:
+        return services.store.update_app(config.name, extra=configuration.touched(config, **extra))
+    try:
+        learner = model_file.fresh(kind, params, config.action_ids)
+    except (TypeError, ValueError) as exc:
+        accepted = ", ".join("--" + p for p in learning_settings.parameters(kind))
+        raise bad_request(
+            f"policy {kind!r} refuses these parameters: {exc} (it takes {accepted})",
+            "InvalidPolicyConfiguration",
+        ) from None
+    extra["modelCreatedAt"] = configuration.now()
+    try:
+        return model_file.replace(
+            services.store.redis,
+            config.name,
+            learner,
+            policy_kind=kind,
+            policy_params=dict(params),
+            extra=configuration.touched(config, **extra),
+        )
+    except KeyError:
+        raise HTTPException(404, f"app {config.name!r} not found") from None
+
+
+def _update_policy(services: Services, caller: Caller, body: dict) -> dict:
+    config = _app(services, caller)
+    name, arguments = body.get("name"), body.get("arguments")
+    if not isinstance(name, str) or not isinstance(arguments, str):
+        raise bad_request(
+            "a policy is {'name': string, 'arguments': string}", "InvalidPolicyContract"
+        )
+    if len(name) > 256 or len(arguments) > 1024:
+        raise bad_request(
+            "name is at most 256 characters and arguments 1024", "InvalidPolicyContract"
+        )
+    try:
+        parsed = learning_settings.parse(arguments, config.policy_kind)
+    except learning_settings.LearningSettingsError as exc:
+        raise bad_request(str(exc), "InvalidPolicyConfiguration") from None
+    kind = parsed.kind or config.policy_kind
+    params = parsed.params if parsed.kind or parsed.params else config.policy_params
+    return _policy(_set_policy(services, config, name, kind, params, parsed.exploration))
+
+
+@router.put("/configurations/policy")
+@router.patch("/configurations/policy", include_in_schema=False)
+async def update_policy(request: Request, caller: CallerDep, services: ServicesDep) -> dict:
+    """Set the app's policy from learning settings; a new kind or params start a fresh model."""
+    body = await _json_body(request)
+    return await run_in_threadpool(_update_policy, services, caller, body)
+
+
+def _reset_policy(services: Services, caller: Caller) -> dict:
+    config = _app(services, caller)
+    default = PolicySpec()  # what POST /apps gives an app that names no policy
+    extra = configuration.stored(config)
+    config = _set_policy(
+        services, config, default.kind, default.kind, dict(default.params), None
+    )
+    if "explorationPercentage" in extra:  # back to the default floor too
+        rest = configuration.stored(config)
+        rest.pop("explorationPercentage", None)
+        config = services.store.update_app(
+            config.name, extra={**config.extra, configuration.EXTRA: rest}
+        )
+    return _policy(config)
+
+
+@router.delete("/configurations/policy")
+async def reset_policy(caller: CallerDep, services: ServicesDep) -> dict:
+    """Back to Grove's default policy (a fresh model) and the default exploration floor."""
+    return await run_in_threadpool(_reset_policy, services, caller)
+
+
+# -- model --------------------------------------------------------------------------------------
+def _export(services: Services, caller: Caller) -> bytes:
+    config = _app(services, caller)
+    _, state = services.store.load_snapshot(config.name)
+    return model_file.export(config, state)
+
+
+@router.get("/model", response_class=Response)
+async def export_model(caller: CallerDep, services: ServicesDep, signed: bool = False) -> Response:
+    """The app's model file: Grove's versioned state (``signed`` makes no difference)."""
+    payload = await run_in_threadpool(_export, services, caller)
+    return Response(payload, media_type="application/octet-stream")
+
+
+def _import(services: Services, caller: Caller, payload: bytes) -> None:
+    config = _app(services, caller)
+    try:
+        kind, params, _, learner = model_file.read(payload)
+    except model_file.ModelFileError as exc:
+        raise bad_request(str(exc), "InvalidModelImportFormat") from None
+    try:
+        model_file.replace(
+            services.store.redis,
+            config.name,
+            learner,
+            policy_kind=kind,
+            policy_params=dict(params),
+            extra=configuration.touched(config, modelCreatedAt=configuration.now()),
+        )
+    except KeyError:
+        raise HTTPException(404, f"app {config.name!r} not found") from None
+
+
+@router.put("/model", status_code=204, response_class=Response)
+async def import_model(request: Request, caller: CallerDep, services: ServicesDep) -> Response:
+    """Replace the app's model with a Grove model file (from ``GET /model``); 400 otherwise."""
+    payload = await request.body()
+    if not payload:
+        raise bad_request("the body must be a model file (GET /model)", "InvalidModelImportFormat")
+    await run_in_threadpool(_import, services, caller, payload)
+    return Response(status_code=204)
+
+
+def _reset_model(services: Services, caller: Caller) -> None:
+    config = _app(services, caller)
+    learner = model_file.fresh(config.policy_kind, config.policy_params, config.action_ids)
+    try:
+        model_file.replace(
+            services.store.redis,
+            config.name,
+            learner,
+            extra=configuration.touched(config, modelCreatedAt=configuration.now()),
+        )
+    except KeyError:
+        raise HTTPException(404, f"app {config.name!r} not found") from None
+
+
+@router.delete("/model", status_code=204, response_class=Response)
+async def reset_model(caller: CallerDep, services: ServicesDep) -> Response:
+    """A fresh model of the app's policy; it learns from the events that come next."""
+    await run_in_threadpool(_reset_model, services, caller)
+    return Response(status_code=204)
+
+
+def _model_properties(services: Services, caller: Caller) -> dict:
+    config = _app(services, caller)
+    info = services.store.snapshot_info(config.name)
+    if info is None:
+        raise PersonalizerError(404, "ResourceNotFound", f"app {config.name!r} has no model")
+    return {
+        "creationTime": _iso_ms(configuration.model_created_at(config) * 1000),
+        "lastModifiedTime": _iso_ms(info.updated_at_ms or configuration.model_created_at(config)),
+    }
+
+
+@router.get("/model/properties")
+async def get_model_properties(caller: CallerDep, services: ServicesDep) -> dict:
+    """When the current model started and when it last changed."""
+    return await run_in_threadpool(_model_properties, services, caller)
+
+
+# -- logs ---------------------------------------------------------------------------------------
+def _stream_time(entry_id: bytes | str) -> str:
+    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    return _iso_ms(int(text.split("-")[0]))
+
+
+def _log_properties(services: Services, caller: Caller) -> dict:
+    config = _app(services, caller)
+    stream, client = keys.stream(config.name), services.store.redis
+    first = client.xrange(stream, count=1)
+    last = client.xrevrange(stream, count=1)
+    if not first:
+        return {"dateRange": {"from": None, "to": None}}
+    return {"dateRange": {"from": _stream_time(first[0][0]), "to": _stream_time(last[0][0])}}
+
+
+@router.get("/logs/properties")
+async def get_log_properties(caller: CallerDep, services: ServicesDep) -> dict:
+    """The time range of the app's logged events (its learning stream)."""
+    return await run_in_threadpool(_log_properties, services, caller)
+
+
+def _delete_logs(services: Services, caller: Caller) -> None:
+    config = _app(services, caller)
+    info = services.store.snapshot_info(config.name)
+    if info is None or info.offset in (None, "0-0", "0"):
+        return
+    ms, _, seq = info.offset.partition("-")
+    # XTRIM MINID drops ids below it: every event the model has learned, none it has not
+    # (those are still to learn: accepted rewards are never lost)
+    services.store.redis.xtrim(
+        keys.stream(config.name), minid=f"{ms}-{int(seq or 0) + 1}", approximate=False
+    )
+
+
+@router.delete("/logs", status_code=204, response_class=Response)
+async def delete_logs(caller: CallerDep, services: ServicesDep) -> Response:
+    """Delete the app's logged events that its model has learned."""
+    await run_in_threadpool(_delete_logs, services, caller)
+    return Response(status_code=204)
+

@@ -1,0 +1,200 @@
+"""Personalizer's service configuration, mapped onto a Grove app.
+
+=========================  ===========================================================
+Personalizer               Grove
+=========================  ===========================================================
+rewardWaitTime             the app's ``rewardWaitTime`` (ISO 8601 duration <-> seconds)
+defaultReward              the app's ``defaultReward`` (within its ``rewardRange``)
+rewardAggregation          the app's ``rewardAggregation``: ``earliest`` or ``sum``
+                           (Personalizer's ``average`` has no Grove counterpart: 400)
+explorationPercentage      the app's exploration floor: every served probability is at
+                           least ``explorationPercentage / K`` over the K actions offered
+logRetentionDays           how long the app's learned events stay in its log (-1: kept);
+                           the trainer trims older ones
+modelExportFrequency       kept and returned; Grove's trainer publishes a new model at
+                           least every ``GROVE_SNAPSHOT_INTERVAL`` seconds (1 s by default),
+                           which is never slower than the frequency asked for
+modelRetrainDays,          kept and returned; Grove learns online from every event, it
+learningMode (Online),     has no retraining window, apprentice mode or auto-optimization
+isAutoOptimizationEnabled  (other learning modes and auto-optimization: 400)
+=========================  ===========================================================
+
+The values that are not fields of :class:`service.records.AppConfig` live in its ``extra``
+under ``"personalizer"``; :func:`exploration_floor` and :func:`event_retention` read them for
+the parts of Grove that apply them.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from service.personalizer import durations
+from service.records import Aggregation, AppConfig
+
+EXTRA = "personalizer"
+#: Personalizer's defaults for a new resource (its portal's): 20% exploration, logs kept 90
+#: days (Grove: its event_retention setting unless set here), export every 5 minutes
+DEFAULT_EXPLORATION = 0.2
+DEFAULT_EXPORT = 300.0
+_AGGREGATIONS = {a.value: a for a in Aggregation}
+_MODES = ("Online",)
+
+
+class ConfigurationError(ValueError):
+    """A configuration Grove cannot take (the API answers 400 InvalidServiceConfiguration)."""
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
+
+
+def stored(config: AppConfig) -> dict[str, Any]:
+    """The app's Personalizer-only settings (a copy)."""
+    return dict(config.extra.get(EXTRA, {}))
+
+
+def exploration_floor(config: AppConfig) -> float:
+    """The share of decisions that explore uniformly at least (``explorationPercentage``)."""
+    return float(stored(config).get("explorationPercentage", DEFAULT_EXPLORATION))
+
+
+def event_retention(config: AppConfig, default: float) -> float:
+    """Seconds the app's learned events are kept (``math.inf``: never trimmed)."""
+    days = stored(config).get("logRetentionDays")
+    if days is None:
+        return default
+    return math.inf if days == -1 else days * 86_400.0
+
+
+def public(config: AppConfig, retention_default: float) -> dict[str, Any]:
+    """The ``ServiceConfiguration`` Personalizer's clients read."""
+    extra = stored(config)
+    retention = event_retention(config, retention_default)
+    return {
+        "rewardWaitTime": durations.format(config.reward_wait_time),
+        "defaultReward": config.default_reward,
+        "rewardAggregation": config.reward_aggregation.value,
+        "explorationPercentage": exploration_floor(config),
+        "modelExportFrequency": durations.format(extra.get("modelExportFrequency", DEFAULT_EXPORT)),
+        "logRetentionDays": -1 if math.isinf(retention) else math.ceil(retention / 86_400),
+        "modelRetrainDays": int(extra.get("modelRetrainDays", 0)),
+        "lastConfigurationEditDate": _iso(config.updated_at),
+        "learningMode": "Online",
+        "isAutoOptimizationEnabled": False,
+        "logMirrorEnabled": False,
+    }
+
+
+def _duration(body: dict, name: str) -> float | None:
+    if body.get(name) is None:
+        return None
+    try:
+        return durations.parse(body[name])
+    except ValueError as exc:
+        raise ConfigurationError(f"{name}: {exc}") from None
+
+
+def _number(body: dict, name: str, low: float, high: float) -> float | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise ConfigurationError(f"{name} must be a number in [{low}, {high}], got {value!r}")
+    return float(value)
+
+
+def changes(config: AppConfig, body: dict[str, Any]) -> dict[str, Any]:
+    """The :class:`AppConfig` fields a ``ServiceConfiguration`` body changes (checked first,
+    all or none); fields it leaves out keep their values. ConfigurationError says what's wrong.
+
+    >>> from service.records import Action
+    >>> app = AppConfig("a", "u", "trees", {}, (Action("x"),), 600.0, 0.0, (0.0, 1.0),
+    ...                 Aggregation.earliest, "h", 0.0, 0.0)
+    >>> c = changes(app, {"rewardWaitTime": "PT5M", "explorationPercentage": 0.1})
+    >>> c["reward_wait_time"], c["extra"]["personalizer"]["explorationPercentage"]
+    (300.0, 0.1)
+    """
+    out: dict[str, Any] = {}
+    extra = stored(config)
+    wait = _duration(body, "rewardWaitTime")
+    if wait is not None:
+        if not 0 < wait <= 30 * 86_400:
+            raise ConfigurationError(
+                f"rewardWaitTime must be over 0 and at most 30 days, got {wait} s"
+            )
+        out["reward_wait_time"] = wait
+    default = _number(body, "defaultReward", -math.inf, math.inf)
+    if default is not None:
+        low, high = config.reward_range
+        if not low <= default <= high:
+            raise ConfigurationError(
+                f"defaultReward {default} is outside the app's rewardRange {[low, high]}"
+            )
+        out["default_reward"] = default
+    aggregation = body.get("rewardAggregation")
+    if aggregation is not None:
+        chosen = _AGGREGATIONS.get(str(aggregation).lower())
+        if chosen is None:
+            raise ConfigurationError(
+                f"rewardAggregation {aggregation!r}: Grove aggregates with "
+                f"{' or '.join(sorted(_AGGREGATIONS))} ('average' has no Grove counterpart)"
+            )
+        out["reward_aggregation"] = chosen
+    exploration = _number(body, "explorationPercentage", 0.0, 1.0)
+    if exploration is not None:
+        extra["explorationPercentage"] = exploration
+    export = _duration(body, "modelExportFrequency")
+    if export is not None:
+        if export <= 0:
+            raise ConfigurationError("modelExportFrequency must be over 0")
+        extra["modelExportFrequency"] = export
+    retention = body.get("logRetentionDays")
+    if retention is not None:
+        if isinstance(retention, bool) or not isinstance(retention, int) or not (
+            retention == -1 or retention >= 1
+        ):
+            raise ConfigurationError(
+                f"logRetentionDays must be -1 (keep the log) or a whole number of days >= 1, "
+                f"got {retention!r}"
+            )
+        extra["logRetentionDays"] = retention
+    retrain = body.get("modelRetrainDays")
+    if retrain is not None:
+        if isinstance(retrain, bool) or not isinstance(retrain, int) or retrain < 0:
+            raise ConfigurationError(
+                f"modelRetrainDays must be a whole number >= 0, got {retrain!r}"
+            )
+        extra["modelRetrainDays"] = retrain
+    mode = body.get("learningMode")
+    if mode is not None and mode not in _MODES:
+        raise ConfigurationError(
+            f"learningMode {mode!r}: Grove learns online ('Online'); apprentice and logging-only "
+            "modes have no Grove counterpart"
+        )
+    if body.get("isAutoOptimizationEnabled"):
+        raise ConfigurationError(
+            "isAutoOptimizationEnabled: Grove has no periodic auto-optimization; run an "
+            "evaluation and apply its policy (POST /configurations/applyFromEvaluation), or "
+            "give the app the 'auto' policy kind"
+        )
+    if body.get("logMirrorEnabled"):
+        raise ConfigurationError("logMirrorEnabled: Grove does not mirror logs to Azure storage")
+    out["extra"] = {**config.extra, EXTRA: extra}
+    return out
+
+
+def touched(config: AppConfig, **fields: Any) -> dict[str, Any]:
+    """``extra`` with Personalizer-only ``fields`` set (e.g. ``modelCreatedAt``)."""
+    return {**config.extra, EXTRA: {**stored(config), **fields}}
+
+
+def model_created_at(config: AppConfig) -> float:
+    """When the app's current model started (created, reset, imported or re-policied)."""
+    return float(stored(config).get("modelCreatedAt", config.created_at))
+
+
+def now() -> float:
+    return time.time()

@@ -1,0 +1,130 @@
+"""Personalizer's model file and model replacement, in Grove's own terms.
+
+**The model file** (``GET /model``, ``PUT /model``) is Grove's versioned state, never a pickle
+and never Vowpal Wabbit's: one :mod:`service.codec` payload (msgpack with numpy arrays) holding
+
+    {"format": "grove.personalizer-model", "version": 1, "app", "kind", "params",
+     "actions", "exportedAt", "state": <the learner's to_state()>}
+
+An import is checked before anything is written: the codec envelope, the format and version,
+a known bandit kind, a state the kind restores from, and a decision made with the restored
+learner; anything else is a 400 ``InvalidModelImportFormat``, never a crash. Personalizer's
+``signed`` export (a signed zip) has no Grove counterpart: the file is the same either way.
+
+**Replacing a model** (import, reset, a new policy) writes the app's config and a new snapshot
+in one transaction: version + 1, the old snapshot's stream offset (so the new model learns the
+events that come after the old one's), its own state. The trainer then fails to publish over it
+(the snapshot's version moved), drops its learner and takes the app again from the new snapshot;
+API processes load the new version at their next request. Events already learned by the old
+model are not re-learned.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import redis
+
+from service import codec, keys
+from service.models import model_kind
+from service.records import AppConfig
+
+FORMAT = "grove.personalizer-model"
+VERSION = 1
+
+
+class ModelFileError(ValueError):
+    """Bytes that are not a Grove model file Grove can serve (400 InvalidModelImportFormat)."""
+
+
+def export(config: AppConfig, state: dict) -> bytes:
+    """The model file of ``config``'s app with the trainer ``state`` of its snapshot."""
+    return codec.encode(
+        {
+            "format": FORMAT,
+            "version": VERSION,
+            "app": config.name,
+            "kind": config.policy_kind,
+            "params": config.policy_params,
+            "actions": config.action_ids,
+            "exportedAt": time.time(),
+            "state": state,
+        }
+    )
+
+
+def read(payload: bytes) -> tuple[str, dict[str, Any], dict, Any]:
+    """``(kind, params, state, learner)`` of a model file, checked as the module doc says."""
+    try:
+        content = codec.decode(payload)
+    except codec.CodecError as exc:
+        raise ModelFileError(f"not a Grove model file (GET /model exports one): {exc}") from None
+    if not isinstance(content, dict) or content.get("format") != FORMAT:
+        raise ModelFileError(f"not a Grove model file: its format is not {FORMAT!r}")
+    if content.get("version") != VERSION:
+        raise ModelFileError(
+            f"model file version {content.get('version')!r} is not supported (Grove reads "
+            f"version {VERSION})"
+        )
+    kind_name, params, state = content.get("kind"), content.get("params"), content.get("state")
+    if not (isinstance(kind_name, str) and isinstance(params, dict) and isinstance(state, dict)):
+        raise ModelFileError("the model file lacks its kind, params or state")
+    try:
+        kind = model_kind(kind_name)
+    except ValueError as exc:
+        raise ModelFileError(str(exc)) from None
+    if not kind.uses_actions:
+        raise ModelFileError(
+            f"a {kind_name!r} model does not rank: Personalizer apps need a bandit kind"
+        )
+    try:
+        learner = kind.load(state)
+        actions = [str(a) for a in content.get("actions") or []][:2] or ["a", "b"]
+        kind.decide(learner, {}, actions, [])  # a restored learner must also decide
+    except Exception as exc:  # noqa: BLE001 - a hostile state may raise anything from_state
+        raise ModelFileError(
+            f"the model file's state does not restore a {kind_name!r} policy: "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
+    return kind_name, params, state, learner
+
+
+def fresh(kind_name: str, params: dict[str, Any], actions: list[str]) -> Any:
+    """A new learner (TypeError/ValueError for params the kind refuses)."""
+    return model_kind(kind_name).new(dict(params), actions)
+
+
+def replace(client: redis.Redis, name: str, learner: Any, **config_changes: Any) -> AppConfig:
+    """Write ``learner`` as the app's new model and ``config_changes`` into its config, in one
+    transaction (see the module doc). Returns the new config; KeyError if the app is gone."""
+    config_key, snapshot_key = keys.config(name), keys.snapshot(name)
+    with client.pipeline(transaction=True) as pipe:
+        while True:
+            try:
+                pipe.watch(config_key, snapshot_key)
+                raw = pipe.hget(config_key, "json")
+                version = pipe.hget(snapshot_key, "version")
+                if raw is None or version is None:
+                    raise KeyError(name)
+                config = AppConfig.from_json(raw).replace(updated_at=time.time(), **config_changes)
+                kind = model_kind(config.policy_kind)
+                state = codec.encode(kind.dump(learner))
+                serving = codec.encode(kind.dump_for_serving(learner))
+                pipe.multi()
+                pipe.hset(config_key, "json", config.to_json())
+                pipe.hset(
+                    snapshot_key,
+                    mapping={
+                        "version": int(version) + 1,
+                        "eventsLearned": 0,
+                        "eventsRejected": 0,
+                        "updatedAt": int(time.time() * 1000),
+                        "state": state,
+                        "serving": serving,
+                    },
+                )
+                pipe.execute()
+                return config
+            except redis.WatchError:
+                continue
