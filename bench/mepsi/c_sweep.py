@@ -23,7 +23,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-from sklearn.ensemble import RandomForestClassifier
 from sklearn.model_selection import train_test_split
 from tqdm import tqdm
 
@@ -31,13 +30,12 @@ from bench.common.paths import OUT
 from bench.mepsi.data import TABLE, load
 from online.pruning import (
     MEPSI,
-    forest_oob_predictions,
-    forest_predictions,
     from_sklearn_forest,
     reduce_error,
     ted_matrix,
     vote_accuracy,
 )
+from online.pruning.protocol import held_out_set, paper_forest, pruning_set
 
 GRID = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 0.8)
 HERE = Path(__file__).resolve().parent
@@ -49,20 +47,12 @@ def run_one(name, rep, ccp, prune_on, esm_avg, grid) -> dict:
         Xtr, Xte, ytr, yte = X[~split], X[split], y[~split], y[split]
     else:
         Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=0)
-    rf = RandomForestClassifier(
-        200,
-        criterion="entropy",
-        max_features="sqrt",
-        ccp_alpha=TABLE[name][3] if ccp is None else ccp,
-        random_state=rep,
-        n_jobs=1,
-    ).fit(Xtr, ytr)
+    alpha = TABLE[name][3] if ccp is None else ccp
+    rf = paper_forest(200, alpha, random_state=rep).fit(Xtr, ytr)
     trees = from_sklearn_forest(rf)
-    ytr_c = np.searchsorted(rf.classes_, ytr)
-    yte_c = np.searchsorted(rf.classes_, yte)
-    P_oob = forest_oob_predictions(rf, Xtr)
-    P = P_oob if prune_on == "oob" else forest_predictions(rf, Xtr, scores=True)
-    P_te = forest_predictions(rf, Xte, scores=True)
+    P_oob, ytr_c = pruning_set(rf, Xtr, ytr, prune_on="oob")
+    P = P_oob if prune_on == "oob" else pruning_set(rf, Xtr, ytr)[0]
+    P_te, yte_c = held_out_set(rf, Xte, yte)  # a test class the forest never saw: -1
     D = ted_matrix(trees)
     acc, oob_err = {}, {}
     for C in grid:

@@ -31,21 +31,18 @@ import json
 import time
 
 import numpy as np
-from sklearn.ensemble import RandomForestClassifier
 from sklearn.model_selection import StratifiedKFold, train_test_split
 from tqdm import tqdm
 
 from bench.common.paths import OUT
 from bench.mepsi.data import TABLE, load
-from bench.mepsi.table1 import BASELINES, PAPER, _ranks
+from bench.mepsi.table1 import PAPER, _ranks
 from online.pruning import (
     MEPSI,
-    METHODS,
-    forest_oob_predictions,
-    forest_predictions,
     from_sklearn_forest,
     vote_accuracy,
 )
+from online.pruning.protocol import held_out_set, paper_forest, pruning_set, run_baselines
 
 #: C grid in the per-term reading of ESM_avg (0 = Algorithm 1 without the structural term);
 #: Table S3's C (0.5-0.8) is added per data set
@@ -53,23 +50,7 @@ GRID = (0.0, 1e-4, 3e-4, 1e-3, 3e-3, 0.01, 0.03, 0.1, 0.3)
 
 
 def _forest(X, y, ccp, seed):
-    return RandomForestClassifier(
-        200, criterion="entropy", max_features="sqrt", ccp_alpha=ccp, random_state=seed, n_jobs=1
-    ).fit(X, y)
-
-
-def _pruning_set(rf, X, y, prune_on):
-    P = (
-        forest_oob_predictions(rf, X)
-        if prune_on == "oob"
-        else forest_predictions(rf, X, scores=True)
-    )
-    return P, np.searchsorted(rf.classes_, y)
-
-
-def _test_codes(rf, y):
-    known = np.isin(y, rf.classes_)
-    return np.where(known, np.searchsorted(rf.classes_, y), -1)
+    return paper_forest(200, ccp, random_state=seed).fit(X, y)
 
 
 def choose_c(X, y, ccp, prune_on, grid, folds, seed) -> tuple[float, list[float]]:
@@ -79,8 +60,8 @@ def choose_c(X, y, ccp, prune_on, grid, folds, seed) -> tuple[float, list[float]
     for f, (fit, held) in enumerate(cv.split(X, y)):
         rf = _forest(X[fit], y[fit], ccp, seed)
         trees = from_sklearn_forest(rf)
-        P, yc = _pruning_set(rf, X[fit], y[fit], prune_on)
-        P_held, y_held = forest_predictions(rf, X[held], scores=True), _test_codes(rf, y[held])
+        P, yc = pruning_set(rf, X[fit], y[fit], prune_on=prune_on)
+        P_held, y_held = held_out_set(rf, X[held], y[held])
         D = None
         for g, C in enumerate(grid):
             m = MEPSI(k=20, C=C, random_state=seed).fit(trees, P, yc, distances=D)
@@ -105,12 +86,11 @@ def run_one(name, rep, ccp, prune_on, folds) -> dict:
     inner_s = time.perf_counter() - t0
     rf = _forest(Xtr, ytr, alpha, rep)
     trees = from_sklearn_forest(rf)
-    P, yc = _pruning_set(rf, Xtr, ytr, prune_on)
-    P_te, y_te = forest_predictions(rf, Xte, scores=True), _test_codes(rf, yte)
+    P, yc = pruning_set(rf, Xtr, ytr, prune_on=prune_on)
+    P_te, y_te = held_out_set(rf, Xte, yte)
     acc, sel = {"all": vote_accuracy(P_te, y_te, np.arange(200))}, {}
-    for b in BASELINES:
-        s = METHODS[b](P, yc, 20, random_state=rep)
-        acc[b], sel[b] = vote_accuracy(P_te, y_te, s), s.tolist()
+    for b, picked in run_baselines(P, yc, 20, random_state=rep).items():
+        acc[b], sel[b] = vote_accuracy(P_te, y_te, picked.trees), picked.trees.tolist()
     D = None
     for key, C in (("mepsi_paper", paper_c), ("mepsi_inner", chosen)):
         m = MEPSI(k=20, C=C, random_state=rep).fit(trees, P, yc, distances=D)

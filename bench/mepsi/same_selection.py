@@ -53,6 +53,8 @@ def record(pkg: str, out: str, names: list[str]) -> None:
             else:
                 Xtr, _, ytr, _ = train_test_split(X, y, test_size=0.3, random_state=0)
             alpha = 0.0 if setting == "ccp0" else TABLE[name][3]
+            # online.pruning.protocol's forest and pruning set, written with the calls every
+            # revision has (the old side imports an old online package)
             rf = RandomForestClassifier(
                 200, criterion="entropy", ccp_alpha=alpha, random_state=0, n_jobs=1
             ).fit(Xtr, ytr)

@@ -34,22 +34,18 @@ import time
 from pathlib import Path
 
 import numpy as np
-from sklearn.ensemble import RandomForestClassifier
 from sklearn.model_selection import train_test_split
 from tqdm import tqdm
 
 from bench.common.paths import OUT
 from bench.mepsi.data import TABLE, load
-from online.pruning import (
-    MEPSI,
-    METHODS,
-    forest_oob_predictions,
-    forest_predictions,
-    from_sklearn_forest,
-    vote_accuracy,
+from online.pruning import MEPSI, from_sklearn_forest, vote_accuracy
+from online.pruning.protocol import (
+    held_out_set,
+    paper_forest,
+    pruning_set,
+    run_baselines,
 )
-
-BASELINES = ["random", "kappa", "reduce_error", "boosting"]
 
 #: Table 1 of the paper (test accuracy %, mean over 20 repetitions): MEPSI, All, Random, Kappa,
 #: Boost (boosting-based ordering); "-" where the paper has no such data set
@@ -99,40 +95,21 @@ def run_one(
         Xfit, Xpr, yfit, ypr = train_test_split(Xtr, ytr, test_size=0.25, random_state=rep)
     alpha = TABLE[name][3] if ccp is None else ccp
     t0 = time.perf_counter()
-    rf = RandomForestClassifier(
-        n_estimators=n_trees,
-        criterion="entropy",
-        max_features="sqrt",
-        bootstrap=True,
-        max_samples=None,
-        ccp_alpha=alpha,
-        random_state=rep,
-        n_jobs=1,
-    ).fit(Xfit, yfit)
+    rf = paper_forest(n_trees, alpha, random_state=rep).fit(Xfit, yfit)
     fit_s = time.perf_counter() - t0
     trees = from_sklearn_forest(rf)
-    soft = vote == "soft"
-    if prune_on == "oob":
-        if not soft:
-            raise ValueError("--prune-on oob needs --vote soft (zero rows mark in-bag)")
-        P_pr, y_pr = forest_oob_predictions(rf, Xfit), yfit
-    elif prune_on == "holdout":
-        P_pr, y_pr = forest_predictions(rf, Xpr, scores=soft), ypr
+    # soft vote: scores indexed by rf.classes_, labels as class codes (unseen class: -1)
+    if prune_on == "holdout":
+        P_pr, y_pr = pruning_set(rf, Xpr, ypr, prune_on="train", vote=vote)
     else:
-        P_pr, y_pr = forest_predictions(rf, Xfit, scores=soft), yfit
-    P_te = forest_predictions(rf, Xte, scores=soft)
-    if soft:  # scores are indexed by rf.classes_ (a class missing from the fit split: -1)
-        y_pr = np.searchsorted(rf.classes_, y_pr)
-        known = np.isin(yte, rf.classes_)
-        yte = np.where(known, np.searchsorted(rf.classes_, yte), -1)
+        P_pr, y_pr = pruning_set(rf, Xfit, yfit, prune_on=prune_on, vote=vote)
+    P_te, yte = held_out_set(rf, Xte, yte, vote=vote)
     acc = {"all": vote_accuracy(P_te, yte, np.arange(n_trees))}
     sel, cpu = {}, {}
-    for m in BASELINES:
-        c0 = time.process_time()
-        s = METHODS[m](P_pr, y_pr, k, random_state=rep)
-        cpu[m] = time.process_time() - c0
-        sel[m] = s.tolist()
-        acc[m] = vote_accuracy(P_te, yte, s)
+    for m, picked in run_baselines(P_pr, y_pr, k, random_state=rep).items():
+        cpu[m] = picked.cpu_seconds
+        sel[m] = picked.trees.tolist()
+        acc[m] = vote_accuracy(P_te, yte, picked.trees)
     times, n_ted, D = {}, {}, None
     for spec in mepsi_specs:
         key, C, reading = parse_mepsi(spec, name)

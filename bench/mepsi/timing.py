@@ -28,20 +28,18 @@ import os
 import time
 
 import numpy as np
-from sklearn.ensemble import RandomForestClassifier
 from sklearn.model_selection import train_test_split
 from tqdm import tqdm
 
 from bench.mepsi.data import TABLE, load
 from online.pruning import (
     MEPSI,
-    forest_oob_predictions,
-    forest_predictions,
     from_sklearn_forest,
     reduce_error,
     ted_compiled,
     ted_matrix,
 )
+from online.pruning.protocol import paper_forest, pruning_set
 
 
 def clocks():
@@ -72,14 +70,8 @@ def main(argv=None):
         else:
             Xtr, _, ytr, _ = train_test_split(X, y, test_size=0.3, random_state=0)
         alpha = TABLE[name][3] if a.ccp is None else a.ccp
-        rf = RandomForestClassifier(
-            200, criterion="entropy", ccp_alpha=alpha, random_state=0, n_jobs=1
-        ).fit(Xtr, ytr)
-        if a.prune_on == "oob":
-            P = forest_oob_predictions(rf, Xtr)
-        else:
-            P = forest_predictions(rf, Xtr, scores=True)
-        yc = np.searchsorted(rf.classes_, ytr)
+        rf = paper_forest(200, alpha, random_state=0).fit(Xtr, ytr)
+        P, yc = pruning_set(rf, Xtr, ytr, prune_on=a.prune_on)
         C = TABLE[name][4] if a.C is None else a.C
         if a.kernels:
             kernels(name, from_sklearn_forest(rf))

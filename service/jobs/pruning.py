@@ -89,7 +89,6 @@ LABELED_ONLY = (
 LIVE_ONLY = (
     "exploring", "tolerance", "validation_fraction", "publish", "publish_timeout", "latency_samples"
 )
-BASELINES = ("random", "kappa", "reduce_error", "boosting")
 
 
 class PruningParams(JobParams):
@@ -161,17 +160,9 @@ def _class_labels(series: pd.Series, target: str) -> np.ndarray:
 
 
 def _run_labeled(params: PruningParams, dataset: Dataset, progress) -> dict[str, Any]:
-    from sklearn.ensemble import RandomForestClassifier
     from sklearn.model_selection import train_test_split
 
-    from online.pruning import (
-        MEPSI,
-        METHODS,
-        forest_oob_predictions,
-        forest_predictions,
-        from_sklearn_forest,
-        vote_accuracy,
-    )
+    from online.pruning import MEPSI, from_sklearn_forest, protocol, vote_accuracy
 
     frame = dataset.frame
     if params.prune_on == "oob" and params.vote != "soft":
@@ -203,23 +194,20 @@ def _run_labeled(params: PruningParams, dataset: Dataset, progress) -> dict[str,
     progress(0.05, f"random forest of {params.n_estimators} trees on {len(y_tr)} rows")
 
     t0 = time.perf_counter()
-    rf = RandomForestClassifier(
-        n_estimators=params.n_estimators, criterion="entropy", max_features="sqrt",
-        bootstrap=True, max_samples=None, ccp_alpha=params.ccp_alpha,
-        random_state=params.random_state, n_jobs=1,
+    rf = protocol.paper_forest(
+        params.n_estimators, params.ccp_alpha, params.random_state
     ).fit(X_tr, y_tr)
     fit_seconds = time.perf_counter() - t0
     progress(0.3, "trees' predictions")
     trees = from_sklearn_forest(rf)
-    soft = params.vote == "soft"
-    P_tr = forest_predictions(rf, X_tr, scores=soft)
-    P_te = forest_predictions(rf, X_te, scores=soft)
-    if soft:  # scores are indexed by rf.classes_; a test class the forest never saw is -1
-        index = {c: i for i, c in enumerate(rf.classes_.tolist())}
-        y_tr = np.array([index[c] for c in y_tr.tolist()])
-        y_te = np.array([index.get(c, -1) for c in y_te.tolist()])
+    # soft vote: scores indexed by rf.classes_, labels as class codes (-1: unseen test class)
+    labels_tr = y_tr
+    P_tr, y_tr = protocol.pruning_set(rf, X_tr, labels_tr, prune_on="train", vote=params.vote)
+    P_te, y_te = protocol.held_out_set(rf, X_te, y_te, vote=params.vote)
     # the error term's labeled set: the training rows, or each tree's out-of-bag rows
-    P_pr = forest_oob_predictions(rf, X_tr) if params.prune_on == "oob" else P_tr
+    P_pr = P_tr
+    if params.prune_on == "oob":
+        P_pr = protocol.pruning_set(rf, X_tr, labels_tr, prune_on="oob")[0]
 
     def scored(name: str, selected, seconds: float, **extra) -> dict[str, Any]:
         selected = np.asarray(selected, dtype=np.int64)
@@ -233,11 +221,10 @@ def _run_labeled(params: PruningParams, dataset: Dataset, progress) -> dict[str,
         }
 
     methods = [scored("all", np.arange(len(trees)), 0.0)]
-    for i, name in enumerate(BASELINES):
+    for i, name in enumerate(protocol.BASELINES):
         progress(0.35 + 0.1 * i, f"baseline {name}")
-        t0 = time.perf_counter()
-        chosen = METHODS[name](P_pr, y_tr, params.k, random_state=params.random_state)
-        methods.append(scored(name, chosen, time.perf_counter() - t0, trees=chosen.tolist()))
+        picked = protocol.run_baselines(P_pr, y_tr, params.k, params.random_state, [name])[name]
+        methods.append(scored(name, picked.trees, picked.seconds, trees=picked.trees.tolist()))
     progress(0.75, f"MEPSI: {len(trees)} -> {params.k} trees")
     t0 = time.perf_counter()
     mepsi = MEPSI(
