@@ -23,9 +23,10 @@ which stays positive when lambda_i(m) <= c / (m - ell_i) (c < 1), and is a non-n
 supermartingale whenever nu_i <= m for every i. By Ville's inequality, P(sup_t K_t(nu) >= 1/alpha)
 <= alpha, so the set {m : K_t(m) < 1/alpha} contains nu at every t simultaneously with
 probability >= 1 - alpha; its infimum is the lower bound L_t. For a policy that learns (nu_i
-changes), the same argument bounds the smallest of its successive values from below, and an
-upper sequence bounds the largest from above (Waudby-Smith et al. 2022, sec. 4, time-varying
-policies): comparing two candidates' bands is then conservative.
+changes), the argument holds for any m above all of nu_1..nu_t: the lower bound does not exceed
+the largest of its successive values, nor the upper bound fall below the smallest. (Waudby-Smith
+et al. 2022, sec. 4, bound a weighted running average instead, with the empirical-Bernstein
+form; see "Choices" for why betting here.)
 
 The bets are WSR's aGRAPA rule (their eq. (26)): the Kelly-like fraction
 lambda_t(m) = (mu_{t-1} - m) / (sigma2_{t-1} + (mu_{t-1} - m)^2), clipped to
@@ -137,16 +138,25 @@ class LowerConfidenceSequence:
     """
 
     def __init__(self, alpha: float = 0.05, rows: int = 1, grid: int = 100, c: float = 0.5):
-        if not 0.0 < alpha < 1.0:
-            raise ValueError(f"alpha must be in (0, 1), got {alpha}")
         if not 0.0 < c < 1.0:
             raise ValueError(f"c must be in (0, 1), got {c}")
         if grid < 2:
             raise ValueError(f"grid must be at least 2, got {grid}")
-        self.alpha = alpha
+        self.alpha = _alphas(alpha, rows)
         self.grid = grid
         self.c = c
         self.state = np.zeros((rows, _HEAD + grid + 1))
+
+    def add_rows(self, alpha) -> None:
+        """Append fresh sequences at level(s) ``alpha`` (one per value)."""
+        alpha = _alphas(alpha, np.size(alpha))
+        self.alpha = np.concatenate([self.alpha, alpha])
+        self.state = np.concatenate([self.state, np.zeros((len(alpha), self.state.shape[1]))])
+
+    def remove_rows(self, rows) -> None:
+        keep = np.ones(len(self.state), bool)
+        keep[rows] = False
+        self.alpha, self.state = self.alpha[keep], self.state[keep]
 
     def update(self, z, ell=None) -> None:
         z = np.atleast_2d(np.asarray(z, dtype=float))
@@ -163,7 +173,7 @@ class LowerConfidenceSequence:
 
     def lower(self) -> np.ndarray:
         """The lower bounds, one per row (0 before the evidence rejects anything)."""
-        rejected = self.state[:, _HEAD:] >= math.log(1.0 / self.alpha)
+        rejected = self.state[:, _HEAD:] >= np.log(1.0 / self.alpha)[:, None]
         # first grid point not rejected; the cell below it is rejected whole (module doc)
         first = np.where(rejected.all(axis=1), self.grid + 1, np.argmin(rejected, axis=1))
         return np.maximum(first - 1, 0) / self.grid
@@ -224,13 +234,33 @@ class OffPolicyEstimates:
     0.6
     """
 
-    def __init__(self, alpha: float = 0.05, rows: int = 1):
-        self.alpha = alpha
-        self.rows = rows
+    def __init__(self, alpha=0.05, rows: int = 1):
+        self.alpha = _alphas(alpha, rows)
         # per row: lower side, upper side (a lower sequence on the complement)
-        self._ips = LowerConfidenceSequence(alpha / 2, rows * 2)
-        self._dr = LowerConfidenceSequence(alpha / 2, rows * 2)
+        sides = np.repeat(self.alpha / 2, 2)
+        self._ips = LowerConfidenceSequence(sides, rows * 2)
+        self._dr = LowerConfidenceSequence(sides, rows * 2)
         self.sums = np.zeros((rows, 5))  # n, sum w r, sum w, sum dr, events with DR
+
+    @property
+    def rows(self) -> int:
+        return len(self.alpha)
+
+    def add_rows(self, alpha) -> None:
+        """Append rows (fresh estimates) at level(s) 1 - ``alpha``."""
+        alpha = _alphas(alpha, np.size(alpha))
+        self.alpha = np.concatenate([self.alpha, alpha])
+        for cs in (self._ips, self._dr):
+            cs.add_rows(np.repeat(alpha / 2, 2))
+        self.sums = np.concatenate([self.sums, np.zeros((len(alpha), 5))])
+
+    def remove_rows(self, rows) -> None:
+        """Drop rows (by index or boolean mask); the others keep their estimates."""
+        drop = np.zeros(self.rows, bool)
+        drop[rows] = True
+        for cs in (self._ips, self._dr):
+            cs.remove_rows(np.repeat(drop, 2))
+        self.alpha, self.sums = self.alpha[~drop], self.sums[~drop]
 
     # -- feeding ---------------------------------------------------------------------------------
 
@@ -276,8 +306,8 @@ class OffPolicyEstimates:
         low, high = self._bands(cs)
         with np.errstate(invalid="ignore", divide="ignore"):
             value = np.where(n > 0, total / n, math.nan)
-        return [Estimate(float(v), float(lo), float(hi), int(k), 1 - self.alpha)
-                for v, lo, hi, k in zip(value, low, high, n)]
+        return [Estimate(float(v), float(lo), float(hi), int(k), float(1 - a))
+                for v, lo, hi, k, a in zip(value, low, high, n, self.alpha)]
 
     def ips(self) -> list[Estimate]:
         """Per row: the IPS estimate with its confidence sequence's current band."""
@@ -295,14 +325,26 @@ class OffPolicyEstimates:
     # -- state -----------------------------------------------------------------------------------
 
     def to_state(self) -> dict:
-        return {"alpha": self.alpha, "rows": self.rows, "ips": self._ips.state.copy(),
+        return {"alpha": self.alpha.copy(), "ips": self._ips.state.copy(),
                 "dr": self._dr.state.copy(), "sums": self.sums.copy()}
 
     @classmethod
     def from_state(cls, state: dict) -> OffPolicyEstimates:
-        est = cls(float(state["alpha"]), int(state["rows"]))
+        alpha = np.asarray(state["alpha"], dtype=float)
+        est = cls(alpha, len(alpha))
         for name in ("ips", "dr"):
             seq = getattr(est, "_" + name)
             seq.state = np.array(state[name], dtype=float).reshape(seq.state.shape)
         est.sums = np.array(state["sums"], dtype=float).reshape(est.rows, 5)
         return est
+
+
+def _alphas(alpha, rows: int) -> np.ndarray:
+    """Per-row error levels: one value for all rows, or one per row; each in (0, 1)."""
+    a = np.asarray(alpha, dtype=float)
+    a = np.full(rows, float(a)) if a.ndim == 0 else a.reshape(-1).copy()
+    if len(a) != rows:
+        raise ValueError(f"expected one alpha or {rows}, got {len(a)}")
+    if not np.all((a > 0.0) & (a < 1.0)):
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    return a

@@ -50,6 +50,9 @@ POLICY_KINDS: dict[str, PolicyKind] = {
                    "Bandit Forest (Feraud et al. 2016): online random forest of decision stumps"),
         PolicyKind("linucb", "online.policies.linucb:LinUCB",
                    "disjoint LinUCB (Li et al. 2010), Sherman-Morrison updates"),
+        PolicyKind("auto", "online.policies.auto:AutoPolicy",
+                   "several candidates learn from one stream; anytime-valid off-policy "
+                   "estimates pick the one that serves"),
     )
 }
 
@@ -78,7 +81,7 @@ def make_policy(kind: str = DEFAULT_POLICY_KIND, actions: Iterable[Hashable] = (
     >>> make_policy("nope")
     Traceback (most recent call last):
     ...
-    ValueError: unknown policy kind 'nope'; known kinds: bandit-forest, linucb
+    ValueError: unknown policy kind 'nope'; known kinds: auto, bandit-forest, linucb
     """
     spec = policy_kind(kind)
     spec.check({**params, "seed": seed})

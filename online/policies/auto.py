@@ -1,0 +1,576 @@
+"""The auto policy: candidates learn from one stream, counterfactual evaluation picks the champion.
+
+Every joined event is learned by every candidate (its own learning rule, off-policy, from the
+logged propensity). Before a candidate learns an event, the probability it would have served
+the logged action is recorded; from these, per candidate, IPS, SNIPS and doubly robust
+estimates of its value with anytime-valid confidence sequences (:mod:`online.confidence`). The
+app serves the champion's distribution mixed with an exploration floor; a challenger replaces
+the champion only when its lower bound exceeds the champion's upper bound.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable
+
+import numpy as np
+
+from online.confidence import OffPolicyEstimates, dr_lower_bounds
+from online.policies.base import Policy, _check_action, _check_feedback, rng_from_state
+from online.policies.features import FeatureEncoder
+from online.policies.registry import policy_kind
+
+__all__ = ["AutoPolicy", "CandidateConflict", "DEFAULT_CANDIDATES"]
+
+#: the default candidate set, serving order first (see the class doc for why)
+DEFAULT_CANDIDATES: tuple[dict, ...] = (
+    {"kind": "linucb"},
+    {"kind": "bandit-forest"},
+)
+
+_ESTIMATORS = ("ips", "dr")
+
+
+class CandidateConflict(ValueError):
+    """A change of candidates that would leave the app without a serving candidate."""
+
+
+class _Candidate:
+    """One candidate: its policy, its estimates and where it came from."""
+
+    __slots__ = ("name", "kind", "params", "serial", "policy", "created_at")
+
+    def __init__(self, name, kind, params, serial, policy, created_at):
+        self.name = name
+        self.kind = kind
+        self.params = params
+        self.serial = serial
+        self.policy = policy
+        self.created_at = created_at
+
+    def spec(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "params": dict(self.params)}
+
+
+class AutoPolicy(Policy):
+    """Several candidate policies learn from the same stream; the one that is surely best serves.
+
+    Serving. The served distribution is the champion's, mixed with the exploration floor:
+    ``(1 - floor) * pi_champion(a | x) + floor / K`` over the K candidate actions, so every
+    allowed action has probability at least ``floor / K`` and every logged propensity is exact.
+    The floor bounds the importance weights (by K / floor) of every candidate's estimate.
+
+    Learning and evaluation. For a batch of events (``learn_many``; ``learn_one`` is a batch of
+    one), each candidate's distribution for every event's context is taken first, with the state
+    the candidate has before the batch, then the candidate learns the batch. The value estimated
+    for a candidate is that of the distribution it would serve, its own mixed with the floor,
+    w_i = pi_c(a_i | x_i) / p_i. Taking probabilities at the batch's start, not before each
+    event, keeps them predictable (they depend on earlier events only), which is all the
+    confidence sequences need, and lets the candidates learn a batch at once (the service's
+    served snapshot lags the trainer in the same way).
+
+    * IPS and DR with two-sided anytime-valid bands, SNIPS as a point estimate. DR's reward
+      model is the running mean reward of each action over the earlier events (predictable, as
+      the DR sequence needs; context-free, shared by the candidates).
+    * The bands of the candidate created ``j``-th (1, 2, ...) are at level 1 - alpha / 2^j, so
+      that all bands of all candidates ever created hold at all times with probability >=
+      1 - alpha (a union bound over a series that sums to alpha).
+    * ``estimator`` (``"ips"`` by default, or ``"dr"``) says which bands decide the switch; IPS
+      by default because its bands stay valid when a hostile upload breaks the floor (below).
+
+    Switching. After each batch, a challenger with at least ``min_events`` evaluated events whose
+    lower bound exceeds the champion's upper bound replaces it (the highest lower bound among
+    several). With probability >= 1 - alpha no band ever fails, so with fixed policies a switch
+    only ever goes to a better one and two equal candidates never switch; for candidates that
+    learn, the betting bands bound the best of a candidate's successive values from below and
+    the worst from above (:mod:`online.confidence`), so a switch means the challenger has been
+    better than the champion has been. Each switch is recorded: the event count at which it
+    happened, from, to, and both candidates' estimates.
+
+    Estimates run since each candidate was created, not over a sliding window: one
+    supermartingale per candidate is what makes the bands valid although they are read after
+    every batch; a window read repeatedly would need a union over windows and loses that.
+    Traffic is non-stationary, so the candidates themselves keep adapting (each learns every
+    event), and a candidate added later (:meth:`add_candidate`) is evaluated from its creation,
+    on the current traffic only.
+
+    Bad and hostile input
+    ---------------------
+    * Rewards outside [0, 1] (the service rescales the app's range to [0, 1]) are clipped to it,
+      for learning and estimates alike, and counted (``clipped_rewards``): every candidate is
+      then valued on the same clipped reward, so their comparison is not biased.
+    * A propensity of 0 (or not in (0, 1], or a reward that is not a finite number) is refused
+      with ``ValueError`` as by every policy (``learn_many`` learns the events before it, then
+      raises): no weight exists for it. The refusal depends on the log record, not on the reward.
+    * A propensity below ``floor / K`` (never logged by Grove; possible in uploaded history) is
+      raised to ``floor / K`` in the weights: a smaller weight than the true one for IPS, on both
+      sides of its band (the terms w r and w (1 - r) both shrink), so the IPS band stays valid,
+      only wider; DR's lower bounds stay correct by construction.
+    * An event decided before a candidate existed (a late reward, uploaded history) is evaluated
+      like any other: IPS needs only the logged propensity and the candidate's probability,
+      taken before it learns the event, so the term is predictable and unbiased.
+
+    Parameters
+    ----------
+    candidates
+        ``[{"kind": ..., "params": {...}, "name": ...}, ...]``: kinds of
+        :data:`online.policies.registry.POLICY_KINDS`; ``name`` defaults to the kind (with
+        ``-2``, ``-3`` ... on repeats); the first serves first. ``None``: the defaults.
+    floor
+        The exploration floor in (0, 1): the share of probability spread over all actions.
+    alpha
+        Total error probability of all candidates' bands (see above).
+    min_events
+        Events a challenger must have been evaluated on before it may replace the champion.
+    estimator
+        ``"ips"`` or ``"dr"``: which bands decide a switch.
+    seed
+        Seed of the draws; candidates without a ``seed`` param get seeds derived from it.
+
+    Examples
+    --------
+    Bandit Forest serves first; LinUCB learns the same events and takes over once its value is
+    surely higher:
+
+    >>> import random
+    >>> rng = random.Random(0)
+    >>> policy = AutoPolicy(candidates=[{"kind": "bandit-forest"}, {"kind": "linucb"}],
+    ...                     actions=["a1", "a2", "a3", "a4", "a5"], seed=1)
+    >>> for _ in range(4000):
+    ...     x = {"favorite": rng.choice(policy.actions), "device": rng.choice(["pc", "phone"])}
+    ...     d = policy.decide(x)
+    ...     policy.learn_one(x, d.action, float(d.action == x["favorite"]), d.probability)
+    >>> policy.serving
+    'linucb'
+    >>> [(s["from"], s["to"]) for s in policy.switches]
+    [('bandit-forest', 'linucb')]
+    >>> clone = AutoPolicy.from_state(policy.to_state())
+    >>> clone.evaluations() == policy.evaluations()
+    True
+    """
+
+    FORMAT = "grove.auto"
+    VERSION = 1
+
+    def __init__(self, candidates: list[dict] | None = None, floor: float = 0.1,
+                 alpha: float = 0.05, min_events: int = 500, estimator: str = "ips",
+                 actions: Iterable[Hashable] = (), seed: int | None = None):
+        if not 0.0 < floor < 1.0:
+            raise ValueError(f"floor must be in (0, 1), got {floor}")
+        if not 0.0 < alpha < 1.0:
+            raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+        if estimator not in _ESTIMATORS:
+            raise ValueError(f"estimator must be one of {', '.join(_ESTIMATORS)}, got "
+                             f"{estimator!r}")
+        if int(min_events) != min_events or min_events < 0:
+            raise ValueError(f"min_events must be a whole number >= 0, got {min_events}")
+        self.floor = float(floor)
+        self.alpha = float(alpha)
+        self.min_events = int(min_events)
+        self.estimator = estimator
+        super().__init__(seed=seed)
+        self._candidates_: list[_Candidate] = []
+        self._estimates = OffPolicyEstimates(rows=0)  # row j: candidate j
+        self._serving = None
+        self._serial = 0
+        self._switches: list[dict] = []
+        self._clipped = 0
+        self._q_sum = np.zeros(0)  # per action index: sum of rewards, count (DR's model)
+        self._q_count = np.zeros(0)
+        specs = list(DEFAULT_CANDIDATES) if candidates is None else list(candidates)
+        if not specs:
+            raise ValueError("an auto policy needs at least one candidate")
+        for spec in specs:
+            self.add_candidate(spec)
+        for action in actions:
+            self.add_action(action)
+
+    # -- the constructor's arguments (params() reads them by name) --------------------------------
+
+    @property
+    def candidates(self) -> list[dict]:
+        """The current candidates' specs ({name, kind, params}), serving order of creation."""
+        return [c.spec() for c in self._candidates_]
+
+    # -- candidates ------------------------------------------------------------------------------
+
+    @property
+    def serving(self) -> str:
+        """The name of the champion, whose distribution (with the floor) is served."""
+        return self._serving
+
+    @property
+    def switches(self) -> list[dict]:
+        """Every champion change: ``{"at", "from", "to", "estimates": {name: figures}}``."""
+        return [dict(s) for s in self._switches]
+
+    @property
+    def clipped_rewards(self) -> int:
+        return self._clipped
+
+    def candidate(self, name: str) -> Policy:
+        """The policy of candidate ``name`` (KeyError if there is none)."""
+        return self._get(name).policy
+
+    def _get(self, name: str) -> _Candidate:
+        for c in self._candidates_:
+            if c.name == name:
+                return c
+        raise KeyError(f"no candidate named {name!r}; candidates: "
+                       f"{', '.join(c.name for c in self._candidates_)}")
+
+    def add_candidate(self, spec: dict) -> str:
+        """Add a candidate (``{"kind", "params", "name"}``); returns its name. It starts empty
+        and is evaluated from now on; the others keep what they learned.
+
+        Unknown kinds, unknown parameters and bad values raise ``ValueError`` naming them.
+        """
+        if not isinstance(spec, dict) or not isinstance(spec.get("kind"), str):
+            raise ValueError(f"a candidate is {{'kind': ..., 'params': {{...}}}}, got {spec!r}")
+        unknown = sorted(set(spec) - {"kind", "params", "name"})
+        if unknown:
+            raise ValueError(f"a candidate has kind, params and name; unknown keys: "
+                             f"{', '.join(unknown)}")
+        kind = spec["kind"]
+        if kind == "auto":
+            raise ValueError("an auto policy's candidate cannot itself be 'auto'")
+        params = dict(spec.get("params") or {})
+        name = spec.get("name") or self._free_name(kind)
+        if not isinstance(name, str) or any(c.name == name for c in self._candidates_):
+            raise ValueError(f"candidate name {name!r} is not a new string")
+        cls = policy_kind(kind).cls  # ValueError naming the known kinds
+        try:
+            policy_kind(kind).check(params)
+        except TypeError as exc:
+            raise ValueError(str(exc)) from None
+        self._serial += 1
+        if "seed" not in params and self.seed is not None:
+            params["seed"] = int(np.random.SeedSequence([self.seed, self._serial])
+                                 .generate_state(1)[0])
+        try:
+            policy = cls(**params)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"candidate {name!r} ({kind}): {exc}") from None
+        for action in self.actions:
+            policy.add_action(action)
+        self._candidates_.append(_Candidate(name, kind, params, self._serial, policy,
+                                            self._n_learned))
+        self._estimates.add_rows(self.alpha / 2.0 ** self._serial)
+        if self._serving is None:
+            self._serving = name
+        return name
+
+    def remove_candidate(self, name: str, serving: str | None = None) -> None:
+        """Remove candidate ``name``; removing the serving one needs ``serving`` (another
+        candidate's name), else :class:`CandidateConflict`."""
+        victim = self._get(name)
+        if serving is not None:
+            self._get(serving)
+        if name == self._serving or serving == name:
+            if serving is None or serving == name:
+                raise CandidateConflict(f"candidate {name!r} is serving: name another "
+                                        "candidate to serve instead")
+        if serving is not None:
+            self.serve(serving)
+        self._drop([victim])
+
+    def serve(self, name: str) -> None:
+        """Make candidate ``name`` the champion now (an operator's choice, recorded as a switch)."""
+        c = self._get(name)
+        if c.name != self._serving:
+            self._record_switch(self._get(self._serving), c, reason="operator")
+
+    def set_candidates(self, specs: list[dict], serving: str | None = None) -> None:
+        """Make the candidates ``specs``: a spec whose name, kind and params match a current
+        candidate keeps it (and all it learned); the others are new; the current ones not
+        listed are removed. The serving one may only go if ``serving`` names another."""
+        if not specs:
+            raise ValueError("an auto policy needs at least one candidate")
+        current = {c.name: c for c in self._candidates_}
+        keep, new = [], []
+        for spec in specs:
+            if not isinstance(spec, dict):
+                raise ValueError(f"a candidate is {{'kind': ..., 'params': {{...}}}}, got {spec!r}")
+            c = current.get(spec.get("name") or spec.get("kind"))
+            if c is not None and c.kind == spec.get("kind") and (
+                    "params" not in spec or _same_params(spec.get("params") or {}, c.params)):
+                keep.append(c.name)
+            else:
+                new.append(spec)
+        names = [s.get("name") or s.get("kind") for s in specs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"candidate names must differ, got {names}")
+        target = serving or (self._serving if self._serving in keep else None)
+        if target is None:
+            raise CandidateConflict(f"candidate {self._serving!r} is serving and is not in the "
+                                    "new list: name the candidate to serve instead")
+        if target not in keep and target not in names:
+            raise ValueError(f"serving candidate {target!r} is not in the list")
+        snapshot = self.to_state()  # all or nothing: a bad spec leaves the policy as it was
+        try:
+            # the ones not kept go (a same name with other kind or params is a new candidate)
+            self._drop([c for c in self._candidates_ if c.name not in keep])
+            serving_before = self._serving
+            if serving_before not in keep:
+                self._serving = None
+            for spec in new:
+                self.add_candidate(spec)
+            if self._serving is None:
+                self._serving = target
+                self._record_switch_names(serving_before, target, reason="operator")
+            elif target != self._serving:
+                self.serve(target)
+        except Exception:
+            restored = type(self).from_state(snapshot)
+            self.__dict__.update(restored.__dict__)
+            raise
+
+    def _drop(self, victims: list[_Candidate]) -> None:
+        rows = [j for j, c in enumerate(self._candidates_) if c in victims]
+        self._estimates.remove_rows(rows)
+        self._candidates_ = [c for c in self._candidates_ if c not in victims]
+
+    def _free_name(self, kind: str) -> str:
+        taken = {c.name for c in self._candidates_}
+        if kind not in taken:
+            return kind
+        j = 2
+        while f"{kind}-{j}" in taken:
+            j += 1
+        return f"{kind}-{j}"
+
+    # -- actions ---------------------------------------------------------------------------------
+
+    def add_action(self, action: Hashable) -> None:
+        super().add_action(action)
+        for c in self._candidates_:
+            c.policy.add_action(action)
+        n = len(self._actions)
+        if len(self._q_sum) < n:
+            self._q_sum = np.concatenate([self._q_sum, np.zeros(n - len(self._q_sum))])
+            self._q_count = np.concatenate([self._q_count, np.zeros(n - len(self._q_count))])
+
+    def remove_action(self, action: Hashable) -> None:
+        super().remove_action(action)
+        for c in self._candidates_:
+            c.policy.remove_action(action)
+
+    # -- acting ----------------------------------------------------------------------------------
+
+    def _mixed(self, policy, x, actions, excluded) -> tuple[list, np.ndarray]:
+        dist = policy.probabilities(x, actions, excluded)
+        candidates = list(dist)
+        probs = np.fromiter(dist.values(), float, len(candidates))
+        return candidates, (1.0 - self.floor) * probs + self.floor / len(candidates)
+
+    def _decide_distribution(self, x, actions, excluded) -> tuple[list, np.ndarray]:
+        if not isinstance(x, dict):
+            raise ValueError(f"a context must be a dict, got {type(x).__name__}")
+        if actions is None and not excluded and not self.actions:
+            raise ValueError("no action to choose from: the list is empty or all are excluded")
+        return self._mixed(self._get(self._serving).policy, x, actions, excluded)
+
+    # -- learning --------------------------------------------------------------------------------
+
+    def learn_one(self, x: dict, action: Hashable, reward: float, probability: float = 1.0) -> None:
+        """Learn one event (a batch of one: see the class doc)."""
+        self.learn_many([(x, action, reward, probability)])
+
+    def learn_many(self, events: Iterable[tuple[dict, Hashable, float, float]]) -> int:
+        """Evaluate, then learn, the events with every candidate; returns the number learned.
+
+        As every policy: the events before a bad one are learned, then its ``ValueError`` is
+        raised. Events are taken in batches of up to 1024 (probabilities at the batch's start).
+        """
+        batch: list = []
+        learned = 0
+        try:
+            for x, action, reward, probability in events:
+                reward, probability = _check_feedback(reward, probability)
+                _check_action(action)
+                if not isinstance(x, dict):
+                    raise ValueError(f"a context must be a dict, got {type(x).__name__}")
+                if not 0.0 <= reward <= 1.0:
+                    self._clipped += 1
+                    reward = min(1.0, max(0.0, reward))
+                batch.append((x, action, reward, probability))
+                if len(batch) >= 1024:
+                    learned += self._learn_batch_events(batch)
+        finally:
+            learned += self._learn_batch_events(batch)
+        return learned
+
+    def _learn_batch_events(self, batch: list) -> int:
+        n = len(batch)
+        if not n:
+            return 0
+        for _, action, _, _ in batch:
+            k = self._index.get(action)
+            if k is None or not self._active[k]:
+                self.add_action(action)
+        inventory, ks_active = self._active_inventory()
+        K = len(inventory)
+        position = {a: j for j, a in enumerate(inventory)}
+        logged = np.array([position[a] for _, a, _, _ in batch])
+        rewards = np.array([r for _, _, r, _ in batch])
+        p_min = self.floor / K
+        propensity = np.maximum(np.array([p for _, _, _, p in batch]), p_min)
+        # DR's reward model: per-action mean of the rewards before each event (predictable)
+        onehot = np.zeros((n, K))
+        onehot[np.arange(n), logged] = 1.0
+        sums = self._q_sum[ks_active] + np.cumsum(onehot * rewards[:, None], axis=0) - (
+            onehot * rewards[:, None])
+        counts = self._q_count[ks_active] + np.cumsum(onehot, axis=0) - onehot
+        q = (sums + 0.5) / (counts + 1.0)
+        q_logged = q[np.arange(n), logged]
+        C = len(self._candidates_)
+        target = np.empty((C, n, K))  # each candidate's served distribution per event
+        for j, c in enumerate(self._candidates_):
+            for i, (x, _, _, _) in enumerate(batch):
+                target[j, i] = self._mixed_row(c.policy, x, position, K)
+        low, low_c = dr_lower_bounds(target.reshape(C * n, K), np.tile(q, (C, 1)), p_min)
+        self._estimates.update(
+            np.broadcast_to(rewards, (C, n)), target[:, np.arange(n), logged],
+            np.broadcast_to(propensity, (C, n)), q_logged=np.broadcast_to(q_logged, (C, n)),
+            q_policy=(target * q).sum(axis=2), dr_low=low.reshape(C, n),
+            dr_low_c=low_c.reshape(C, n))
+        for c in self._candidates_:
+            c.policy.learn_many(batch)
+        np.add.at(self._q_sum, ks_active[logged], rewards)
+        np.add.at(self._q_count, ks_active[logged], 1.0)
+        self._n_learned += n
+        batch.clear()
+        self._maybe_switch()
+        return n
+
+    def _mixed_row(self, policy, x: dict, position: dict, K: int) -> np.ndarray:
+        """The candidate's served distribution for x over the inventory, in inventory order."""
+        row = np.zeros(K)
+        for a, p in policy.probabilities(x).items():
+            j = position.get(a)
+            if j is not None:
+                row[j] = p
+        return (1.0 - self.floor) * row + self.floor / K
+
+    # -- switching -------------------------------------------------------------------------------
+
+    def _bands(self) -> list:
+        return self._estimates.ips() if self.estimator == "ips" else self._estimates.dr()
+
+    def _maybe_switch(self) -> None:
+        bands = self._bands()
+        j_champion = self._row(self._serving)
+        best, best_low = None, bands[j_champion].high
+        for j, band in enumerate(bands):
+            if j != j_champion and band.n >= self.min_events and band.low > best_low:
+                best, best_low = j, band.low
+        if best is not None:
+            self._record_switch(self._candidates_[j_champion], self._candidates_[best],
+                                reason="evaluation")
+
+    def _row(self, name: str) -> int:
+        for j, c in enumerate(self._candidates_):
+            if c.name == name:
+                return j
+        raise KeyError(name)
+
+    def _record_switch(self, old: _Candidate, new: _Candidate, reason: str) -> None:
+        self._switches.append({
+            "at": self._n_learned, "from": old.name, "to": new.name, "reason": reason,
+            "estimates": {old.name: self._figures(old), new.name: self._figures(new)}})
+        self._serving = new.name
+
+    def _record_switch_names(self, old: str, new: str, reason: str) -> None:
+        self._switches.append({"at": self._n_learned, "from": old, "to": new, "reason": reason,
+                               "estimates": {new: self._figures(self._get(new))}})
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def _figures(self, c: _Candidate) -> dict:
+        j = self._row(c.name)
+        est = self._estimates
+        ips, dr = est.ips()[j], est.dr()[j]
+        band = ips if self.estimator == "ips" else dr
+        snips = float(est.snips()[j])
+        return {
+            "estimate": _num(band.value), "lower": band.low, "upper": band.high,
+            "events": band.n,
+            "ips": {"estimate": _num(ips.value), "lower": ips.low, "upper": ips.high},
+            "snips": _num(snips),
+            "dr": {"estimate": _num(dr.value), "lower": dr.low, "upper": dr.high},
+        }
+
+    def evaluations(self) -> list[dict]:
+        """Per candidate: name, kind, params, estimate, lower, upper, events, serving, and the
+        IPS / SNIPS / DR figures (``estimate``/``lower``/``upper`` are those of ``estimator``)."""
+        return [{"name": c.name, "kind": c.kind, "params": dict(c.params), **self._figures(c),
+                 "serving": c.name == self._serving, "created_at": c.created_at,
+                 "level": float(1.0 - alpha)}
+                for c, alpha in zip(self._candidates_, self._estimates.alpha)]
+
+    # -- state -----------------------------------------------------------------------------------
+
+    def _model_state(self, statistics: bool) -> dict:
+        return {
+            "candidates": [{**c.spec(), "serial": c.serial, "created_at": c.created_at,
+                            "state": c.policy.to_state(statistics)}
+                           for c in self._candidates_],
+            "estimates": self._estimates.to_state(),
+            "serving": self._serving,
+            "serial": self._serial,
+            "switches": [dict(s) for s in self._switches],
+            "clipped": self._clipped,
+            "q_sum": self._q_sum.copy(),
+            "q_count": self._q_count.copy(),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> AutoPolicy:
+        if state.get("format") != cls.FORMAT:
+            raise ValueError(f"not a {cls.FORMAT} state (format={state.get('format')!r})")
+        if state.get("version") != cls.VERSION:
+            raise ValueError(f"unsupported {cls.FORMAT} state version {state.get('version')!r}")
+        model = state["model"]
+        params = state["params"]
+        # built field by field: the candidates come from their states, not rebuilt from specs
+        policy = cls.__new__(cls)
+        Policy.__init__(policy, seed=params.get("seed"))
+        policy.floor = float(params["floor"])
+        policy.alpha = float(params["alpha"])
+        policy.min_events = int(params["min_events"])
+        policy.estimator = params["estimator"]
+        policy._encoder = FeatureEncoder.from_state(state["encoder"])
+        policy._actions = list(state["actions"])
+        policy._index = {a: k for k, a in enumerate(policy._actions)}
+        policy._active = np.asarray(state["active"], bool).copy()
+        policy._n_learned = int(state["n_learned"])
+        policy._rng = rng_from_state(state["rng"])
+        policy._n_columns = policy._encoder.n_columns
+        policy._candidates_ = [
+            _Candidate(c["name"], c["kind"], dict(c["params"]), int(c["serial"]),
+                       policy_kind(c["kind"]).cls.from_state(c["state"]), int(c["created_at"]))
+            for c in model["candidates"]]
+        policy._estimates = OffPolicyEstimates.from_state(model["estimates"])
+        policy._serving = model["serving"]
+        policy._serial = int(model["serial"])
+        policy._switches = [dict(s) for s in model["switches"]]
+        policy._clipped = int(model["clipped"])
+        policy._q_sum = np.asarray(model["q_sum"], float).copy()
+        policy._q_count = np.asarray(model["q_count"], float).copy()
+        return policy
+
+    @classmethod
+    def _unit_test_params(cls):
+        yield {"candidates": [{"kind": "linucb"}, {"kind": "bandit-forest",
+                                                   "params": {"n_trees": 5, "warmup": 20}}],
+               "seed": 42}
+
+
+def _same_params(a: dict, b: dict) -> bool:
+    """Equal params, ignoring a derived seed the caller did not give."""
+    b = {k: v for k, v in b.items() if k in a or k != "seed"}
+    return a == b
+
+
+def _num(value: float) -> float | None:
+    return value if math.isfinite(value) else None

@@ -1,0 +1,146 @@
+"""The auto policy: the floor, evaluation, switching, candidate changes, hostile input."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from online import make_policy
+from online.policies.auto import AutoPolicy, CandidateConflict
+
+ADS = ["a1", "a2", "a3", "a4", "a5"]
+
+
+def _favorite_events(policy, n, rng):
+    """The five-action problem: reward 1 iff the action is the context's favorite."""
+    for _ in range(n):
+        x = {"favorite": rng.choice(ADS), "device": rng.choice(["pc", "phone", "tv"])}
+        d = policy.decide(x)
+        policy.learn_one(x, d.action, float(d.action == x["favorite"]), d.probability)
+
+
+def test_served_probabilities_keep_the_floor_and_are_exact():
+    policy = AutoPolicy(candidates=[{"kind": "linucb"}], floor=0.2, actions=ADS, seed=0)
+    _favorite_events(policy, 300, random.Random(1))
+    x = {"favorite": "a2", "device": "pc"}
+    probs = policy.probabilities(x)
+    assert min(probs.values()) >= 0.2 / 5 - 1e-12
+    assert abs(sum(probs.values()) - 1) < 1e-12
+    assert max(probs, key=probs.get) == "a2"
+    d = policy.decide(x)
+    assert d.probability == probs[d.action]
+    # excluded actions: the floor is spread over the allowed ones
+    probs = policy.probabilities(x, excluded=["a1", "a2"])
+    assert set(probs) == {"a3", "a4", "a5"} and min(probs.values()) >= 0.2 / 3 - 1e-12
+
+
+def test_two_candidates_of_equal_value_almost_never_switch():
+    """Rewards do not depend on the action: every policy is worth 0.5, any switch is wrong."""
+    runs, switched = 30, 0
+    for run in range(runs):
+        rng = np.random.default_rng(run)
+        policy = AutoPolicy(candidates=[{"kind": "bandit-forest", "params": {"warmup": 50}},
+                                        {"kind": "linucb"}],
+                            actions=ADS, min_events=100, seed=run)
+        for _ in range(15):
+            events = []
+            for _ in range(100):
+                x = {"f": str(rng.integers(4)), "g": float(rng.random())}
+                d = policy.decide(x)
+                events.append((x, d.action, float(rng.random() < 0.5), d.probability))
+            policy.learn_many(events)
+        switched += bool(policy.switches)
+    assert switched <= 0.05 * runs
+
+
+def test_a_better_challenger_takes_over_and_keeps_serving():
+    policy = AutoPolicy(candidates=[{"kind": "bandit-forest"}, {"kind": "linucb"}],
+                        actions=ADS, seed=3)
+    rng = random.Random(3)
+    _favorite_events(policy, 3000, rng)
+    assert policy.serving == "linucb"
+    (switch,) = policy.switches
+    assert switch["from"] == "bandit-forest" and switch["to"] == "linucb"
+    figures = switch["estimates"]
+    assert figures["linucb"]["lower"] > figures["bandit-forest"]["upper"]
+    assert switch["at"] >= 500  # min_events
+    rows = {e["name"]: e for e in policy.evaluations()}
+    assert rows["linucb"]["serving"] and not rows["bandit-forest"]["serving"]
+    assert rows["linucb"]["lower"] <= rows["linucb"]["estimate"] <= rows["linucb"]["upper"]
+    assert rows["linucb"]["events"] == 3000
+    served = 0.0
+    for _ in range(1000):
+        x = {"favorite": rng.choice(ADS), "device": "pc"}
+        served += policy.decide(x).action == x["favorite"]
+    assert served / 1000 >= 0.85
+
+
+def test_candidates_change_at_run_time_and_keep_what_the_others_learned():
+    policy = AutoPolicy(candidates=[{"kind": "linucb"}, {"kind": "bandit-forest"}],
+                        actions=ADS, seed=0)
+    _favorite_events(policy, 400, random.Random(0))
+    linucb_state = policy.candidate("linucb").to_state()
+    policy.add_candidate({"kind": "linucb", "name": "wide", "params": {"alpha": 3.0}})
+    assert policy.candidate("wide").n_learned == 0
+    with pytest.raises(CandidateConflict, match="serving"):
+        policy.remove_candidate("linucb")
+    with pytest.raises(CandidateConflict, match="serving"):
+        policy.set_candidates([{"kind": "bandit-forest"}])
+    with pytest.raises(ValueError, match="unknown policy kind 'nope'"):
+        policy.add_candidate({"kind": "nope"})
+    with pytest.raises(ValueError, match="no parameter 'alpah'"):
+        policy.add_candidate({"kind": "linucb", "params": {"alpah": 1}})
+    with pytest.raises(ValueError, match="epsilon"):
+        policy.set_candidates([{"kind": "linucb"}, {"kind": "linucb", "name": "x",
+                                                     "params": {"epsilon": 7}}])
+    assert [c["name"] for c in policy.candidates] == ["linucb", "bandit-forest", "wide"]
+    policy.set_candidates([{"kind": "bandit-forest"}, {"kind": "linucb", "name": "wide",
+                                                         "params": {"alpha": 3.0}}],
+                          serving="wide")
+    assert policy.serving == "wide"
+    assert policy.switches[-1]["reason"] == "operator"
+    assert policy.candidate("bandit-forest").n_learned == 400
+    assert [e["name"] for e in policy.evaluations()] == ["bandit-forest", "wide"]
+    policy.set_candidates([{"kind": "linucb"}, {"kind": "linucb", "name": "wide",
+                                                 "params": {"alpha": 3.0}}])
+    assert policy.serving == "wide" and policy.candidate("linucb").n_learned == 0
+    assert linucb_state["n_learned"] == 400
+
+
+def test_hostile_events_neither_crash_nor_bias():
+    policy = AutoPolicy(candidates=[{"kind": "linucb"}, {"kind": "bandit-forest"}],
+                        actions=ADS, seed=0)
+    x = {"favorite": "a1", "device": "pc"}
+    policy.learn_one(x, "a1", 7.0, 0.5)  # reward out of range: clipped, counted
+    policy.learn_one(x, "a2", -3.0, 0.5)
+    assert policy.clipped_rewards == 2
+    with pytest.raises(ValueError, match="probability must be in"):
+        policy.learn_many([(x, "a1", 1.0, 0.5), (x, "a1", 1.0, 0.0), (x, "a1", 1.0, 0.5)])
+    assert policy.n_learned == 3  # the event before the bad one was learned, none after
+    policy.learn_one(x, "a3", 1.0, 1e-9)  # far below the floor: weight capped at K / floor
+    (row, _) = policy.evaluations()
+    assert 0.0 <= row["lower"] <= row["upper"] <= 1.0 and row["events"] == 4
+    policy.learn_one(x, "new-ad", 1.0, 0.5)  # an action nobody had: added everywhere
+    assert "new-ad" in policy.candidate("bandit-forest").actions
+
+
+def test_state_round_trip_is_exact():
+    policy = make_policy("auto", actions=ADS, seed=5,
+                         candidates=[{"kind": "linucb"}, {"kind": "bandit-forest",
+                                                          "params": {"warmup": 30}}])
+    rng = random.Random(5)
+    _favorite_events(policy, 700, rng)
+    from service import codec  # the service's storage format (msgpack + arrays, never pickle)
+
+    clone = AutoPolicy.from_state(codec.decode(codec.encode(policy.to_state())))
+    assert clone.evaluations() == policy.evaluations()
+    assert clone.switches == policy.switches and clone.params() == policy.params()
+    for _ in range(200):
+        x = {"favorite": rng.choice(ADS), "device": rng.choice(["pc", "tv"])}
+        a, b = policy.decide(x), clone.decide(x)
+        assert a == b
+        policy.learn_one(x, a.action, float(a.action == x["favorite"]), a.probability)
+        clone.learn_one(x, b.action, float(b.action == x["favorite"]), b.probability)
+    assert clone.evaluations() == policy.evaluations()
