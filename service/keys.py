@@ -67,6 +67,13 @@ def slots(app: str, event_id: str) -> str:
     return _app(app, f"slots:{event_id}")
 
 
+def personalizer_records(app: str, collection: str) -> str:
+    """Hash id -> JSON record of the app's Personalizer ``collection`` ("evaluations" or
+    "featureImportances"): the client's id, name, window, the Grove job that computes it and,
+    once read after the job ended, its result (kept after the job's record expires)."""
+    return _app(app, f"personalizer:{collection}")
+
+
 def lease(app: str) -> str:
     """String with a TTL: id of the trainer that owns the app (one trainer per app)."""
     return _app(app, "lease")
@@ -98,4 +105,6 @@ def all_keys(app: str) -> list[str]:
         lease(app),
         stats(app),
         tree_selection(app),
+        personalizer_records(app, "evaluations"),
+        personalizer_records(app, "featureImportances"),
     ]

@@ -29,6 +29,7 @@ from pydantic import BaseModel
 
 from service.jobs import feature_selection, pruning, rule_distillation
 from service.jobs.dataset import Dataset
+from service.personalizer import jobs as personalizer_jobs
 
 Progress = Callable[[float, str], None]
 
@@ -67,6 +68,21 @@ KINDS: dict[str, JobKind] = {
             "RuDi: weighted rules that explain a teacher's scores of event sequences, or when "
             "an app's policy chooses an action",
             preload=("online.rules", "sklearn.metrics", "online.bandit.forest"),
+        ),
+        JobKind(
+            "personalizer-evaluation",
+            personalizer_jobs.EvaluationParams,
+            personalizer_jobs.run_evaluation,
+            "Personalizer offline evaluation: counterfactual values (IPS with anytime-valid "
+            "bands, SNIPS, DR) of candidate policies on an app's logged events in a time window",
+            preload=("online.confidence",),
+        ),
+        JobKind(
+            "personalizer-feature-importance",
+            personalizer_jobs.ImportanceParams,
+            personalizer_jobs.run_importance,
+            "Personalizer feature importances: how much of the reward each context feature "
+            "explains beyond the action, on an app's logged events in a time window",
         ),
     )
 }

@@ -17,6 +17,7 @@ import signal
 import time
 import traceback
 
+import pandas as pd
 import redis
 from pydantic import ValidationError
 from rq import Worker
@@ -57,6 +58,8 @@ def _load(store: JobStore, record, settings: Settings, apps) -> Dataset:
     source = record.source
     if source.get("type") == "events":
         frame = read_events(apps, source["app"], int(source["last"]))
+    elif source.get("type") == "app":  # the kind reads the app's data itself (dataset.store)
+        frame = pd.DataFrame()
     else:
         data = store.data(record.id)
         if data is None:

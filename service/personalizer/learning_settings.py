@@ -153,3 +153,14 @@ def render(kind: str, params: dict[str, Any], exploration: float) -> str:
         text = value if isinstance(value, str) else json.dumps(value)
         parts += [f"--{name}", shlex.quote(text)]
     return " ".join(parts)
+
+
+def check(kind: str, params: dict[str, Any]) -> None:
+    """ValueError saying what is wrong if ``kind`` cannot be built with ``params``."""
+    try:
+        model_kind(kind).new(dict(params), ["a", "b"])
+    except (TypeError, ValueError) as exc:
+        accepted = ", ".join("--" + p for p in parameters(kind))
+        raise ValueError(
+            f"policy {kind!r} refuses these parameters: {exc} (it takes {accepted})"
+        ) from None

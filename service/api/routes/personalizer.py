@@ -389,9 +389,10 @@ async def activate_multi_slot(
 # -- what Grove does not serve ------------------------------------------------------------------
 def _routers() -> list[APIRouter]:
     """Every Personalizer router: this module's, configuration/model/logs, jobs."""
-    from service.api.routes import personalizer_admin  # they import this module's CallerDep
+    # they import this module's CallerDep
+    from service.api.routes import personalizer_admin, personalizer_jobs
 
-    return [router, personalizer_admin.router]
+    return [router, personalizer_admin.router, personalizer_jobs.router]
 
 
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]

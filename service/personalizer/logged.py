@@ -1,0 +1,58 @@
+"""An app's logged events in a time window, for Personalizer's evaluations and importances.
+
+The app's event stream (:func:`service.keys.stream`) is its log: each entry is a decision
+joined with its reward, its id the time (unix ms) it was joined. Personalizer's windows are
+times, so they map onto stream id bounds directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from service import codec, keys
+
+_PAGE = 5_000
+
+
+@dataclass(frozen=True)
+class LoggedEvent:
+    event_id: str
+    time_ms: int
+    context: dict[str, Any]
+    action: str
+    reward: float  # in the app's reward range
+    probability: float  # the logged propensity
+
+
+def _s(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def read_window(
+    client: redis.Redis, app: str, start_ms: int, end_ms: int, limit: int
+) -> Iterator[LoggedEvent]:
+    """The reward events of ``app`` joined in ``[start_ms, end_ms]``, oldest first, at most
+    ``limit`` (labeled events of supervised apps are skipped: they have no action)."""
+    low, seen = f"{start_ms}-0", 0
+    while seen < limit:
+        page = client.xrange(keys.stream(app), min=low, max=end_ms, count=min(_PAGE, limit - seen))
+        if not page:
+            return
+        for entry_id, fields in page:
+            f = {_s(k): v for k, v in fields.items()}
+            if "action" not in f:
+                continue
+            seen += 1
+            yield LoggedEvent(
+                event_id=_s(f.get("eventId", b"")),
+                time_ms=int(_s(entry_id).split("-")[0]),
+                context=codec.unpack(f["context"]) if "context" in f else {},
+                action=_s(f["action"]),
+                reward=float(f["reward"]),
+                probability=float(f["probability"]),
+            )
+        low = "(" + _s(page[-1][0])
