@@ -12,6 +12,13 @@ apps between them), the trainer
    most every ``snapshot_interval`` seconds or ``snapshot_events`` events, then acknowledges the
    events it contains.
 
+Sharing the apps: each trainer takes at most its share, ``ceil(apps / live trainers)`` (live:
+a heartbeat in ``grove:trainers`` within one lease), and hands back (publishes, then releases)
+the apps beyond it, so a trainer that joins gets work within a lease check and the apps of one
+that dies are taken when its leases run out. On a Redis Cluster an app whose master is down is
+dropped (and taken again from its snapshot when the master is back) while the trainer goes on
+with the apps of the other masters.
+
 Exactly-once learning: taking an app starts from its snapshot and moves the group's cursor back
 to the snapshot's offset (``XGROUP SETID``), so whatever a dead trainer had learned but not
 published is learned again, once; a snapshot is published only if the trainer still holds the
@@ -78,6 +85,7 @@ class Trainer:
         self.id = trainer_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.owned: dict[str, OwnedApp] = {}
         self._next_lease_check = 0.0
+        self._unreachable: set[str] = set()  # apps (or "the app index") Redis did not answer for
 
     # -- loop ----------------------------------------------------------------------------------
     def run(self, stop: threading.Event | None = None) -> None:
@@ -114,8 +122,10 @@ class Trainer:
                 work += self.expire(name)
                 work += self.learn(name)
                 self.maybe_publish(name)
-            except UNAVAILABLE:  # e.g. CLUSTERDOWN / TRYAGAIN (ResponseErrors): wait, not drop
-                raise
+                self._reachable(name)
+            except UNAVAILABLE as exc:  # its master is down (a cluster): the others go on
+                self.owned.pop(name, None)  # taken again from its snapshot when it is back
+                self._down(name, exc)
             except redis.ResponseError as exc:  # e.g. the app was deleted under us
                 log.warning("dropping app %s: %s", name, exc)
                 self.owned.pop(name, None)
@@ -136,38 +146,81 @@ class Trainer:
         log.info("trainer %s stopped", self.id)
 
     # -- leases --------------------------------------------------------------------------------
+    def _down(self, what: str, exc: Exception) -> None:
+        if what not in self._unreachable:
+            self._unreachable.add(what)
+            log.warning("Redis unavailable for %s (%s: %s); retrying", what, type(exc).__name__,
+                        exc)
+
+    def _reachable(self, what: str) -> None:
+        if what in self._unreachable:
+            self._unreachable.discard(what)
+            log.warning("Redis answers again for %s", what)
+
     def refresh_leases(self) -> None:
-        now = self.redis.time()
-        now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
-        self.redis.zadd(keys.TRAINERS, {self.id: now_ms})
-        self.redis.zremrangebyscore(keys.TRAINERS, "-inf", now_ms - 86_400_000)
+        """Beat, renew the owned apps' leases, take free apps up to the share, hand back extras.
+
+        Global keys (the app index, the heartbeats) and each app may live on different Redis
+        masters: one that does not answer costs only what it holds.
+        """
         ttl_ms = int(self.settings.trainer_lease * 1000)
-        names = set(self.store.app_names()) | set(self.owned)
+        try:
+            now = self.redis.time()
+            now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+            self.redis.zadd(keys.TRAINERS, {self.id: now_ms})
+            self.redis.zremrangebyscore(keys.TRAINERS, "-inf", now_ms - 86_400_000)
+            live = max(1, int(self.redis.zcount(keys.TRAINERS, now_ms - ttl_ms, "+inf")))
+            names = set(self.store.app_names()) | set(self.owned)
+            share = -(-len(names) // live)  # ceil: every app has a taker
+            self._reachable("the app index")
+        except UNAVAILABLE as exc:  # go on with the apps it has
+            self._down("the app index", exc)
+            names = set(self.owned)
+            share = len(names)
         for name in sorted(names):
-            config = self.store.get_app(name)
-            owned = self.owned.get(name)
-            if config is None or (owned is not None and owned.config.uid != config.uid):
+            try:
+                self._refresh_app(name, ttl_ms, share)
+            except UNAVAILABLE as exc:
                 self.owned.pop(name, None)
-                if config is None:
-                    continue
-                owned = None
-            held = self.scripts.acquire_lease(
-                keys=[keys.config(name), keys.lease(name)], args=[config.uid, self.id, ttl_ms]
-            )
-            if not held:
-                self.owned.pop(name, None)
-            elif owned is None:
-                try:
-                    self.take(name, config)
-                except UNAVAILABLE:
-                    raise
-                except Exception:  # e.g. an unreadable snapshot: keep serving the other apps
-                    log.exception("app %s: cannot resume from its snapshot; skipping it", name)
-                    self.scripts.release_lease(keys=[keys.lease(name)], args=[self.id])
-            elif owned.config != config:
-                self._apply_config(owned, config)
+                self._down(name, exc)
+        for name in sorted(self.owned, reverse=True)[: max(0, len(self.owned) - share)]:
+            self.hand_over(name)
         # renew well within the lease; look for new apps at least every second
         self._next_lease_check = time.monotonic() + min(1.0, self.settings.trainer_lease / 3)
+
+    def _refresh_app(self, name: str, ttl_ms: int, share: int) -> None:
+        config = self.store.get_app(name)
+        owned = self.owned.get(name)
+        if config is None or (owned is not None and owned.config.uid != config.uid):
+            self.owned.pop(name, None)
+            if config is None:
+                return
+            owned = None
+        if owned is None and len(self.owned) >= share:
+            return  # its share is full: a free app is left to another trainer
+        held = self.scripts.acquire_lease(
+            keys=[keys.config(name), keys.lease(name)], args=[config.uid, self.id, ttl_ms]
+        )
+        if not held:
+            self.owned.pop(name, None)
+        elif owned is None:
+            try:
+                self.take(name, config)
+            except UNAVAILABLE:
+                raise
+            except Exception:  # e.g. an unreadable snapshot: keep serving the other apps
+                log.exception("app %s: cannot resume from its snapshot; skipping it", name)
+                self.scripts.release_lease(keys=[keys.lease(name)], args=[self.id])
+        elif owned.config != config:
+            self._apply_config(owned, config)
+        self._reachable(name)
+
+    def hand_over(self, name: str) -> None:
+        """Publish what was learned of ``name`` and release its lease (another trainer takes it)."""
+        self.maybe_publish(name, force=True)
+        self.owned.pop(name, None)
+        self.scripts.release_lease(keys=[keys.lease(name)], args=[self.id])
+        log.info("trainer %s handed app %s over", self.id, name)
 
     def take(self, name: str, config: AppConfig) -> None:
         """Start owning ``name``: load its snapshot and rewind the consumer group to it."""
