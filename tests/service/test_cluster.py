@@ -22,7 +22,9 @@ from fastapi.testclient import TestClient
 from service import keys
 from service.api.main import create_app
 from service.redis_client import connect, is_cluster
-from service.redis_cluster import LocalCluster
+from service import redis_cluster
+from service.redis_cluster import LocalCluster, free_cluster_port
+from service.redis_server import RedisServer
 from service.settings import Settings
 from service.trainer import Trainer
 
@@ -76,6 +78,32 @@ def test_any_node_url_is_detected_as_a_cluster(cluster):
         client.close()
     assert not isinstance(connect(Settings(redis_url=cluster.url, redis_cluster="no")),
                           redis.RedisCluster)
+
+
+def test_cluster_create_forms_a_cluster_once(tmp_path, capsys):
+    """What compose's one-shot cluster-create runs: empty cluster-enabled nodes become one
+    cluster; run again (the next `docker compose up`), it finds the cluster formed."""
+    servers = [
+        RedisServer(tmp_path / f"n{i}", port=free_cluster_port(), appendonly=False,
+                    extra_args=("--cluster-enabled", "yes", "--cluster-node-timeout", "1000"))
+        for i in range(3)
+    ]
+    try:
+        for server in servers:
+            server.start()
+        nodes = [f"localhost:{s.port}" for s in servers]  # host names, as in compose
+        assert redis_cluster.main(["create", *nodes]) == 0
+        assert capsys.readouterr().out.strip() == "cluster created"
+        client = connect(Settings(redis_url=servers[2].url))
+        assert isinstance(client, redis.RedisCluster)
+        client.set("grove:{x}:y", 1)
+        assert client.get("grove:{x}:y") == b"1"
+        client.close()
+        assert redis_cluster.main(["create", *nodes]) == 0
+        assert capsys.readouterr().out.strip() == "cluster already formed"
+    finally:
+        for server in servers:
+            server.stop()
 
 
 def test_apps_spread_over_masters_each_on_one_slot(api, cluster):
@@ -144,10 +172,10 @@ def test_two_trainers_share_apps_and_one_killed_is_taken_over(api, settings, clu
             owners = lease_owners(client, APPS)
             return Counter(o.split(":")[1] for o in owners.values() if o) == halves
 
-        wait_until(shared, trainers[0], logs[0], timeout=30, what="apps shared 3 / 3")
+        wait_until(shared, trainers[0], logs[0], timeout=90, what="apps shared 3 / 3")
         for name in APPS:
             decide_and_reward(api, headers[name], name, 10)
-        wait_until(lambda: all(learned(api, n) == 10 for n in APPS), timeout=30, what="learned")
+        wait_until(lambda: all(learned(api, n) == 10 for n in APPS), timeout=90, what="learned")
 
         kill(trainers[0], signal.SIGKILL)
         survivor = str(trainers[1].pid)
@@ -156,10 +184,10 @@ def test_two_trainers_share_apps_and_one_killed_is_taken_over(api, settings, clu
             owners = lease_owners(client, APPS)
             return all(o and o.split(":")[1] == survivor for o in owners.values())
 
-        wait_until(taken_over, trainers[1], logs[1], timeout=30, what="take-over")
+        wait_until(taken_over, trainers[1], logs[1], timeout=90, what="take-over")
         for name in APPS:
             decide_and_reward(api, headers[name], name, 10, start=10)
-        wait_until(lambda: all(learned(api, n) == 20 for n in APPS), timeout=30, what="learned")
+        wait_until(lambda: all(learned(api, n) == 20 for n in APPS), timeout=90, what="learned")
         time.sleep(1.0)  # and not more: nothing the dead trainer had read is learned twice
         assert all(learned(api, n) == 20 for n in APPS)
     finally:

@@ -30,6 +30,19 @@ def settings_env_names() -> set[str]:
     return names
 
 
+def interpolate(value: str, variables: dict[str, str] | None = None) -> str:
+    """Compose's ${VAR:-default} / ${VAR:?error}: the variable if given, else the default
+    (a required one, the admin key, gets a made-up value)."""
+
+    def one(match: re.Match) -> str:
+        name, op, rest = match.group(1), match.group(2), match.group(3)
+        if variables and name in variables:
+            return variables[name]
+        return rest if op == ":-" else "some-admin-key"
+
+    return re.sub(r"\$\{(\w+)(:[-?])?([^}]*)\}", one, value)
+
+
 def parse_grove(command: list[str]):
     assert command[0] == "grove", command
     return parser().parse_args(command[1:])  # SystemExit (a failed test) if it is not valid
@@ -44,6 +57,8 @@ def test_services_and_redis_persistence():
     volume = redis["volumes"][0].split(":")[0]
     assert volume in COMPOSE["volumes"]  # a named volume, not a host folder
     for name, service in services.items():
+        if service.get("restart") == "no":  # a one-shot job (cluster-create)
+            continue
         assert service.get("healthcheck", {}).get("test"), f"{name} has no healthcheck"
 
 
@@ -65,9 +80,10 @@ def test_every_env_var_is_read_by_the_settings(name, monkeypatch):
     unknown = set(environment) - settings_env_names()
     assert not unknown, f"{name} sets variables no setting reads: {sorted(unknown)}"
     for key, value in environment.items():  # and the values validate
-        monkeypatch.setenv(key, re.sub(r"\$\{[^}]*\}", "some-admin-key", str(value)))
+        monkeypatch.setenv(key, interpolate(str(value)))
     settings = Settings()
     assert settings.redis_url == "redis://redis:6379/0" and settings.admin_key
+    assert settings.job_redis_url == "redis://redis:6379/0"
 
 
 def test_api_scales_out_without_port_clashes():
@@ -89,3 +105,60 @@ def test_dockerfile_is_slim_non_root_with_a_healthcheck():
     assert parse_grove(yaml.safe_load(health.group(1))).role == "api"
     cmd = re.findall(r"^CMD (\[.*\])", DOCKERFILE, re.MULTILINE)[-1]
     assert parse_grove(yaml.safe_load(cmd)).command == "serve"
+
+
+# -- profile cluster -------------------------------------------------------------------------
+CLUSTER_NODES = ("redis-1", "redis-2", "redis-3")
+
+
+def option(command: list[str], name: str) -> str:
+    return command[command.index(name) + 1]
+
+
+@pytest.mark.parametrize("name", CLUSTER_NODES)
+def test_cluster_masters_persist_and_announce_their_names(name):
+    node = COMPOSE["services"][name]
+    assert node["profiles"] == ["cluster"]
+    command = node["command"]
+    assert command[0] == "redis-server"
+    assert option(command, "--cluster-enabled") == "yes"
+    assert option(command, "--appendonly") == "yes"
+    # one master down: the others serve their apps
+    assert option(command, "--cluster-require-full-coverage") == "no"
+    assert option(command, "--cluster-announce-hostname") == name
+    assert option(command, "--cluster-preferred-endpoint-type") == "hostname"
+    volume = node["volumes"][0].split(":")[0]
+    assert volume in COMPOSE["volumes"]
+    others = [COMPOSE["services"][n]["volumes"][0] for n in CLUSTER_NODES if n != name]
+    assert node["volumes"][0] not in others  # each master its own append-only files
+
+
+def test_cluster_create_is_a_one_shot_naming_every_master():
+    from service.redis_cluster import parser as cluster_parser
+
+    create = COMPOSE["services"]["cluster-create"]
+    assert create["profiles"] == ["cluster"] and create["restart"] == "no"
+    command = create["command"]
+    assert command[:3] == ["python", "-m", "service.redis_cluster"]
+    args = cluster_parser().parse_args(command[3:])
+    assert args.command == "create"
+    assert sorted(host for host, _ in args.nodes) == sorted(CLUSTER_NODES)
+    assert all(port == 6379 for _, port in args.nodes)
+    for name in CLUSTER_NODES:
+        assert create["depends_on"][name]["condition"] == "service_healthy"
+
+
+@pytest.mark.parametrize("name", GROVE_SERVICES)
+def test_grove_services_run_on_the_cluster_with_the_profile(name, monkeypatch):
+    service = COMPOSE["services"][name]
+    assert "profiles" not in service  # the same services in both deployments
+    create = service["depends_on"]["cluster-create"]
+    assert create == {"condition": "service_completed_successfully", "required": False}
+    for key, value in service["environment"].items():
+        variables = {"GROVE_APPS_REDIS": "redis://redis-1:6379"}
+        monkeypatch.setenv(key, interpolate(str(value), variables))
+    settings = Settings()
+    assert settings.redis_url == "redis://redis-1:6379"
+    # batch jobs stay on the plain `redis` (rq cannot use a cluster)
+    assert settings.job_redis_url == "redis://redis:6379/0"
+    assert "cluster" not in COMPOSE["services"]["redis"].get("profiles", [])
