@@ -19,10 +19,9 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from service import keys
+from service import keys, redis_cluster
 from service.api.main import create_app
 from service.redis_client import connect, is_cluster
-from service import redis_cluster
 from service.redis_cluster import LocalCluster, free_cluster_port
 from service.redis_server import RedisServer
 from service.settings import Settings
