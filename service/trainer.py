@@ -74,6 +74,12 @@ class OwnedApp:
     unpublished: int = 0
     to_ack: list[str] = field(default_factory=list)
     last_publish: float = field(default_factory=time.monotonic)
+    #: an auto app's switches of serving candidate in the published snapshot (None: not auto)
+    switches_published: int | None = None
+
+    def switch_count(self) -> int | None:
+        switches = getattr(self.learner, "switches", None)
+        return None if switches is None else len(switches)
 
 
 class Trainer:
@@ -248,6 +254,7 @@ class Trainer:
             info.events_learned,
             info.events_rejected,
         )
+        self.owned[name].switches_published = self.owned[name].switch_count()
         log.info(
             "trainer %s took app %s at version %d (offset %s, %d events learned)",
             self.id,
@@ -368,6 +375,8 @@ class Trainer:
         if entries:
             owned.offset = entries[-1][0]
             owned.unpublished += len(entries)
+            if (owned.switch_count() or 0) > (owned.switches_published or 0):
+                owned.last_publish = float("-inf")  # a switch is a new model version: publish now
         return len(entries)
 
     def _learn_labeled(self, name: str, owned: OwnedApp, entry: tuple[str, dict]) -> None:
@@ -410,6 +419,19 @@ class Trainer:
                 log.exception("app %s: event %s not learned", name, run[start + given - 1][0])
                 start += given
 
+    def _note_switches(self, name: str, owned: OwnedApp) -> None:
+        """An auto app's new switches, now published: logged with both candidates' estimates
+        and counted in the app's stats (``grove_app_policy_switches`` in /metrics)."""
+        count = owned.switch_count()
+        if count is None or count <= (owned.switches_published or 0):
+            return
+        for switch in owned.learner.switches[owned.switches_published or 0:]:
+            log.info("app %s: serving candidate %s -> %s at event %d (version %d; %s): %s",
+                     name, switch["from"], switch["to"], switch["at"], owned.version,
+                     switch["reason"], switch["estimates"])
+        self.redis.hincrby(keys.stats(name), "switches", count - (owned.switches_published or 0))
+        owned.switches_published = count
+
     def maybe_publish(self, name: str, force: bool = False) -> bool:
         owned = self.owned.get(name)
         if owned is None or owned.unpublished == 0:
@@ -445,6 +467,7 @@ class Trainer:
         owned.version += 1
         owned.unpublished = 0
         owned.last_publish = time.monotonic()
+        self._note_switches(name, owned)
         stream = keys.stream(name)
         if owned.to_ack:  # none when only the model changed (a tree selection)
             self.redis.xack(stream, keys.TRAINER_GROUP, *owned.to_ack)

@@ -330,6 +330,39 @@ class AutoPolicy(Policy):
         self._estimates.remove_rows(rows)
         self._candidates_ = [c for c in self._candidates_ if c not in victims]
 
+    def set_floor(self, floor: float) -> None:
+        """Change the exploration floor (from the next decision; estimates keep their events)."""
+        if not 0.0 < floor < 1.0:
+            raise ValueError(f"floor must be in (0, 1), got {floor}")
+        self.floor = float(floor)
+
+    # -- refits off the serving path: each candidate's, in one job -------------------------------
+
+    def refit_due(self) -> bool:
+        return any(c.policy.refit_due() for c in self._candidates_
+                   if hasattr(c.policy, "refit_due"))
+
+    def start_refit(self):
+        jobs = []
+        for c in self._candidates_:
+            if hasattr(c.policy, "refit_due") and c.policy.refit_due():
+                job = c.policy.start_refit()
+                if job is not None:
+                    jobs.append((c.name, c.policy, job))
+        if not jobs:
+            return None
+
+        def run() -> list:
+            return [(name, policy, job()) for name, policy, job in jobs]
+
+        return run
+
+    def finish_refit(self, result) -> None:
+        current = {id(c.policy) for c in self._candidates_}
+        for _, policy, outcome in result:
+            if id(policy) in current:  # a candidate removed meanwhile has nothing to install
+                policy.finish_refit(outcome)
+
     def _free_name(self, kind: str) -> str:
         taken = {c.name for c in self._candidates_}
         if kind not in taken:

@@ -12,7 +12,16 @@ from fastapi import FastAPI
 from service.api import deps, errors
 from service.api.limits import BodyLimitMiddleware
 from service.api.model_cache import ModelCache
-from service.api.routes import apps, decisions, health, jobs, metrics, personalizer, predictions
+from service.api.routes import (
+    apps,
+    decisions,
+    evaluations,
+    health,
+    jobs,
+    metrics,
+    personalizer,
+    predictions,
+)
 from service.api.usecases import Services
 from service.personalizer.versions import MODEL_PATHS
 from service.redis_client import connect
@@ -51,6 +60,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(apps.router)
     app.include_router(decisions.router)
     app.include_router(predictions.router)
+    app.include_router(evaluations.router)
     app.include_router(metrics.router)
     app.include_router(jobs.router)
     personalizer.install(app)  # its routers, both path styles, 501 for the rest

@@ -38,6 +38,7 @@ _APP_COUNTERS = {
     "rewarded": ("rewards", "decisions joined with a reward from the client"),
     "defaulted": ("default_rewards", "decisions learned with the app's defaultReward"),
     "dropped": ("dropped_decisions", "deferred decisions never activated"),
+    "switches": ("policy_switches", "serving-candidate switches of an auto app (new versions)"),
 }
 #: routes whose latency is a decide or a reward (also in the per-route histogram)
 _OPERATIONS = {

@@ -1,0 +1,92 @@
+"""An auto app's candidates: their evaluations, and changes to them on a live app.
+
+The figures come from the app's published snapshot (``evaluations()`` and ``switches`` of the
+learner, public methods of :class:`online.policies.auto.AutoPolicy`). A change of candidates
+(or of the exploration floor) is applied to the full snapshot and written back as the next model
+version in one transaction with the app's config (WATCH/MULTI on both keys, the same app hash
+tag): the trainer's next publish then fails on the version, it takes the app again from this
+snapshot and re-learns the events after its offset, so nothing learned is lost or learned twice.
+Counters (events learned, rejected) and the stream offset are kept.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import redis
+
+from service import codec, keys
+from service.models import model_kind
+from service.records import AppConfig
+
+
+class NotAuto(ValueError):
+    """The app's policy has no candidates (not an ``auto`` app)."""
+
+
+class Gone(KeyError):
+    """The app or its snapshot does not exist."""
+
+
+def _figures(learner: Any) -> dict:
+    return {"candidates": learner.evaluations(), "switches": learner.switches,
+            "floor": learner.floor, "serving": learner.serving}
+
+
+def _require_auto(config: AppConfig, learner: Any) -> None:
+    if not hasattr(learner, "evaluations"):
+        raise NotAuto(f"app {config.name!r} is a {config.policy_kind!r} app: evaluations and "
+                      "candidates are for 'auto' apps (POST /apps with policy kind 'auto')")
+
+
+def evaluations(store, config: AppConfig) -> dict:
+    """The candidates' figures and the switches, from the published (serving) snapshot."""
+    _, state = store.load_snapshot(config.name, serving=True)
+    learner = model_kind(config.policy_kind).load(state)
+    _require_auto(config, learner)
+    return _figures(learner)
+
+
+def change(client: redis.Redis, name: str, candidates: list[dict] | None = None,
+           serving: str | None = None, floor: float | None = None) -> dict:
+    """Apply a change of candidates / serving candidate / floor to the app's model.
+
+    Raises :class:`Gone`, :class:`NotAuto`, ``CandidateConflict`` (removing the serving
+    candidate without naming another) or ``ValueError`` (unknown kinds, bad params).
+    """
+    config_key, snapshot_key = keys.config(name), keys.snapshot(name)
+    with client.pipeline(transaction=True) as pipe:
+        while True:
+            try:
+                pipe.watch(config_key, snapshot_key)
+                raw = pipe.hget(config_key, "json")
+                version, state = pipe.hmget(snapshot_key, "version", "state")
+                if raw is None or version is None or state is None:
+                    raise Gone(name)
+                config = AppConfig.from_json(raw)
+                kind = model_kind(config.policy_kind)
+                learner = kind.load(codec.decode(state))
+                _require_auto(config, learner)
+                if candidates is not None:
+                    learner.set_candidates(candidates, serving=serving)
+                elif serving is not None:
+                    learner.serve(serving)
+                if floor is not None:
+                    learner.set_floor(floor)
+                params = {**config.policy_params, "candidates": learner.candidates,
+                          "floor": learner.floor}
+                config = config.replace(policy_params=params, updated_at=time.time())
+                pipe.multi()
+                pipe.hset(config_key, "json", config.to_json())
+                pipe.hincrby(config_key, "rev", 1)  # API processes cache the config per rev
+                pipe.hset(snapshot_key, mapping={
+                    "version": int(version) + 1,
+                    "updatedAt": int(time.time() * 1000),
+                    "state": codec.encode(kind.dump(learner)),
+                    "serving": codec.encode(kind.dump_for_serving(learner)),
+                })
+                pipe.execute()
+                return _figures(learner)
+            except redis.WatchError:
+                continue
