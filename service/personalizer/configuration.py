@@ -7,8 +7,12 @@ rewardWaitTime             the app's ``rewardWaitTime`` (ISO 8601 duration <-> s
 defaultReward              the app's ``defaultReward`` (within its ``rewardRange``)
 rewardAggregation          the app's ``rewardAggregation``: ``earliest`` or ``sum``
                            (Personalizer's ``average`` has no Grove counterpart: 400)
-explorationPercentage      the app's exploration floor: every served probability is at
-                           least ``explorationPercentage / K`` over the K actions offered
+explorationPercentage      the app's exploration floor (a share in [0, 1], as Personalizer's
+                           API took it): the policy parameter that is one (``floor`` of the
+                           'auto' kind: every action gets at least floor / K; ``epsilon`` of
+                           'linucb'). Grove's learners take it at construction: a new value
+                           is in the policy's params for the next model (reset, import, new
+                           policy); the running model keeps its floor until then
 logRetentionDays           how long the app's learned events stay in its log (-1: kept);
                            the trainer trims older ones
 modelExportFrequency       kept and returned; Grove's trainer publishes a new model at
@@ -56,9 +60,36 @@ def stored(config: AppConfig) -> dict[str, Any]:
     return dict(config.extra.get(EXTRA, {}))
 
 
+#: the constructor parameters that are a policy's exploration floor, by preference
+FLOOR_PARAMS = ("floor", "epsilon")
+
+
+def floor_param(kind: str) -> str | None:
+    """The parameter of ``kind``'s learner that is its exploration floor, if it has one."""
+    from service.personalizer.learning_settings import parameters
+
+    try:
+        accepted = parameters(kind)
+    except ValueError:
+        return None
+    return next((p for p in FLOOR_PARAMS if p in accepted), None)
+
+
 def exploration_floor(config: AppConfig) -> float:
-    """The share of decisions that explore uniformly at least (``explorationPercentage``)."""
+    """The app's exploration floor: its policy's floor parameter if given, else the stored
+    ``explorationPercentage``, else Personalizer's default (0.2)."""
+    param = floor_param(config.policy_kind)
+    if param is not None and param in config.policy_params:
+        return float(config.policy_params[param])
     return float(stored(config).get("explorationPercentage", DEFAULT_EXPLORATION))
+
+
+def with_floor(kind: str, params: dict[str, Any], floor: float | None) -> dict[str, Any]:
+    """``params`` with ``floor`` as the kind's floor parameter (unchanged if it has none)."""
+    param = floor_param(kind)
+    if floor is None or param is None:
+        return dict(params)
+    return {**params, param: floor}
 
 
 def event_retention(config: AppConfig, default: float) -> float:
@@ -146,6 +177,8 @@ def changes(config: AppConfig, body: dict[str, Any]) -> dict[str, Any]:
     exploration = _number(body, "explorationPercentage", 0.0, 1.0)
     if exploration is not None:
         extra["explorationPercentage"] = exploration
+        if floor_param(config.policy_kind) is not None:  # the next model's floor
+            out["policy_params"] = with_floor(config.policy_kind, config.policy_params, exploration)
     export = _duration(body, "modelExportFrequency")
     if export is not None:
         if export <= 0:

@@ -148,8 +148,13 @@ def render(kind: str, params: dict[str, Any], exploration: float) -> str:
     >>> render("trees", {"seed": 1}, 0.2)
     '--cb_explore_adf --kind trees --epsilon 0.2 --seed 1'
     """
+    from service.personalizer.configuration import floor_param
+
     parts = ["--cb_explore_adf", "--kind", kind, "--epsilon", f"{exploration:g}"]
+    floor = floor_param(kind)  # said by --epsilon already
     for name, value in sorted(params.items()):
+        if name == floor:
+            continue
         text = value if isinstance(value, str) else json.dumps(value)
         parts += [f"--{name}", shlex.quote(text)]
     return " ".join(parts)

@@ -105,6 +105,10 @@ def _set_policy(
     extra: dict[str, Any] = {"policyName": name}
     if exploration is not None:
         extra["explorationPercentage"] = exploration
+    # the floor (--epsilon, explorationPercentage) is a parameter of kinds that have one
+    floor = exploration if exploration is not None else configuration.exploration_floor(config)
+    if "explorationPercentage" in configuration.stored(config) or exploration is not None:
+        params = configuration.with_floor(kind, params, floor)
     if kind == config.policy_kind and params == config.policy_params:
         return services.store.update_app(config.name, extra=configuration.touched(config, **extra))
     try:
