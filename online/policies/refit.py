@@ -1,0 +1,86 @@
+"""Refitting the regression oracle: one gradient-boosted regressor per action, off the event loop.
+
+``RefitJob`` is self-contained: it holds copies of the window's arrays and the parameters, so it
+can run in a worker thread while the policy keeps deciding and learning. LightGBM does the
+fitting in C++ without the GIL; what stays in Python is a few calls per action and the parse
+of the text model into arrays (``tree_arrays.parse_lightgbm``: numpy conversions of a few lines
+per tree). The result is plain numpy arrays (``RefitResult``), swapped in by the policy's
+``finish_refit``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from online.policies.tree_arrays import CompiledEnsemble, parse_lightgbm
+
+__all__ = ["RefitJob", "RefitResult", "booster_params"]
+
+
+def booster_params(n_trees: int, learning_rate: float, num_leaves: int, min_data_in_leaf: int,
+                   l2: float, seed: int) -> dict:
+    """LightGBM parameters of every per-action regressor (squared loss: SquareCB's oracle)."""
+    return {
+        "objective": "regression",  # squared loss
+        "num_iterations": n_trees,
+        "learning_rate": learning_rate,
+        "num_leaves": num_leaves,
+        "min_data_in_leaf": min_data_in_leaf,
+        "lambda_l2": l2,
+        # a category is a candidate split after min_data_in_leaf plays, as a number is (the
+        # default 100 per category would leave a small app's categories unused for long)
+        "min_data_per_group": min_data_in_leaf,
+        "cat_smooth": 1.0,
+        "seed": seed,
+        "deterministic": True,
+        "num_threads": 1,  # one trainer thread per app; apps refit in parallel
+        "verbose": -1,
+    }
+
+
+@dataclass
+class RefitResult:
+    """What a refit produced: model ``k`` of ``ensemble`` is action index ``k``'s regressor."""
+
+    ensemble: CompiledEnsemble
+    plays: np.ndarray  # int64 per action index: plays in the window the models were fitted on
+    n_events: int  # events the window held up to (the policy's event count at start_refit)
+    seconds: float
+
+
+@dataclass
+class RefitJob:
+    """A refit of every action's regressor on a copy of the window; call it (in any thread)."""
+
+    X: np.ndarray  # float32 (n, d), NaN = missing
+    actions: np.ndarray  # int32 (n,) action index of each event
+    rewards: np.ndarray  # float64 (n,)
+    n_actions: int  # action indices 0..n_actions-1 get a model (empty when never played)
+    categorical: list[int]  # columns holding category codes
+    params: dict
+    n_events: int
+
+    def __call__(self) -> RefitResult:
+        import lightgbm
+
+        t0 = time.perf_counter()
+        plays = np.bincount(self.actions, minlength=self.n_actions).astype(np.int64)
+        parts = [CompiledEnsemble.empty(1) for _ in range(self.n_actions)]
+        if len(self.actions):
+            params = dict(self.params)
+            rounds = params.pop("num_iterations")
+            full = lightgbm.Dataset(
+                self.X, label=self.rewards, categorical_feature=self.categorical or "auto",
+                free_raw_data=False, params={"verbose": -1, "min_data_in_leaf":
+                                             params["min_data_in_leaf"],
+                                             "min_data_per_group": params["min_data_per_group"]})
+            full.construct()
+            for k in np.flatnonzero(plays).tolist():
+                rows = np.flatnonzero(self.actions == k)
+                booster = lightgbm.train(params, full.subset(rows), num_boost_round=rounds)
+                parts[k] = parse_lightgbm(booster.model_to_string())
+        return RefitResult(CompiledEnsemble.concatenate(parts), plays, self.n_events,
+                           time.perf_counter() - t0)

@@ -1,0 +1,265 @@
+"""The tree-ensemble policy: compiled ensemble = LightGBM, SquareCB's rule, learning, state."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+
+import lightgbm
+import numpy as np
+import pytest
+
+from online.policies.squarecb import inverse_gap_weights
+from online.policies.tree_arrays import CompiledEnsemble, parse_lightgbm
+from online.policies.trees import TreeEnsemblePolicy
+from online.policies.window import EventWindow
+
+ADS = ["a1", "a2", "a3", "a4", "a5"]
+
+
+def favorite_stream(n, seed=0):
+    """The five-action problem: reward 1 when the action is the context's favorite."""
+    rng = random.Random(seed)
+    for _ in range(n):
+        yield {"favorite": rng.choice(ADS), "device": rng.choice(["mobile", "desktop", "tv"]),
+               "hour": rng.random() * 24}
+
+
+def play(policy, contexts, best=lambda x: x["favorite"]):
+    rewards = []
+    for x in contexts:
+        d = policy.decide(x)
+        rewards.append(float(d.action == best(x)))
+        policy.learn_one(x, d.action, rewards[-1], d.probability)
+    return np.array(rewards)
+
+
+def small(**kw):
+    params = {"n_trees": 20, "seed": 3, **kw}
+    policy = TreeEnsemblePolicy(**params)
+    for a in ADS:
+        policy.add_action(a)
+    return policy
+
+
+# -- the compiled ensemble -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("zero_as_missing", [False, True])
+def test_compiled_ensemble_predicts_exactly_as_lightgbm(zero_as_missing):
+    rng = np.random.default_rng(0)
+    n = 3000
+    X = rng.random((n, 6))
+    X[:, 3] = rng.integers(0, 40, n)  # a category with 40 codes (bitsets over 2 words)
+    X[rng.random(n) < 0.1, 0] = np.nan
+    X[rng.random(n) < 0.2, 3] = np.nan
+    X[:, 4] = (rng.random(n) < 0.3) * rng.random(n)
+    y = X[:, 1] + np.isin(X[:, 3], [2, 7, 33]) + 2 * np.nan_to_num(X[:, 0]) + (X[:, 4] > 0.1)
+    params = {"objective": "regression", "verbose": -1, "num_leaves": 15, "min_data_in_leaf": 5,
+              "min_data_per_group": 5, "cat_smooth": 1, "max_cat_to_onehot": 4,
+              "zero_as_missing": zero_as_missing}
+    boosters = [lightgbm.train(params, lightgbm.Dataset(X, y * s, categorical_feature=[3]), 30)
+                for s in (1.0, -2.0)]
+    ens = CompiledEnsemble.concatenate([parse_lightgbm(b.model_to_string()) for b in boosters])
+    T = rng.random((1000, 6))
+    T[:, 3] = rng.integers(-2, 50, 1000)  # negative and never-seen codes go right
+    for col, share in ((0, 0.2), (3, 0.2), (1, 0.1)):
+        T[rng.random(1000) < share, col] = np.nan
+    T[rng.random(1000) < 0.2, 4] = 0.0
+    expected = np.column_stack([b.predict(T) for b in boosters])
+    got = np.array([ens.predict(t, np.array([0, 1])) for t in T])
+    np.testing.assert_array_equal(got, expected)
+    # a shorter vector reads the missing columns as NaN; -1 predicts 0; select and state
+    short = np.concatenate([T[:5, :3], np.full((5, 3), np.nan)], axis=1)
+    np.testing.assert_array_equal(
+        [ens.predict(t[:3], np.array([1, -1])) for t in short],
+        np.column_stack([boosters[1].predict(short), np.zeros(5)]))
+    np.testing.assert_array_equal([ens.select([1]).predict(t, np.array([0])) for t in T],
+                                  expected[:, 1:])
+    again = CompiledEnsemble.from_state(json.loads(json.dumps(_plain(ens.to_state()))))
+    np.testing.assert_array_equal([again.predict(t, np.array([0, 1])) for t in T], expected)
+
+
+def _plain(value):
+    """numpy arrays -> lists; fails on anything that is not arrays + JSON values (no pickle)."""
+    if isinstance(value, np.ndarray):
+        assert value.dtype != object
+        return value.tolist()
+    if isinstance(value, dict):
+        assert all(isinstance(k, str) for k in value)
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    assert value is None or isinstance(value, (bool, int, float, str)), type(value)
+    return value
+
+
+# -- the exploration rule ------------------------------------------------------------------------
+
+
+def test_inverse_gap_weights_formula_and_bounds():
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        K = int(rng.integers(1, 30))
+        s = rng.random(K)
+        unseen = rng.random(K) < 0.2
+        g = float(rng.random() * 1000)
+        p = np.empty(K)
+        best = inverse_gap_weights(s, unseen, g, p)
+        assert abs(p.sum() - 1.0) < 1e-12 and (p > 0).all()
+        if unseen.all():
+            np.testing.assert_allclose(p, 1.0 / K)
+            continue
+        assert not unseen[best] and s[best] == s[~unseen].max()
+        for a in range(K):
+            if a != best:
+                gap = 0.0 if unseen[a] else s[best] - s[a]
+                assert p[a] == 1.0 / (K + g * gap)
+                assert 1.0 / (K + g * (s.max() - s.min())) <= p[a] <= 1.0 / K
+        assert p[best] >= 1.0 / K - 1e-12
+
+
+def test_probabilities_are_squarecb_of_the_scores_and_sum_to_one():
+    policy = small()
+    play(policy, favorite_stream(600, seed=1))
+    assert policy.n_refits > 3
+    for x in favorite_stream(50, seed=2):
+        probs = policy.probabilities(x)
+        scores = policy.scores(x)
+        assert list(probs) == sorted(probs, key=probs.get, reverse=True)
+        assert abs(sum(probs.values()) - 1.0) < 1e-12
+        K, g = len(ADS), policy.gamma(len(ADS))
+        best = max(scores, key=scores.get)
+        assert probs[best] == max(probs.values())
+        for a in ADS:
+            if a != best:
+                assert probs[a] == 1.0 / (K + g * (scores[best] - scores[a]))
+        d = policy.decide(x, excluded=["a1"])
+        assert "a1" not in d.probabilities and abs(sum(d.probabilities.values()) - 1) < 1e-12
+        assert d.probability == d.probabilities[d.action]
+
+
+# -- learning ------------------------------------------------------------------------------------
+
+
+def test_five_action_problem_reaches_0_9_within_2000_events():
+    policy = small(n_trees=100)  # the defaults but the seed
+    rewards = play(policy, favorite_stream(2000, seed=11))
+    assert rewards[1000:].mean() >= 0.9
+
+
+def test_learning_from_a_uniform_log_recovers_the_best_action():
+    """Off-policy: events logged by another policy (uniform, p = 1/5) are learned by direct
+    regression: the greedy action is each context's best."""
+    rng = random.Random(5)
+    policy = TreeEnsemblePolicy(n_trees=30, seed=0)
+    log = [(x, rng.choice(ADS)) for x in favorite_stream(3000, seed=2)]
+    # the reward depends on two features: the favorite, and an hour-of-day bonus for a5
+    def reward(x, a):
+        return float(a == x["favorite"]) * 0.6 + (0.5 if a == "a5" and x["hour"] < 6 else 0.0)
+
+    assert policy.learn_many((x, a, reward(x, a), 0.2) for x, a in log) == 3000
+    policy.finish_refit(policy.start_refit()())  # fit on everything logged
+    hits = 0
+    for x in favorite_stream(300, seed=9):
+        truth = max(ADS, key=lambda a: reward(x, a))
+        hits += policy.predict_one(x) == truth
+    assert hits >= 0.95 * 300
+
+
+def test_unseen_actions_are_tried_at_once_and_removed_ones_never():
+    policy = small()
+    play(policy, favorite_stream(400, seed=1))
+    policy.add_action("new")
+    x = next(favorite_stream(1, seed=3))
+    probs = policy.probabilities(x)
+    assert probs["new"] == pytest.approx(1.0 / 6)  # no data: no gap
+    assert np.isnan(policy.scores(x)["new"])
+    policy.remove_action("a3")
+    for _ in range(50):
+        assert policy.decide(x).action != "a3"
+    assert policy.decide(x, actions=["a3", "a1"]).probabilities["a3"] == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="no action"):
+        policy.decide(x, actions=["a1"], excluded=["a1"])
+
+
+def test_int_action_ids_and_river_pull_update():
+    policy = TreeEnsemblePolicy(n_trees=10, seed=0)
+    for t in range(600):
+        x = {"v": float(t % 2)}
+        arm = policy.pull([0, 1], x)
+        policy.update(arm, x, float(arm == t % 2))
+    assert policy.predict_one({"v": 1.0}, actions=[0, 1]) == 1
+    assert policy.predict_one({"v": 0.0}, actions=[0, 1]) == 0
+
+
+def test_bad_input_is_a_clear_value_error_and_unseen_keys_are_ignored():
+    policy = small()
+    play(policy, favorite_stream(200, seed=1))
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="hour"):
+            policy.decide({"favorite": "a1", "hour": bad})
+        with pytest.raises(ValueError, match="hour"):
+            policy.learn_one({"favorite": "a1", "hour": bad}, "a1", 1.0, 0.5)
+    with pytest.raises(ValueError, match="probability"):
+        policy.learn_one({"favorite": "a1"}, "a1", 1.0, 0.0)
+    x = {"favorite": "a2", "device": "mobile", "hour": 3.0}
+    assert policy.probabilities({**x, "never": 1.0, "device": "watch"}) == policy.probabilities(
+        {"favorite": "a2", "hour": 3.0})
+
+
+# -- refits, window, state -----------------------------------------------------------------------
+
+
+def test_refit_runs_in_a_thread_while_the_policy_learns():
+    policy = small(auto_refit=False)
+    play(policy, favorite_stream(300, seed=1))
+    assert policy.n_refits == 0 and policy.refit_due()
+    job = policy.start_refit()
+    box = {}
+    worker = threading.Thread(target=lambda: box.setdefault("result", job()))
+    worker.start()
+    play(policy, favorite_stream(100, seed=2))  # meanwhile
+    worker.join()
+    policy.finish_refit(box["result"])
+    assert policy.n_refits == 1 and policy.n_trees_fitted > 0
+    assert box["result"].n_events == 300 and policy.n_learned == 400
+    assert policy.refit_due()  # the 100 events learned meanwhile are in the window, not fitted
+
+
+def test_window_keeps_the_last_events_only():
+    w = EventWindow(size=3)
+    for i in range(7):
+        w.append(np.full(i % 3 + 1, float(i)), i, float(i), 1.0)
+    X, a, r, p = w.arrays(n_columns=3)
+    assert a.tolist() == [4, 5, 6] and len(w) == 3 and w.n_events == 7
+    assert X[1].tolist() == [5.0, 5.0, 5.0] and X[2, 0] == 6.0 and np.isnan(X[2, 1:]).all()
+    again = EventWindow.from_state(w.to_state())
+    again.append(np.array([7.0]), 7, 7.0, 1.0)
+    w.append(np.array([7.0]), 7, 7.0, 1.0)
+    for u, v in zip(w.arrays(), again.arrays()):
+        np.testing.assert_array_equal(u, v)
+
+    policy = small(window=100)
+    play(policy, favorite_stream(450, seed=4))
+    assert len(policy._window) == 100
+
+
+def test_state_round_trip_gives_identical_decisions_and_learning():
+    policy = small()
+    play(policy, favorite_stream(500, seed=1))
+    state = policy.to_state()
+    copy = TreeEnsemblePolicy.from_state(json.loads(json.dumps(_plain(state))))
+    contexts = list(favorite_stream(400, seed=8))
+    # same draws, same probabilities, and the same refits afterwards
+    assert [(d.action, d.probability) for d in map(copy.decide, contexts[:50])] == [
+        (d.action, d.probability) for d in map(policy.decide, contexts[:50])]
+    r1, r2 = play(policy, contexts), play(copy, contexts)
+    np.testing.assert_array_equal(r1, r2)
+    assert copy.n_refits == policy.n_refits
+    assert copy.probabilities(contexts[0]) == policy.probabilities(contexts[0])
+
+    serving = TreeEnsemblePolicy.from_state(policy.to_state(statistics=False))
+    assert serving.probabilities(contexts[1]) == policy.probabilities(contexts[1])
+    assert "window" not in policy.to_state(statistics=False)["model"]
