@@ -29,6 +29,7 @@ def gamma(scale: float, n_actions: int, n_events: int) -> float:
 def inverse_gap_weights(scores, unseen, gamma, out):
     """Write the IGW probabilities of ``scores`` into ``out``; return the best index.
 
+    >>> import numpy as np
     >>> p = np.empty(3)
     >>> inverse_gap_weights(np.array([0.5, 0.9, 0.1]), np.zeros(3, np.bool_), 10.0, p)
     1
