@@ -10,9 +10,9 @@ rewardAggregation          the app's ``rewardAggregation``: ``earliest`` or ``su
 explorationPercentage      the app's exploration floor (a share in [0, 1], as Personalizer's
                            API took it): the policy parameter that is one (``floor`` of the
                            'auto' kind: every action gets at least floor / K; ``epsilon`` of
-                           'linucb'). Grove's learners take it at construction: a new value
-                           is in the policy's params for the next model (reset, import, new
-                           policy); the running model keeps its floor until then
+                           'linucb'). An 'auto' app changes its floor live; other kinds
+                           take it at construction: a new value is in the policy's params
+                           for the next model (reset, import, new policy)
 logRetentionDays           how long the app's learned events stay in its log (-1: kept);
                            the trainer trims older ones
 modelExportFrequency       kept and returned; Grove's trainer publishes a new model at

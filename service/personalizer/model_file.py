@@ -113,6 +113,7 @@ def replace(client: redis.Redis, name: str, learner: Any, **config_changes: Any)
                 serving = codec.encode(kind.dump_for_serving(learner))
                 pipe.multi()
                 pipe.hset(config_key, "json", config.to_json())
+                pipe.hincrby(config_key, "rev", 1)  # as service.candidates: config caches
                 pipe.hset(
                     snapshot_key,
                     mapping={

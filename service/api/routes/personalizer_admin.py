@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from service import keys
+from service import candidates, keys
 from service.api import usecases
 from service.api.deps import ServicesDep
 from service.api.routes.personalizer import CallerDep
@@ -64,6 +64,13 @@ def _update_service(services: Services, caller: Caller, body: dict) -> dict:
     except configuration.ConfigurationError as exc:
         raise bad_request(str(exc), "InvalidServiceConfiguration") from None
     config = services.store.update_app(config.name, **changes)
+    exploration = body.get("explorationPercentage")
+    if exploration is not None and config.policy_kind == "auto":
+        # the auto policy changes its floor live (the same model, its next version)
+        try:
+            candidates.change(services.store.redis, config.name, floor=float(exploration))
+        except candidates.Gone:
+            raise HTTPException(404, f"app {config.name!r} not found") from None
     return configuration.public(config, services.settings.event_retention)
 
 
