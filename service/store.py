@@ -59,7 +59,18 @@ class Store:
     def create_app(
         self, config: AppConfig, initial_state: bytes, serving_state: bytes | None = None
     ) -> None:
+        """Create the app, or :class:`Conflict` if the name is taken.
+
+        The app's own keys are written by one script (one slot); the two indexes (app names,
+        API-key hashes) live on other slots, so on a Redis Cluster no script or MULTI can
+        write them together. They are written FIRST: a crash in between leaves a name or a key
+        hash that points at no app, which every reader ignores (no config: not listed, not
+        trained, the key refused) and the next create of that name reuses; the other order
+        could leave a live app that no trainer sees.
+        """
         name = config.name
+        self.redis.sadd(keys.APPS, name)
+        self.redis.hset(keys.API_KEYS, config.api_key_hash, name)
         result = self.scripts.create_app(
             keys=[
                 keys.config(name),
@@ -71,10 +82,9 @@ class Store:
             ],
             args=[config.uid, config.to_json(), initial_state, serving_state or initial_state],
         )
-        if _s(result[0]) == "exists":
+        if _s(result[0]) == "exists":  # the name stays listed: it is the existing app's
+            self.redis.hdel(keys.API_KEYS, config.api_key_hash)
             raise Conflict(f"app {name!r} already exists")
-        self.redis.sadd(keys.APPS, name)
-        self.redis.hset(keys.API_KEYS, config.api_key_hash, name)
 
     def key_owner(self, key_hash: str) -> str | None:
         """The app whose API key hashes to ``key_hash`` (read only when a key is refused)."""
