@@ -24,6 +24,8 @@ _EXPORTS = {
     "FeatureEncoder": "online.policies.features",
     "LinUCB": "online.policies.linucb",
     "BanditForestPolicy": "online.policies.bandit_forest",
+    "TreeEnsemblePolicy": "online.policies.trees",
+    "AutoPolicy": "online.policies.auto",
     "make_policy": "online.policies.registry",
     "POLICY_KINDS": "online.policies.registry",
     "DEFAULT_POLICY_KIND": "online.policies.registry",

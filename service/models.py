@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from online.policies.registry import POLICY_KINDS, PolicyKind
+
 
 @dataclass(frozen=True)
 class Choice:
@@ -246,20 +248,36 @@ _MCTS_INSTEAD = (
 )
 
 
-MODEL_KINDS: dict[str, ModelKind] = {
-    "bandit-forest": ModelKind(
-        name="bandit-forest",
-        learner="online:BanditForest",
-        build=_forest_build,
+def _policy_kind(spec: PolicyKind) -> ModelKind:
+    """The service's entry for a hosted contextual-bandit policy of :data:`POLICY_KINDS`.
+
+    Every such policy decides with ``decide(x, actions, excluded)``, learns with ``learn_one``
+    / ``learn_many`` and stores ``to_state()``; ``to_state(statistics=False)`` is the smaller
+    copy an API process decides with (Bandit Forest without its exploring stumps' counts, the
+    tree-ensemble policy without its window of events).
+    """
+
+    def build(cls: type, params: dict[str, Any], actions: list[str]) -> Any:
+        spec.check(params)  # TypeError naming the parameters the kind does not have
+        return _forest_build(cls, params, actions)
+
+    return ModelKind(
+        name=spec.name,
+        learner=spec.learner,
+        build=build,
         decide=_forest_decide,
         learn=_forest_learn,
         learn_many=_forest_learn_many,
         change_actions=_forest_change_actions,
-        # without the exploring stumps' counts: an order of magnitude smaller, decides the same
-        dump_serving=lambda forest: forest.to_state(statistics=False),
+        dump_serving=lambda policy: policy.to_state(statistics=False),
         reseed=_forest_reseed,
         load_serving=_forest_load_serving,
-    ),
+    )
+
+
+MODEL_KINDS: dict[str, ModelKind] = {
+    # the policy kinds and the names make_policy accepts are one list (online.POLICY_KINDS)
+    **{name: _policy_kind(spec) for name, spec in POLICY_KINDS.items()},
     "mcts-is": ModelKind(
         name="mcts-is",
         learner="online:MCTSInteractions",

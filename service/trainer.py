@@ -34,6 +34,8 @@ import socket
 import threading
 import time
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +78,8 @@ class OwnedApp:
     last_publish: float = field(default_factory=time.monotonic)
     #: an auto app's switches of serving candidate in the published snapshot (None: not auto)
     switches_published: int | None = None
+    #: the learner's refit running in the trainer's refit thread (see Trainer.refit)
+    refit: Future | None = None
 
     def switch_count(self) -> int | None:
         switches = getattr(self.learner, "switches", None)
@@ -92,6 +96,9 @@ class Trainer:
         self.owned: dict[str, OwnedApp] = {}
         self._next_lease_check = 0.0
         self._unreachable: set[str] = set()  # apps (or "the app index") Redis did not answer for
+        # one thread runs the apps' refits in turn (LightGBM fits without the GIL), so that the
+        # loop goes on learning every app meanwhile; a refit is bounded by the policy's window
+        self._refits = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grove-refit")
 
     # -- loop ----------------------------------------------------------------------------------
     def run(self, stop: threading.Event | None = None) -> None:
@@ -127,6 +134,7 @@ class Trainer:
             try:
                 work += self.expire(name)
                 work += self.learn(name)
+                work += self.refit(name)
                 self.maybe_publish(name)
                 self._reachable(name)
             except UNAVAILABLE as exc:  # its master is down (a cluster): the others go on
@@ -149,6 +157,7 @@ class Trainer:
                 "shutdown without Redis (%s): the next trainer resumes from the snapshots", exc
             )
         self.owned.clear()
+        self._refits.shutdown(wait=False, cancel_futures=True)
         log.info("trainer %s stopped", self.id)
 
     # -- leases --------------------------------------------------------------------------------
@@ -233,6 +242,8 @@ class Trainer:
         info, state = self.store.load_snapshot(name)
         kind = model_kind(config.policy_kind)
         learner = kind.load(state)
+        if hasattr(learner, "defer_refits"):
+            learner.defer_refits()  # refits run in the refit thread (Trainer.refit), not inline
         kind.change_actions(learner, config.action_ids, [])
         stream = keys.stream(name)
         try:
@@ -378,6 +389,44 @@ class Trainer:
             if (owned.switch_count() or 0) > (owned.switches_published or 0):
                 owned.last_publish = float("-inf")  # a switch is a new model version: publish now
         return len(entries)
+
+    def refit(self, name: str) -> int:
+        """Install the app's finished refit (1: the model changed), or start one when due.
+
+        A policy whose model is rebuilt in batches (the tree-ensemble policy's regressors, an
+        auto app's candidates) hands the trainer a self-contained job (``start_refit``); it runs
+        in the refit thread while this loop goes on learning, and its result is installed here,
+        by the model's single writer (``finish_refit``), then published at once. Events learned
+        meanwhile stay in the policy's window for the next refit.
+        """
+        owned = self.owned[name]
+        future = owned.refit
+        if future is not None:
+            if not future.done():
+                return 0
+            owned.refit = None
+            try:
+                result = future.result()
+            except Exception:  # a failed fit keeps the current model; the next one is retried
+                log.exception("app %s: refit failed; serving the previous model", name)
+                return 0
+            owned.learner.finish_refit(result)
+            owned.unpublished += 1
+            owned.last_publish = float("-inf")  # a new model: publish at once
+            return 1
+        due = getattr(owned.learner, "refit_due", None)
+        if due is not None and due():
+            job = owned.learner.start_refit()
+            if job is not None:
+                owned.refit = self._refits.submit(job)
+        return 0
+
+    def wait_refits(self, timeout: float | None = None) -> int:
+        """Wait for the running refits and install them; returns how many were installed."""
+        running = [o.refit for o in self.owned.values() if o.refit is not None]
+        wait_futures(running, timeout)
+        return sum(self.refit(name) for name, o in list(self.owned.items())
+                   if o.refit is not None and o.refit.done())
 
     def _learn_labeled(self, name: str, owned: OwnedApp, entry: tuple[str, dict]) -> None:
         entry_id, fields = entry

@@ -24,6 +24,7 @@ __all__ = ["AutoPolicy", "CandidateConflict", "DEFAULT_CANDIDATES"]
 
 #: the default candidate set, serving order first (see the class doc for why)
 DEFAULT_CANDIDATES: tuple[dict, ...] = (
+    {"kind": "trees"},
     {"kind": "linucb"},
     {"kind": "bandit-forest"},
 )
@@ -253,6 +254,8 @@ class AutoPolicy(Policy):
             raise ValueError(f"candidate {name!r} ({kind}): {exc}") from None
         for action in self.actions:
             policy.add_action(action)
+        if self._refits_deferred and hasattr(policy, "defer_refits"):
+            policy.defer_refits()
         self._candidates_.append(_Candidate(name, kind, params, self._serial, policy,
                                             self._n_learned))
         self._estimates.add_rows(self.alpha / 2.0 ** self._serial)
@@ -337,6 +340,13 @@ class AutoPolicy(Policy):
         self.floor = float(floor)
 
     # -- refits off the serving path: each candidate's, in one job -------------------------------
+
+    def defer_refits(self) -> None:
+        """Every candidate's refits (and those of candidates added later) are the caller's."""
+        super().defer_refits()
+        for c in self._candidates_:
+            if hasattr(c.policy, "defer_refits"):
+                c.policy.defer_refits()
 
     def refit_due(self) -> bool:
         return any(c.policy.refit_due() for c in self._candidates_

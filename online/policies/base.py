@@ -106,6 +106,16 @@ class Policy(bandit.base.ContextualPolicy):
     def finish_refit(self, result: Any) -> None:
         """Install what a :meth:`start_refit` job returned."""
 
+    #: whether the host runs the refit hooks itself (see :meth:`defer_refits`)
+    _refits_deferred = False
+
+    def defer_refits(self) -> None:
+        """Leave refits to the caller from now on: ``learn_one`` never refits inline, the caller
+        runs :meth:`refit_due` / :meth:`start_refit` / :meth:`finish_refit` (a service's trainer
+        runs the job in a worker thread). A property of the host, not of the policy: not part of
+        the state, so a restored copy refits inline until told otherwise."""
+        self._refits_deferred = True
+
     # -- actions -------------------------------------------------------------------------------
 
     @property

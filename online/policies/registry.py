@@ -50,6 +50,9 @@ POLICY_KINDS: dict[str, PolicyKind] = {
                    "Bandit Forest (Feraud et al. 2016): online random forest of decision stumps"),
         PolicyKind("linucb", "online.policies.linucb:LinUCB",
                    "disjoint LinUCB (Li et al. 2010), Sherman-Morrison updates"),
+        PolicyKind("trees", "online.policies.trees:TreeEnsemblePolicy",
+                   "SquareCB inverse-gap weighting over gradient-boosted regressors "
+                   "(one per action), refitted on a sliding window"),
         PolicyKind("auto", "online.policies.auto:AutoPolicy",
                    "several candidates learn from one stream; anytime-valid off-policy "
                    "estimates pick the one that serves"),
@@ -57,7 +60,7 @@ POLICY_KINDS: dict[str, PolicyKind] = {
 }
 
 #: the kind an app gets when ``POST /apps`` names none
-DEFAULT_POLICY_KIND = "bandit-forest"
+DEFAULT_POLICY_KIND = "auto"
 
 
 def policy_kind(kind: str) -> PolicyKind:
@@ -81,7 +84,7 @@ def make_policy(kind: str = DEFAULT_POLICY_KIND, actions: Iterable[Hashable] = (
     >>> make_policy("nope")
     Traceback (most recent call last):
     ...
-    ValueError: unknown policy kind 'nope'; known kinds: auto, bandit-forest, linucb
+    ValueError: unknown policy kind 'nope'; known kinds: auto, bandit-forest, linucb, trees
     """
     spec = policy_kind(kind)
     spec.check({**params, "seed": seed})

@@ -177,7 +177,7 @@ class TreeEnsemblePolicy(Policy):
 
     def _learn(self, x: np.ndarray, k: int, reward: float, probability: float) -> None:
         self._window.append(x, k, reward, probability)
-        if self.auto_refit and self.refit_due():
+        if self.auto_refit and not self._refits_deferred and self.refit_due():
             self.finish_refit(self.start_refit()())
 
     # -- refits (the trainer's hooks) ------------------------------------------------------

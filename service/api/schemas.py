@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from online.policies.registry import DEFAULT_POLICY_KIND
 from service.models import MODEL_KINDS
 from service.records import Aggregation
 
@@ -73,10 +74,12 @@ def _action_specs(actions: list[str | ActionSpec] | None) -> list[ActionSpec] | 
 
 class PolicySpec(Schema):
     kind: str = Field(
-        default="bandit-forest",
-        description="model kind: 'bandit-forest' (decides among the app's actions, learns from "
-        "rewards) or 'mcts-is' (predicts P(y = 1 | x) with the interactions it selected, learns "
-        "from labeled events; takes no actions)",
+        default=DEFAULT_POLICY_KIND,
+        description="model kind: a contextual-bandit policy that decides among the app's "
+        "actions and learns from rewards ('auto', the default: candidates chosen by "
+        "counterfactual evaluation; 'trees', 'linucb', 'bandit-forest'), or 'mcts-is' (predicts "
+        "P(y = 1 | x) with the interactions it selected, learns from labeled events; takes no "
+        "actions)",
     )
     params: dict[str, Any] = Field(
         default_factory=dict, description="the learner's hyperparameters"

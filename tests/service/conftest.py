@@ -81,7 +81,7 @@ def drain(trainer: Trainer, rounds: int = 200) -> None:
     """Step the trainer until it is idle, then publish what it learned."""
     trainer.refresh_leases()
     for _ in range(rounds):
-        if not trainer.step():
+        if not trainer.step() and not trainer.wait_refits():
             break
     for name in list(trainer.owned):
         trainer.maybe_publish(name, force=True)

@@ -194,12 +194,6 @@ def test_both_path_styles_and_unsupported_routes(server, key):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the new default policy (issue #18: online/policies, service/models.py); "
-    "with bandit-forest as the default an app plays near-uniformly for thousands of events "
-    "(0.20 over the last 500 here)",
-)
 def test_rank_reward_loop_learns_through_the_current_sdk(server, client, settings, trainer):
     """3,000 events of a five-action problem (the policy issue's): the reward is 1 when the
     action is the context's favourite. The app has only a name: its default policy learns."""

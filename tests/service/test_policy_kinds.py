@@ -1,0 +1,87 @@
+"""The hosted policy kinds through the API and the trainer: the default app, the tree-ensemble
+policy's refits in the trainer's refit thread, propensities equal to the served snapshot's."""
+
+from __future__ import annotations
+
+import random
+
+from online.policies.registry import DEFAULT_POLICY_KIND, POLICY_KINDS
+from service import codec
+from service.models import MODEL_KINDS, model_kind
+
+from .conftest import ADMIN, drain
+
+ACTIONS = [f"a{i}" for i in range(5)]
+
+
+def _create(client, name: str, policy: dict | None = None) -> dict:
+    body = {"name": name, "actions": ACTIONS, "rewardWaitTime": 600}
+    if policy is not None:
+        body["policy"] = policy
+    answer = client.post("/apps", json=body, headers=ADMIN)
+    assert answer.status_code == 201, answer.text
+    return {"Authorization": f"Bearer {answer.json()['apiKey']}"}
+
+
+def _play(client, headers, app: str, n: int, rng: random.Random) -> list[float]:
+    """``n`` decide/reward rounds of the five-action problem; the rewards earned."""
+    earned = []
+    for _ in range(n):
+        favourite = rng.choice(ACTIONS)
+        context = {"favorite": favourite, "device": rng.choice(["pc", "phone", "tablet"])}
+        decision = client.post(f"/apps/{app}/decide", json={"context": context}, headers=headers)
+        assert decision.status_code == 200, decision.text
+        body = decision.json()
+        reward = float(body["action"] == favourite)
+        answer = client.post(f"/apps/{app}/reward", json={"eventId": body["eventId"],
+                                                          "reward": reward}, headers=headers)
+        assert answer.status_code == 200, answer.text
+        earned.append(reward)
+    return earned
+
+
+def test_every_policy_kind_is_a_model_kind():
+    assert set(POLICY_KINDS) <= set(MODEL_KINDS)
+    assert DEFAULT_POLICY_KIND == "auto"
+
+
+def test_an_app_that_names_no_policy_gets_auto_with_the_tree_policy_serving(client):
+    _create(client, "plain")
+    app = client.get("/apps/plain", headers=ADMIN).json()
+    assert app["policy"]["kind"] == "auto"
+    figures = client.get("/apps/plain/evaluations", headers=ADMIN).json()
+    assert [c["kind"] for c in figures["candidates"]] == ["trees", "linucb", "bandit-forest"]
+    assert [c["serving"] for c in figures["candidates"]] == [True, False, False]
+
+
+def test_unknown_params_of_a_policy_kind_are_a_422_naming_them(client):
+    answer = client.post("/apps", json={"name": "bad", "actions": ACTIONS,
+                                        "policy": {"kind": "trees", "params": {"depth": 3}}},
+                         headers=ADMIN)
+    assert answer.status_code == 422 and "'depth'" in answer.text and "gamma_scale" in answer.text
+
+
+def test_the_trainer_refits_the_tree_policy_and_serves_the_refitted_model(client, trainer, store):
+    """Refits run in the trainer's refit thread; the snapshot it publishes decides the favourite
+    (the five-action problem), and every logged propensity is the served snapshot's."""
+    headers = _create(client, "trees", {"kind": "trees", "params": {"n_trees": 20, "seed": 3}})
+    rng = random.Random(5)
+    for _ in range(8):
+        _play(client, headers, "trees", 100, rng)
+        drain(trainer)
+    learner = trainer.owned["trees"].learner
+    assert learner.n_refits >= 3 and trainer.owned["trees"].refit is None
+    late = _play(client, headers, "trees", 300, rng)
+    assert sum(late) / len(late) >= 0.85, sum(late) / len(late)
+
+    # the served snapshot's distribution is what the API logged with its decisions
+    info, state = store.load_snapshot("trees", serving=True)
+    served = model_kind("trees").load(state)
+    context = {"favorite": "a2", "device": "pc"}
+    decision = client.post("/apps/trees/decide", json={"context": context},
+                           headers=headers).json()
+    assert decision["modelVersion"] == info.version
+    expected = served.probabilities(context)
+    assert {r["id"]: r["probability"] for r in decision["ranking"]} == expected
+    assert decision["probability"] == expected[decision["action"]]
+    assert codec.decode(codec.encode(state))["format"] == "grove.trees"
