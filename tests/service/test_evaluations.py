@@ -62,8 +62,7 @@ def _patch(client, app: str, body: dict, headers: dict = ADMIN):
 
 def _switch_metric(client, app: str) -> float | None:
     text = client.get("/metrics").text
-    found = re.search(rf'^grove_app_policy_switches_total{{app="{app}"}} (\S+)$', text, re.M) or \
-        re.search(rf'^grove_app_policy_switches{{app="{app}"}} (\S+)$', text, re.M)
+    found = re.search(rf'^grove_app_policy_switches_total{{app="{app}"}} (\S+)$', text, re.M)
     return None if found is None else float(found.group(1))
 
 
