@@ -226,24 +226,11 @@ class AutoPolicy(Policy):
 
         Unknown kinds, unknown parameters and bad values raise ``ValueError`` naming them.
         """
-        if not isinstance(spec, dict) or not isinstance(spec.get("kind"), str):
-            raise ValueError(f"a candidate is {{'kind': ..., 'params': {{...}}}}, got {spec!r}")
-        unknown = sorted(set(spec) - {"kind", "params", "name"})
-        if unknown:
-            raise ValueError(f"a candidate has kind, params and name; unknown keys: "
-                             f"{', '.join(unknown)}")
-        kind = spec["kind"]
-        if kind == "auto":
-            raise ValueError("an auto policy's candidate cannot itself be 'auto'")
-        params = dict(spec.get("params") or {})
+        kind, params = _checked_spec(spec)
         name = spec.get("name") or self._free_name(kind)
         if not isinstance(name, str) or any(c.name == name for c in self._candidates_):
             raise ValueError(f"candidate name {name!r} is not a new string")
-        cls = policy_kind(kind).cls  # ValueError naming the known kinds
-        try:
-            policy_kind(kind).check(params)
-        except TypeError as exc:
-            raise ValueError(str(exc)) from None
+        cls = policy_kind(kind).cls
         self._serial += 1
         if "seed" not in params and self.seed is not None:
             params["seed"] = int(np.random.SeedSequence([self.seed, self._serial])
@@ -251,7 +238,8 @@ class AutoPolicy(Policy):
         try:
             policy = cls(**params)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"candidate {name!r} ({kind}): {exc}") from None
+            raise ValueError(f"candidate {name!r} ({kind}, params {spec.get('params') or {}}): "
+                             f"{exc}") from None
         for action in self.actions:
             policy.add_action(action)
         if self._refits_deferred and hasattr(policy, "defer_refits"):
@@ -300,6 +288,13 @@ class AutoPolicy(Policy):
                 keep.append(c.name)
             else:
                 new.append(spec)
+        for spec in new:  # a bad spec is named before a conflict over the serving candidate
+            kind, params = _checked_spec(spec)
+            try:
+                policy_kind(kind).cls(**params)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"candidate {spec.get('name') or kind!r} ({kind}, params "
+                                 f"{params}): {exc}") from None
         names = [s.get("name") or s.get("kind") for s in specs]
         if len(set(names)) != len(names):
             raise ValueError(f"candidate names must differ, got {names}")
@@ -607,6 +602,28 @@ class AutoPolicy(Policy):
         yield {"candidates": [{"kind": "linucb"}, {"kind": "bandit-forest",
                                                    "params": {"n_trees": 5, "warmup": 20}}],
                "seed": 42}
+
+
+def _checked_spec(spec) -> tuple[str, dict]:
+    """The kind and (a copy of the) params of a candidate spec; ``ValueError`` naming what is
+    wrong: not a dict, unknown keys, an unknown kind, 'auto', unknown parameter names."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("kind"), str):
+        raise ValueError(f"a candidate is {{'kind': ..., 'params': {{...}}}}, got {spec!r}")
+    unknown = sorted(set(spec) - {"kind", "params", "name"})
+    if unknown:
+        raise ValueError(f"a candidate has kind, params and name; unknown keys: "
+                         f"{', '.join(unknown)}")
+    kind = spec["kind"]
+    if kind == "auto":
+        raise ValueError("an auto policy's candidate cannot itself be 'auto'")
+    params = spec.get("params") or {}
+    if not isinstance(params, dict):
+        raise ValueError(f"a candidate's params are a dict, got {params!r}")
+    try:
+        policy_kind(kind).check(params)  # ValueError naming the known kinds
+    except TypeError as exc:
+        raise ValueError(str(exc)) from None
+    return kind, dict(params)
 
 
 def _same_params(a: dict, b: dict) -> bool:

@@ -22,6 +22,12 @@ from service.api.deps import AdminDep, AppName, AppVersionDep, StoreDep
 router = APIRouter(prefix="/apps/{app}", tags=["evaluations"])
 
 
+#: every candidate learns every event, so each one costs the trainer a full policy's time
+MAX_CANDIDATES = 8
+MAX_NAME = 64
+NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
+
+
 class Band(BaseModel):
     estimate: float | None
     lower: float
@@ -67,15 +73,16 @@ class CandidateSpec(BaseModel):
 
     kind: str
     params: dict[str, Any] = Field(default_factory=dict)
-    name: str | None = None
+    name: str | None = Field(None, min_length=1, max_length=MAX_NAME, pattern=NAME)
 
 
 class CandidatesUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     candidates: list[CandidateSpec] | None = Field(
-        None, min_length=1, description="the new list: a listed name with the same kind and "
-        "params keeps its candidate and what it learned; the others are new")
+        None, min_length=1, max_length=MAX_CANDIDATES,
+        description="the new list: a listed name with the same kind (and params, if given) "
+        "keeps its candidate and what it learned; the others are new")
     serving: str | None = Field(None, description="the candidate to serve now")
     floor: float | None = Field(None, gt=0, lt=1, description="the exploration floor")
 
@@ -94,8 +101,10 @@ async def get_evaluations(app_version: AppVersionDep, store: StoreDep) -> dict:
 async def change_candidates(app: AppName, body: CandidatesUpdate, store: StoreDep,
                             _: AdminDep) -> dict:
     """Change the candidates, the serving candidate or the floor of a live auto app."""
+    # only the keys the client gave: a spec without params keeps the candidate of that name
+    # and kind whatever its params (a default ``params: {}`` would make it a new one)
     specs = None if body.candidates is None else [
-        {k: v for k, v in c.model_dump().items() if v is not None} for c in body.candidates]
+        c.model_dump(exclude_unset=True) for c in body.candidates]
     try:
         return await run_in_threadpool(candidates.change, store.redis, app, specs, body.serving,
                                        body.floor)
