@@ -11,30 +11,20 @@ from collections.abc import Hashable, Iterable, Sequence
 import numpy as np
 from river import bandit
 
+from online.bandit.decisions import ForestDecisions
 from online.bandit.encoder import ContextEncoder
-from online.bandit.kernels import (
-    LEAF,
-    SLOT,
-    SPLIT,
-    decide_probabilities,
-    finished_actions,
-    greedy_actions,
-    learn_event,
-    learn_events,
-    radius_table,
-)
+from online.bandit.kernels import Events, learn_event, learn_events, radius_table
+from online.bandit.layout import Bound, forest_arrays, plain
+from online.bandit.paths import ForestPaths, _range
+from online.bandit.state import ForestState
 from online.bandit.storage import ForestStorage
-from online.bandit.subforest import select_trees_state
 from online.decision import Decision
 
 __all__ = ["BanditForest", "Decision"]  # Decision lives in online.decision
-
-FORMAT = "grove.bandit-forest"
-VERSION = 1
 _NO_PATHS = np.empty(0, np.int64)  # learn_event finds every tree's path itself
 
 
-class BanditForest(bandit.base.ContextualPolicy):
+class BanditForest(ForestDecisions, ForestPaths, ForestState, bandit.base.ContextualPolicy):
     """BANDIT FOREST (Féraud et al., 2016): L randomized trees of decision stumps, learned online.
 
     Each tree is grown by stacking DECISION STUMPs (Algorithm 4). A stump explores its candidate
@@ -232,6 +222,7 @@ class BanditForest(bandit.base.ContextualPolicy):
         self._radii_table: np.ndarray | None = None
         self._inventory: tuple[list, np.ndarray] | None = None  # cached active actions
         self._arrays_version = -1  # storage version the cached kernel arguments belong to
+        self._forest_arrays: tuple = ()
         self._radii_for = 0
         seeds = np.random.SeedSequence(seed).spawn(2)
         self._rng_learn = np.random.Generator(np.random.PCG64(seeds[0]))
@@ -276,84 +267,6 @@ class BanditForest(bandit.base.ContextualPolicy):
         stream of exploration draws this way.
         """
         self._rng_decide = np.random.Generator(np.random.PCG64(seed))
-
-    # -- acting --------------------------------------------------------------------------------
-
-    def decide(self, x: dict, actions: Iterable | None = None, excluded: Iterable = ()) -> Decision:
-        """Choose an action for context ``x`` among ``actions`` (default: the inventory).
-
-        Does not change what the forest has learned (only its random generator moves on).
-        """
-        xb, complete = self._encoder.encode_known(x)
-        candidates, known = self._candidates(actions, excluded)
-        n = len(candidates)
-        # the kernel's outputs: new arrays per call (API replicas decide from several threads)
-        probs, drawn, order = np.empty(n), np.empty(n, np.int64), np.empty(n, np.int64)
-        paths = np.empty(len(self._roots), np.int64)
-        share, winner, n_pool = decide_probabilities(
-            xb, *self._decide_arrays(), known, self.voting == "all-finished", probs, drawn, order,
-            paths)
-        # learn_one(x) right after (the usual pair) reuses this encoding if x is unchanged, and
-        # the trees' paths for x if nothing was learned in between (the trees are the same)
-        self._encoded = (dict(x), xb, paths, self._n_learned) if complete else None
-        rng = self._rng_decide
-        explored = share == 1.0 or (share > 0.0 and rng.random() < share)
-        if explored:  # uniform among the pool (positions in candidate order)
-            j = int(drawn[int(rng.random() * n_pool)])
-        else:
-            j = winner
-        decision = Decision(candidates[j], float(probs[j]), None, explored,
-                            _ranking=(candidates, probs, order))
-        self._last_decision = decision
-        return decision
-
-    def predict_one(self, x: dict, actions: Iterable | None = None, excluded: Iterable = ()):
-        """The action the forest would exploit: each tree's path votes for its best estimate."""
-        xb = self._encoder.encode(x)
-        candidates, known = self._candidates(actions, excluded)
-        store = self._store
-        if not len(self._roots):
-            return self._warmup_best(candidates)
-        allowed = np.zeros(store.act_cap, bool)
-        allowed[known[known >= 0]] = True
-        per_tree = np.full(len(self._roots), -1, np.int64)
-        greedy_actions(xb, self._roots, store.node_kind, store.node_var, store.node_child,
-                       store.node_ref, store.slot_T, store.slot_W, store.slot_Rt, store.slot_T1,
-                       store.slot_W1, store.slot_R1, store.slot_A, store.slot_best, store.slot_vars,
-                       store.leaf_T,
-                       store.leaf_W, store.leaf_R, store.leaf_A, store.active, allowed, per_tree)
-        votes = np.bincount(per_tree[per_tree >= 0], minlength=store.act_cap)
-        counts = np.where(known >= 0, votes[known], 0)
-        return candidates[int(np.argmax(counts))]
-
-    def _candidates(self, actions, excluded) -> tuple[list, np.ndarray]:
-        """Candidate actions, and their indices (-1: not in the inventory, i.e. never learned)."""
-        if actions is None and not excluded:
-            candidates, known = self._active_inventory()
-        else:
-            excluded = set(excluded)
-            pool = self.actions if actions is None else dict.fromkeys(actions)
-            candidates = [a for a in pool if a not in excluded]
-            active, index = self._store.active, self._index
-            known = np.array([k if k is not None and active[k] else -1
-                              for k in map(index.get, candidates)], np.int64)
-        if not candidates:
-            raise ValueError("no action to choose from: the list is empty or all are excluded")
-        return candidates, known
-
-    def _active_inventory(self) -> tuple[list, np.ndarray]:
-        if self._inventory is None:
-            active = self._store.active
-            ks = [k for k in range(len(self._actions)) if active[k]]
-            self._inventory = ([self._actions[k] for k in ks], np.array(ks, np.int64))
-        return self._inventory
-
-    def _warmup_best(self, candidates: list):
-        totals: dict = {}
-        for _, action, reward, _ in self._buffer:
-            s, n = totals.get(action, (0.0, 0))
-            totals[action] = (s + reward, n + 1)
-        return max(candidates, key=lambda a: totals[a][0] / totals[a][1] if a in totals else -1)
 
     # -- learning ------------------------------------------------------------------------------
 
@@ -446,8 +359,8 @@ class BanditForest(bandit.base.ContextualPolicy):
         M = self._encoder.n_variables
         if paths is None:
             paths = _NO_PATHS
-        n_ready = learn_event(xb, k, reward, weight, *self._learn_arrays(), n_active, M,
-                              self.delta, self._radii(n_active), self._ready, paths, len(paths))
+        n_ready = learn_event(xb, k, reward, weight, self._kernel_forest(),
+                              self._bound(n_active, M), paths, len(paths), self._ready)
         if n_ready:
             for node in self._ready[:n_ready].tolist():
                 self._resolve(node, M)
@@ -470,43 +383,28 @@ class BanditForest(bandit.base.ContextualPolicy):
         X = np.zeros((n, max(n_vars)), np.int8)  # zeros past an event's variables: not set
         for j, xb in enumerate(xbs):
             X[j, : len(xb)] = xb
-        n_vars = np.array(n_vars, np.int64)
-        ks = np.array(ks, np.int64)
-        rewards = np.array(rewards)
-        weights = np.array(weights)
-        radii = self._radii(n_active)
+        events = Events(X, np.array(n_vars, np.int64), np.array(ks, np.int64), np.array(rewards),
+                        np.array(weights))
+        bound = self._bound(n_active, 0)  # M: each event's own (events.n_vars)
         start = 0
         while start < n:
-            start, n_ready = learn_events(X, n_vars, ks, rewards, weights, start,
-                                          *self._learn_arrays(), n_active, self.delta, radii,
+            start, n_ready = learn_events(tuple(events), start, self._kernel_forest(), bound,
                                           self._ready)
             for node in self._ready[:n_ready].tolist():
-                self._resolve(node, int(n_vars[start - 1]))
+                self._resolve(node, int(events.n_vars[start - 1]))
 
-    def _refresh_arrays(self) -> None:
-        """Kernel arguments, cached until the storage reallocates (numba call overhead)."""
+    def _kernel_forest(self) -> tuple:
+        """The kernels' Forest as plain tuples, cached until ``store.version`` changes."""
         store = self._store
-        self._learn_args = (
-            self._roots, store.node_kind, store.node_var, store.node_child, store.node_ref,
-            self._tree_eps, self._tree_depth, store.slot_vars, store.slot_nvars, store.slot_in,
-            store.slot_T, store.slot_W, store.slot_Rt, store.slot_T1, store.slot_W1,
-            store.slot_R1, store.slot_A,
-            store.slot_union, store.slot_n, store.slot_best, store.leaf_T, store.leaf_W,
-            store.leaf_R, store.leaf_A, store.active)
-        self._decide_args = (
-            self._roots, store.node_kind, store.node_var, store.node_child, store.node_ref,
-            store.slot_union, store.leaf_A, store.active)
-        self._arrays_version = store.version
+        if self._arrays_version != store.version:
+            self._forest_arrays = plain(forest_arrays(self._roots, self._tree_eps,
+                                                      self._tree_depth, store))
+            self._arrays_version = store.version
+        return self._forest_arrays
 
-    def _learn_arrays(self) -> tuple:
-        if self._arrays_version != self._store.version:
-            self._refresh_arrays()
-        return self._learn_args
-
-    def _decide_arrays(self) -> tuple:
-        if self._arrays_version != self._store.version:
-            self._refresh_arrays()
-        return self._decide_args
+    def _bound(self, n_active: int, M: int) -> tuple:
+        """The kernels' :class:`~online.bandit.layout.Bound`, as a plain tuple (see plain)."""
+        return tuple(Bound(n_active, M, self.delta, self._radii(n_active)))
 
     def _radii(self, n_active: int) -> np.ndarray:
         """Table of action_radius(t) for t < 65536 at the current number of actions."""
@@ -514,81 +412,6 @@ class BanditForest(bandit.base.ContextualPolicy):
             self._radii_table = radius_table(1 << 16, n_active, self.delta, self.n_trees)
             self._radii_for = n_active
         return self._radii_table
-
-    def _grow_trees(self) -> None:
-        """End of the warm-up: learn the bins, create the L root stumps, replay the events."""
-        self._encoder.freeze()
-        L = self.n_trees
-        eps_low, eps_high = _range(self.epsilon, "epsilon")
-        depth_low, depth_high = _range(self.max_depth, "max_depth")
-        self._tree_eps = self._rng_learn.uniform(eps_low, eps_high, L)
-        self._tree_depth = self._rng_learn.integers(depth_low, depth_high + 1, L).astype(np.int32)
-        M = self._encoder.n_variables
-        self._roots = np.array([self._new_path(theta, 1, -1, [], M) for theta in range(L)],
-                               np.int32)
-        self._store.version += 1  # the kernels' arguments changed
-        buffer, self._buffer = self._buffer, []
-        for x, action, reward, probability in buffer:
-            self._learn(self._encoder.encode(x), self._index[action],
-                        *self._weighted(reward, probability))
-
-    def _new_path(self, theta: int, depth: int, parent: int, used: list[int], M: int) -> int:
-        """NewPath (Algorithm 6): a stump over a random subset S_c of the unused variables
-        (of the first ``M``: the variables the encoder had at the event that made the path)."""
-        store = self._store
-        node = store.new_node(theta, depth, parent)
-        available = np.setdiff1d(np.arange(M, dtype=np.int32), used)
-        if len(available) == 0:
-            return self._make_leaf(node, -1, None)
-        size = max(1, int(round(self.split_fraction * len(available))))
-        chosen = np.sort(self._rng_learn.choice(available, size, replace=False)).astype(np.int32)
-        store.reserve_capacity(M, len(self._actions))
-        store.node_kind[node] = SLOT
-        store.node_ref[node] = store.new_slot(chosen)
-        return node
-
-    def _resolve(self, node: int, M: int) -> None:
-        """Algorithm 6, lines 16-20: the stump of ``node`` has selected its variable."""
-        store = self._store
-        s = int(store.node_ref[node])
-        var = int(store.slot_vars[s, 0])
-        theta = int(store.node_tree[node])
-        depth = int(store.node_depth[node])
-        if depth < self._tree_depth[theta]:
-            used = [var]
-            n = node
-            while store.node_parent[n] >= 0:
-                n = int(store.node_parent[n])
-                used.append(int(store.node_var[n]))
-            store.node_kind[node] = SPLIT
-            store.node_var[node] = var
-            store.free_slot(s)
-            children = [self._new_path(theta, depth + 1, node, used, M) for _ in range(2)]
-            store.node_child[node] = children
-        else:
-            self._make_leaf(node, var, s)
-            store.free_slot(s)
-
-    def _make_leaf(self, node: int, var: int, slot: int | None) -> int:
-        """A stump at depth D_theta keeps the statistics of its selected variable only."""
-        store = self._store
-        leaf = store.new_leaf()
-        if slot is None:
-            store.leaf_T[leaf] = 0
-            store.leaf_W[leaf] = 0.0
-            store.leaf_R[leaf] = 0.0
-            store.leaf_A[leaf] = store.active
-        else:
-            t1, w1 = store.slot_T1[slot, :, var], store.slot_W1[slot, :, var]
-            r1 = store.slot_R1[slot, :, var]
-            store.leaf_T[leaf] = [store.slot_T[slot] - t1, t1]
-            store.leaf_W[leaf] = [store.slot_W[slot] - w1, w1]
-            store.leaf_R[leaf] = [store.slot_Rt[slot] - r1, r1]
-            store.leaf_A[leaf] = store.slot_A[slot, :, :, var].T
-        store.node_kind[node] = LEAF
-        store.node_var[node] = var
-        store.node_ref[node] = leaf
-        return node
 
     # -- river's ContextualPolicy ----------------------------------------------------------------
 
@@ -612,184 +435,3 @@ class BanditForest(bandit.base.ContextualPolicy):
     def n_learned(self) -> int:
         """Number of events learned (including the warm-up ones)."""
         return self._n_learned
-
-    @property
-    def n_nodes(self) -> int:
-        return self._store.n_nodes
-
-    def memory_usage(self) -> int:
-        """Bytes held by the forest's arrays (capacity included)."""
-        return self._store.nbytes()
-
-    def tree(self, theta: int) -> dict:
-        """Readable structure of tree ``theta``: splits on variables, exploring stumps, leaves."""
-        if not len(self._roots):
-            return {"exploring": True, "warmup": True}
-        return self._describe(int(self._roots[theta]))
-
-    def _describe(self, node: int) -> dict:
-        store, names = self._store, self._encoder.variable_names
-        kind = store.node_kind[node]
-        if kind == SPLIT:
-            return {"variable": names[store.node_var[node]],
-                    "children": [self._describe(int(c)) for c in store.node_child[node]]}
-        if kind == SLOT:
-            s = store.node_ref[node]
-            best = store.slot_best[s]
-            return {"exploring": True,
-                    "candidates": [names[i] for i in store.slot_vars[s, : store.slot_nvars[s]]],
-                    "best_variable": names[best] if best >= 0 else None}
-        leaf = store.node_ref[node]
-        var = store.node_var[node]
-        remaining = [[a for k, a in enumerate(self._actions)
-                      if store.leaf_A[leaf, v, k] and store.active[k]] for v in range(2)]
-        return {"variable": names[var] if var >= 0 else None, "actions": remaining}
-
-    def tree_votes(self, x: dict) -> list:
-        """The action each tree's path would exploit for ``x`` (None where it has none yet)."""
-        xb = self._encoder.encode(x)
-        if not len(self._roots):
-            return [None] * self.n_trees
-        store = self._store
-        allowed = store.active.copy()
-        out = np.full(self.n_trees, -1, np.int64)
-        greedy_actions(xb, self._roots, store.node_kind, store.node_var, store.node_child,
-                       store.node_ref, store.slot_T, store.slot_W, store.slot_Rt, store.slot_T1,
-                       store.slot_W1, store.slot_R1, store.slot_A, store.slot_best, store.slot_vars,
-                       store.leaf_T,
-                       store.leaf_W, store.leaf_R, store.leaf_A, store.active, allowed, out)
-        return [self._actions[k] if k >= 0 else None for k in out.tolist()]
-
-    def finished_votes(self, x: dict) -> list:
-        """The vote of each tree's path for ``x`` if its learning is finished, else None.
-
-        These are the votes :meth:`decide` counts; a path still exploring makes it draw instead.
-        """
-        if not len(self._roots):
-            return [None] * self.n_trees
-        store = self._store
-        out = np.full(self.n_trees, -1, np.int64)
-        finished_actions(self._encoder.encode(x), self._roots, store.node_kind, store.node_var,
-                         store.node_child, store.node_ref, store.leaf_A, store.active, out)
-        return [self._actions[k] if k >= 0 else None for k in out.tolist()]
-
-    def tree_structure(self, theta: int) -> tuple[list[int], list[list[int]]]:
-        """Tree ``theta``'s tests: ``(variables, children)`` over its internal nodes, in preorder.
-
-        An internal node is a split, or a stump at maximal depth that tests its selected variable
-        (its two values choose among different actions); exploring stumps are leaves.
-        ``variables[j]`` indexes :attr:`variable_names`; ``children[j]`` lists node j's
-        internal children, left (value 0) before right (value 1).
-        """
-        store = self._store
-        variables: list[int] = []
-        children: list[list[int]] = []
-
-        def visit(node: int) -> int | None:
-            kind = store.node_kind[node]
-            if kind == SLOT or (kind == LEAF and store.node_var[node] < 0):
-                return None
-            j = len(variables)
-            variables.append(int(store.node_var[node]))
-            children.append([])
-            if kind == SPLIT:
-                for child in store.node_child[node].tolist():
-                    c = visit(child)
-                    if c is not None:
-                        children[j].append(c)
-            return j
-
-        if len(self._roots):
-            visit(int(self._roots[theta]))
-        return variables, children
-
-    @property
-    def variable_names(self) -> list[str]:
-        """Readable names of the binary variables (``site=a``, ``age<40``, ...)."""
-        return self._encoder.variable_names
-
-    def select_trees(self, trees: Sequence[int]) -> BanditForest:
-        """A forest made of the given trees only (e.g. after ensemble pruning), same statistics."""
-        return type(self).from_state(select_trees_state(self.to_state(), list(trees)))
-
-    # -- state -----------------------------------------------------------------------------------
-
-    def to_state(self, statistics: bool = True) -> dict:
-        """Everything needed to restore the forest: numpy arrays and JSON-able metadata.
-
-        With ``statistics=False`` the counts and sums of the exploring stumps are left out: the
-        restored forest decides exactly as this one, but cannot learn (a small serving copy).
-        """
-        params = {name: getattr(self, name) for name in (
-            "n_trees", "delta", "epsilon", "max_depth", "split_fraction", "n_bins", "warmup",
-            "voting", "ips", "seed")}
-        for name in ("epsilon", "max_depth"):
-            if isinstance(params[name], (tuple, list)):
-                params[name] = list(params[name])
-        K = len(self._actions)
-        return {
-            "format": FORMAT,
-            "version": VERSION,
-            "params": params,
-            "encoder": self._encoder.to_state(),
-            "actions": list(self._actions),
-            "active": self._store.active[:K].copy(),
-            "n_learned": self._n_learned,
-            "rng": {"learn": _rng_state(self._rng_learn), "decide": _rng_state(self._rng_decide)},
-            "trees": {"roots": self._roots.copy(), "epsilon": self._tree_eps.copy(),
-                      "depth": self._tree_depth.copy()},
-            "storage": self._store.to_state(self._encoder.n_variables, K, statistics),
-            "buffer": [{"x": x, "action": a, "reward": r, "probability": p}
-                       for x, a, r, p in self._buffer],
-        }
-
-    @classmethod
-    def from_state(cls, state: dict) -> BanditForest:
-        if state.get("format") != FORMAT:
-            raise ValueError(f"not a {FORMAT} state (format={state.get('format')!r})")
-        if state.get("version") != VERSION:
-            raise ValueError(f"unsupported {FORMAT} state version {state.get('version')!r}")
-        params = dict(state["params"])
-        for name in ("epsilon", "max_depth"):
-            if isinstance(params[name], list):
-                params[name] = tuple(params[name])
-        forest = cls(**params)
-        forest._encoder = ContextEncoder.from_state(state["encoder"])
-        forest._actions = list(state["actions"])
-        forest._index = {a: k for k, a in enumerate(forest._actions)}
-        forest._store = ForestStorage.from_state(
-            state["storage"], np.asarray(state["active"], bool)
-        )
-        forest._n_learned = int(state["n_learned"])
-        forest._rng_learn = _rng_from(state["rng"]["learn"])
-        forest._rng_decide = _rng_from(state["rng"]["decide"])
-        trees = state["trees"]
-        forest._roots = np.asarray(trees["roots"], np.int32)
-        forest._tree_eps = np.asarray(trees["epsilon"], float)
-        forest._tree_depth = np.asarray(trees["depth"], np.int32)
-        forest._buffer = [(dict(e["x"]), e["action"], float(e["reward"]), float(e["probability"]))
-                          for e in state["buffer"]]
-        return forest
-
-
-def _range(value, name) -> tuple[float, float]:
-    if isinstance(value, (tuple, list)):
-        if len(value) != 2 or value[0] > value[1]:
-            raise ValueError(f"{name} must be a number or a (low, high) pair, got {value!r}")
-        return value[0], value[1]
-    return value, value
-
-
-def _rng_state(rng: np.random.Generator) -> dict:
-    """PCG64 state with its 128-bit integers as strings (JSON and msgpack safe)."""
-    s = rng.bit_generator.state
-    return {"state": str(s["state"]["state"]), "inc": str(s["state"]["inc"]),
-            "has_uint32": int(s["has_uint32"]), "uinteger": int(s["uinteger"])}
-
-
-def _rng_from(state: dict) -> np.random.Generator:
-    bitgen = np.random.PCG64()
-    bitgen.state = {"bit_generator": "PCG64",
-                    "state": {"state": int(state["state"]), "inc": int(state["inc"])},
-                    "has_uint32": int(state["has_uint32"]), "uinteger": int(state["uinteger"])}
-    return np.random.Generator(bitgen)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from online.bandit.kernels import LEAF, SLOT
-from online.bandit.storage import NODE_ARRAYS, ForestStorage
+from online.bandit.layout import LEAF, SLOT
+from online.bandit.storage import LEAF_KEYS, NODE_ARRAYS, SLOT_KEYS
 
 
 def select_trees_state(state: dict, trees: list[int]) -> dict:
@@ -52,7 +52,7 @@ def select_trees_state(state: dict, trees: list[int]) -> dict:
         rows = kind == node_kind
         old_refs = ref[rows].astype(np.int64)
         ref[rows] = np.arange(len(old_refs), dtype=ref.dtype)
-        for name in (*ForestStorage.SLOT_ARRAYS, *ForestStorage.LEAF_ARRAYS):
+        for name in (*SLOT_KEYS, *LEAF_KEYS):
             if name.startswith(prefix) and name in storage:
                 new_storage[name] = np.asarray(storage[name])[old_refs].copy()
     new_state["storage"] = new_storage

@@ -34,44 +34,136 @@ draws are those of the full scan (same golden trace).
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
 from online.interactions.fdt import FDT
 
-# counters kept in ``Scratch.counts`` so that a resumed call finds phase A's results
+# counters kept in ``Work.counts`` so that a resumed call finds phase A's results
 N_EX, N_GROW, NEED_D, NEED_F = 0, 1, 2, 3
 # ... and phase B's leaves to expand (``_expand``, called from ``_learn_rows``: a call with array
 # arguments inside the per-sample functions would make numba reference-count ~25 arrays per call)
 N_EXPAND, SMALLEST = 4, 5
 
 
-class Scratch:
+class DataNodes(NamedTuple):
+    """The data node table's columns (:data:`~online.interactions.fdt.DATA_COLUMNS`); inside a
+    kernel, column c is the local ``d<c>`` (``dV``, ``dfstart``, ...)."""
+
+    V: np.ndarray
+    B: np.ndarray
+    s: np.ndarray
+    parent: np.ndarray
+    cat: np.ndarray
+    depth: np.ndarray
+    fstart: np.ndarray
+    fcount: np.ndarray
+    tree: np.ndarray
+
+
+class FeatureNodes(NamedTuple):
+    """The feature node table's columns (:data:`~online.interactions.fdt.FEATURE_COLUMNS`);
+    inside a kernel, column c is the local ``f<c>`` (``fV``, ``fsigma``, ...)."""
+
+    V: np.ndarray
+    sigma: np.ndarray
+    field: np.ndarray
+    parent: np.ndarray
+    cstart: np.ndarray
+    ccount: np.ndarray
+    sumV: np.ndarray
+    nabove: np.ndarray
+
+
+class Tables(NamedTuple):
+    """The N_T FDTs: their roots n_r and the two node tables."""
+
+    roots: np.ndarray
+    data: DataNodes
+    features: FeatureNodes
+
+
+class Params(NamedTuple):
+    """The model's parameters the search reads (``max_depth`` -1: none)."""
+
+    c_p: float
+    v: float
+    kappa: float
+    c_f: float
+    lam: float
+    grace: float
+    max_depth: int
+    max_nodes: int
+
+
+class Samples(NamedTuple):
+    """The rows to learn: category codes (rows x fields), y, and K_i when row r is learned."""
+
+    codes: np.ndarray
+    y: np.ndarray
+    K_rows: np.ndarray
+
+
+class Work(NamedTuple):
     """Work arrays of one sample (path, excluded feature nodes, growths), sized for T trees and
     F fields; they also carry phase A's results across a resumed call."""
+
+    path_d: np.ndarray  # [t, level] the data nodes of SN_t
+    path_f: np.ndarray  # [t, level] the feature nodes between them
+    support: np.ndarray  # [t, level] the support of eq. (6)
+    plen: np.ndarray  # [t] nodes on the path
+    at_leaf: np.ndarray  # [t] the path ends at a leaf (to expand)
+    best: np.ndarray  # [t] eq. (8)'s argmin at this level; phase B: the leaves to expand
+    n_unv: np.ndarray  # [t] never-selected feature nodes; phase B: the leaves' trees
+    ex: np.ndarray  # tree, level, feature node, child data node of the excluded ones
+    grow: np.ndarray  # feature node, new block start
+    err: np.ndarray
+    powers: np.ndarray
+    counts: np.ndarray  # N_EX, N_GROW, NEED_D, NEED_F, N_EXPAND, SMALLEST
+    alive: np.ndarray
+    is_new: np.ndarray
+    tmp: np.ndarray
+    on_path: np.ndarray  # [field]
+
+
+class Scratch:
+    """The :class:`Work` of T trees and F fields (``shape``), kept by the model between calls."""
 
     def __init__(self, n_trees: int, n_fields: int):
         T, F = n_trees, n_fields
         L = F + 1  # n_r and at most one data node per field
         E = T * F * (F + 1) // 2 + 1  # excluded feature nodes: at most F - level per level
         self.shape = (T, F)
-        self.path_d = np.empty((T, L), dtype=np.int64)
-        self.path_f = np.empty((T, L), dtype=np.int64)
-        self.support = np.empty((T, L))
-        self.plen = np.empty(T, dtype=np.int64)
-        self.at_leaf = np.empty(T, dtype=np.bool_)
-        self.best = np.empty(T, dtype=np.int64)
-        self.n_unv = np.empty(T, dtype=np.int64)
-        self.ex = np.empty((E, 4), dtype=np.int64)  # tree, level, feature node, child data node
-        self.grow = np.empty((T * L + E, 2), dtype=np.int64)  # feature node, new block start
-        self.err = np.empty(L)
-        self.powers = np.empty(L)
-        self.counts = np.zeros(6, dtype=np.int64)
-        self.alive = np.empty(T, dtype=np.bool_)
-        self.is_new = np.empty(T, dtype=np.bool_)
-        self.tmp = np.empty(T, dtype=np.int64)
-        self.on_path = np.empty(F, dtype=np.bool_)
+        self.work = Work(
+            path_d=np.empty((T, L), dtype=np.int64),
+            path_f=np.empty((T, L), dtype=np.int64),
+            support=np.empty((T, L)),
+            plen=np.empty(T, dtype=np.int64),
+            at_leaf=np.empty(T, dtype=np.bool_),
+            best=np.empty(T, dtype=np.int64),
+            n_unv=np.empty(T, dtype=np.int64),
+            ex=np.empty((E, 4), dtype=np.int64),
+            grow=np.empty((T * L + E, 2), dtype=np.int64),
+            err=np.empty(L),
+            powers=np.empty(L),
+            counts=np.zeros(6, dtype=np.int64),
+            alive=np.empty(T, dtype=np.bool_),
+            is_new=np.empty(T, dtype=np.bool_),
+            tmp=np.empty(T, dtype=np.int64),
+            on_path=np.empty(F, dtype=np.bool_),
+        )
+        self._tables: tuple = ((), ())  # (what they were made from, the plain Tables)
+
+    def tables(self, fdt: FDT) -> tuple:
+        """:func:`_plain` of :func:`_tables`, cached until a table grows or a tree is added."""
+        source = (fdt.roots, fdt.d.rows, fdt.f.rows)
+        made_from, tables = self._tables
+        if len(made_from) != 3 or any(a is not b for a, b in zip(made_from, source)):
+            tables = _plain(_tables(fdt))
+            self._tables = (source, tables)
+        return tables
 
 
 @njit(cache=True, error_model="numpy")
@@ -87,10 +179,16 @@ def _sort_small(a, n):
 
 
 @njit(cache=True, error_model="numpy")
-def _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab,
-             n_d, c_p, rng, path_d, path_f, plen, at_leaf, best, n_unv, ex, grow, counts,
-             alive, is_new, tmp):
+def _phase_a(r, codes, K, tables, n_d, c_p, rng, work):
     """Selection (line 14-18, eq. 8) in every tree for sample r; no table is written."""
+    roots, data, feat = tables
+    dfstart, dfcount = data.fstart, data.fcount
+    fV, fsigma, ffield = feat.V, feat.sigma, feat.field
+    fcstart, fccount, fnabove = feat.cstart, feat.ccount, feat.nabove
+    path_d, path_f, plen, at_leaf, best, n_unv = (work.path_d, work.path_f, work.plen,
+                                                  work.at_leaf, work.best, work.n_unv)
+    ex, grow, counts, alive, is_new, tmp = (work.ex, work.grow, work.counts, work.alive,
+                                            work.is_new, work.tmp)
     T = roots.shape[0]
     n_ex = 0
     n_grow = 0
@@ -111,18 +209,18 @@ def _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab,
             if not alive[t]:
                 continue
             d = path_d[t, level]
-            if is_new[t] or dfs[d] < 0:  # a leaf: the deepest selected node
+            if is_new[t] or dfstart[d] < 0:  # a leaf: the deepest selected node
                 at_leaf[t] = True
                 alive[t] = False
                 continue
             any_alive = True
-            fs, fc = dfs[d], dfc[d]
+            fs, fc = dfstart[d], dfcount[d]
             # excluded feature nodes (Theorem 4: lines 22-26), never-selected ones, and N =
             # sum of V over l(n^d) (an exact sum of counts, whatever the order)
             N = 0.0
             nu, n_inc = 0, 0
             for f in range(fs, fs + fc):
-                if fnab[f] == 0:
+                if fnabove[f] == 0:
                     ex[n_ex, 0] = t
                     ex[n_ex, 1] = level
                     ex[n_ex, 2] = f
@@ -139,13 +237,13 @@ def _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab,
                 k2 = c_p * c_p * logN * (1.0 + 1e-6)
                 b_score, n_tie = np.inf, 0
                 for f in range(fs, fs + fc):
-                    if fnab[f] == 0:
+                    if fnabove[f] == 0:
                         continue
                     # exact early exit, no division or root: see EARLY EXIT above
-                    gap = fsig[f] - b_score
+                    gap = fsigma[f] - b_score
                     if gap > 0.0 and gap * gap * fV[f] > k2 > 1e-18 * b_score * b_score * fV[f]:
                         continue
-                    score = fsig[f] - c_p * math.sqrt(logN / fV[f])
+                    score = fsigma[f] - c_p * math.sqrt(logN / fV[f])
                     if score < b_score:
                         b, b_score, n_tie = f, score, 1
                     elif score == b_score:
@@ -153,9 +251,9 @@ def _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab,
                 if n_tie > 1:  # a tied minimum: one of the tied, uniformly
                     k = int(rng.random() * n_tie)
                     for f in range(b, fs + fc):
-                        if fnab[f] == 0:
+                        if fnabove[f] == 0:
                             continue
-                        if fsig[f] - c_p * math.sqrt(logN / fV[f]) == b_score:
+                        if fsigma[f] - c_p * math.sqrt(logN / fV[f]) == b_score:
                             if k == 0:
                                 b = f
                                 break
@@ -170,8 +268,8 @@ def _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab,
                 continue
             k = int(rng.random() * n_unv[t])
             d = path_d[t, level]
-            for f in range(dfs[d], dfs[d] + dfc[d]):
-                if fnab[f] > 0 and fV[f] == 0:
+            for f in range(dfstart[d], dfstart[d] + dfcount[d]):
+                if fnabove[f] > 0 and fV[f] == 0:
                     if k == 0:
                         best[t] = f
                         break
@@ -185,7 +283,7 @@ def _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab,
             if f < 0:  # l(n^d) is empty: the path stops at a data node that is not a leaf
                 alive[t] = False
                 continue
-            if codes[r, ffield[f]] >= fcc[f]:
+            if codes[r, ffield[f]] >= fccount[f]:
                 tmp[m] = f
                 m += 1
         _sort_small(tmp, m)
@@ -199,7 +297,7 @@ def _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab,
                 continue
             f = best[t]
             c = codes[r, ffield[f]]
-            if c >= fcc[f]:
+            if c >= fccount[f]:
                 start = -1
                 for g in range(n_grow - m, n_grow):
                     if grow[g, 0] == f:
@@ -207,7 +305,7 @@ def _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab,
                 path_d[t, level + 1] = start + c
                 is_new[t] = True
             else:
-                path_d[t, level + 1] = fcs[f] + c
+                path_d[t, level + 1] = fcstart[f] + c
             path_f[t, level + 1] = f
             plen[t] += 1
         level += 1
@@ -215,7 +313,7 @@ def _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab,
     m0 = n_grow
     for e in range(n_ex):
         f = ex[e, 2]
-        if codes[r, ffield[f]] >= fcc[f]:
+        if codes[r, ffield[f]] >= fccount[f]:
             grow[n_grow, 0] = f
             n_grow += 1
     _sort_small(grow[m0:, 0], n_grow - m0)
@@ -225,12 +323,12 @@ def _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab,
     for e in range(n_ex):
         f = ex[e, 2]
         c = codes[r, ffield[f]]
-        if c >= fcc[f]:
+        if c >= fccount[f]:
             for g in range(m0, n_grow):
                 if grow[g, 0] == f:
                     ex[e, 3] = grow[g, 1] + c
         else:
-            ex[e, 3] = fcs[f] + c
+            ex[e, 3] = fcstart[f] + c
     n_leaves = 0
     for t in range(T):
         if at_leaf[t]:
@@ -245,32 +343,39 @@ def _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab,
 
 
 @njit(cache=True, error_model="numpy")
-def _recount(f, ds, fcs, fcc, fnab, lam):
+def _recount(f, ds, fcstart, fccount, fnabove, lam):
     n = 0
-    for k in range(fcs[f], fcs[f] + fcc[f]):
+    for k in range(fcstart[f], fcstart[f] + fccount[f]):
         if ds[k] > lam:
             n += 1
-    fnab[f] = n
+    fnabove[f] = n
 
 
 @njit(cache=True, error_model="numpy")
-def _recount_touched(path_f, plen, ex, n_ex, ds, fcs, fcc, fnab, lam):
+def _recount_touched(work, n_ex, ds, feat, lam):
     """nabove of every feature node whose children phase B updated, counted afresh (when
     lambda >= 1, new children's s = 1 is not above it, and the increments of phase B do not
     apply)."""
+    path_f, plen, ex = work.path_f, work.plen, work.ex
+    fcstart, fccount, fnabove = feat.cstart, feat.ccount, feat.nabove
     for t in range(plen.shape[0]):
         for lev in range(1, plen[t]):
-            _recount(path_f[t, lev], ds, fcs, fcc, fnab, lam)
+            _recount(path_f[t, lev], ds, fcstart, fccount, fnabove, lam)
     for e in range(n_ex):
-        _recount(ex[e, 2], ds, fcs, fcc, fnab, lam)
+        _recount(ex[e, 2], ds, fcstart, fccount, fnabove, lam)
 
 
 @njit(cache=True, error_model="numpy")
-def _expand(K, m, smallest, max_nodes, path_f, plen, leaves, owner, on_path,
-            dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
-            fV, fsig, fsumV, ffield, fpar, fcs, fcc, fnab, n_d, n_f):
-    """Expansion (sec. 3) of the leaves ``leaves[:m]`` (tree ``owner``), by node id, while the
-    node budget allows; returns (n_d, n_f)."""
+def _expand(K, m, smallest, max_nodes, tables, n_d, n_f, work):
+    """Expansion (sec. 3) of the leaves ``work.best[:m]`` (tree ``work.n_unv[:m]``), by node id,
+    while the node budget allows; returns (n_d, n_f)."""
+    _, data, feat = tables
+    dV, dB, ds, dparent, dcat, ddepth = data.V, data.B, data.s, data.parent, data.cat, data.depth
+    dfstart, dfcount, dtree = data.fstart, data.fcount, data.tree
+    fV, fsigma, fsumV, ffield = feat.V, feat.sigma, feat.sumV, feat.field
+    fparent, fcstart, fccount, fnabove = feat.parent, feat.cstart, feat.ccount, feat.nabove
+    path_f, plen, on_path = work.path_f, work.plen, work.on_path
+    leaves, owner = work.best, work.n_unv  # what phase B left there
     F = K.shape[0]
     for q in range(1, m):  # by node id (insertion sort of a few distinct ids, with owners)
         node, t = leaves[q], owner[q]
@@ -294,35 +399,43 @@ def _expand(K, m, smallest, max_nodes, path_f, plen, leaves, owner, on_path,
                 nf += 1
         if n_d + total > max_nodes or nf == 0:
             continue
-        dfs[node] = n_f
-        dfc[node] = nf
+        dfstart[node] = n_f
+        dfcount[node] = nf
         for i in range(F):
             if on_path[i]:
                 continue
             f = n_f
             n_f += 1
-            fV[f], fsig[f] = 0.0, 0.0  # sec. 3: a new feature node has sigma_hat = 0
-            ffield[f], fpar[f] = i, node
-            fcs[f], fcc[f] = n_d, K[i]
+            fV[f], fsigma[f] = 0.0, 0.0  # sec. 3: a new feature node has sigma_hat = 0
+            ffield[f], fparent[f] = i, node
+            fcstart[f], fccount[f] = n_d, K[i]
             fsumV[f] = K[i]
-            fnab[f] = K[i]
+            fnabove[f] = K[i]
             for j in range(K[i]):
                 b = n_d + j
                 dV[b], dB[b], ds[b] = 1.0, 0.0, 1.0
-                dpar[b], dcat[b], ddep[b] = f, j, ddep[node] + 1
-                dfs[b], dfc[b], dtree[b] = -1, 0, dtree[node]
+                dparent[b], dcat[b], ddepth[b] = f, j, ddepth[node] + 1
+                dfstart[b], dfcount[b], dtree[b] = -1, 0, dtree[node]
             n_d += K[i]
     return n_d, n_f
 
 
 @njit(cache=True, error_model="numpy")
-def _phase_b(r, y, K, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
-             fV, fsig, fsumV, ffield, fpar, fcs, fcc, fnab, n_d, n_f,
-             v, kappa, c_f, lam, grace, max_depth, max_nodes,
-             path_d, path_f, support, plen, at_leaf, ex, grow, err, powers, counts,
-             leaves, owner):
+def _phase_b(r, y, K, tables, n_d, n_f, params, work):
     """Growths, backpropagation (sec. 3.2, eq. 9, lines 22-27) for sample r, and the leaves to
-    expand (``counts[N_EXPAND]`` of them in ``leaves``, ``owner``; 0 once the budget is spent)."""
+    expand (``counts[N_EXPAND]`` of them in ``work.best``, their trees in ``work.n_unv``; 0 once
+    the budget is spent)."""
+    roots, data, feat = tables
+    dV, dB, ds, dparent, dcat, ddepth = data.V, data.B, data.s, data.parent, data.cat, data.depth
+    dfstart, dfcount, dtree = data.fstart, data.fcount, data.tree
+    fV, fsigma, fsumV, ffield = feat.V, feat.sigma, feat.sumV, feat.field
+    fparent, fcstart, fccount, fnabove = feat.parent, feat.cstart, feat.ccount, feat.nabove
+    v, kappa, c_f, lam = params.v, params.kappa, params.c_f, params.lam
+    grace, max_depth, max_nodes = params.grace, params.max_depth, params.max_nodes
+    path_d, path_f, support, plen, at_leaf = (work.path_d, work.path_f, work.support, work.plen,
+                                              work.at_leaf)
+    ex, grow, err, powers, counts = work.ex, work.grow, work.err, work.powers, work.counts
+    leaves, owner = work.best, work.n_unv  # phase A's selection is done with them
     T = roots.shape[0]
     yt = y[r]
     n_ex, n_grow = counts[N_EX], counts[N_GROW]
@@ -331,29 +444,29 @@ def _phase_b(r, y, K, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
     # -- growths, in phase A's order: the block moves to the end with the new children -------
     for g in range(n_grow):
         f, start = grow[g, 0], grow[g, 1]
-        old_start, old_n = fcs[f], fcc[f]
+        old_start, old_n = fcstart[f], fccount[f]
         new_n = K[ffield[f]]
-        pa = fpar[f]
+        pa = fparent[f]
         for k in range(old_n):
             a, b = old_start + k, start + k
             dV[b], dB[b], ds[b] = dV[a], dB[a], ds[a]
-            dpar[b], dcat[b], ddep[b] = dpar[a], dcat[a], ddep[a]
-            dfs[b], dfc[b], dtree[b] = dfs[a], dfc[a], dtree[a]
-            if dfs[b] >= 0:  # grandchildren feature nodes now hang below the moved row
-                for h in range(dfs[b], dfs[b] + dfc[b]):
-                    fpar[h] = b
-            ddep[a] = -1  # dead row
-            dfs[a] = -1
+            dparent[b], dcat[b], ddepth[b] = dparent[a], dcat[a], ddepth[a]
+            dfstart[b], dfcount[b], dtree[b] = dfstart[a], dfcount[a], dtree[a]
+            if dfstart[b] >= 0:  # grandchildren feature nodes now hang below the moved row
+                for h in range(dfstart[b], dfstart[b] + dfcount[b]):
+                    fparent[h] = b
+            ddepth[a] = -1  # dead row
+            dfstart[a] = -1
         for k in range(old_n, new_n):  # sec. 3: V = 1, B = 0, s = 1
             b = start + k
             dV[b], dB[b], ds[b] = 1.0, 0.0, 1.0
-            dpar[b], dcat[b], ddep[b] = f, k, ddep[pa] + 1
-            dfs[b], dfc[b], dtree[b] = -1, 0, dtree[pa]
+            dparent[b], dcat[b], ddepth[b] = f, k, ddepth[pa] + 1
+            dfstart[b], dfcount[b], dtree[b] = -1, 0, dtree[pa]
         n_d = start + new_n
-        fcs[f] = start
-        fcc[f] = new_n
+        fcstart[f] = start
+        fccount[f] = new_n
         fsumV[f] += new_n - old_n
-        fnab[f] += new_n - old_n
+        fnabove[f] += new_n - old_n
 
     # -- backpropagation: V, B (so p_hat, mu_hat) on SN_t, and eq. (9) ----------------------
     for t in range(T):
@@ -382,7 +495,7 @@ def _phase_b(r, y, K, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
             den += w
             f = path_f[t, lev]
             L = num / den  # eq. (9): sigma_hat_{pa(SN_i)} <- running mean of L
-            fsig[f] = (fV[f] * fsig[f] + L) / (fV[f] + 1.0)
+            fsigma[f] = (fV[f] * fsigma[f] + L) / (fV[f] + 1.0)
             fV[f] += 1.0  # line 27
     # lines 22-26: the child data node of x_t's category below every excluded feature node
     for e in range(n_ex):
@@ -400,14 +513,14 @@ def _phase_b(r, y, K, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
             support[t, lev] = sup
             s = dB[node] / dV[node] * sup + c_f * math.sqrt(sup)
             if not recount:
-                fnab[f] += int(s > lam) - int(ds[node] > lam)
+                fnabove[f] += int(s > lam) - int(ds[node] > lam)
             ds[node] = s
     for e in range(n_ex):
         node, f = ex[e, 3], ex[e, 2]
         ps = support[ex[e, 0], ex[e, 1]] * (dV[node] / fsumV[f])
         s = dB[node] / dV[node] * ps + c_f * math.sqrt(ps)
         if not recount:
-            fnab[f] += int(s > lam) - int(ds[node] > lam)
+            fnabove[f] += int(s > lam) - int(ds[node] > lam)
         ds[node] = s
     # (with recount, ``_learn_rows`` then calls ``_recount_touched``)
 
@@ -417,7 +530,7 @@ def _phase_b(r, y, K, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
     for t in range(T):
         if at_leaf[t]:
             node = path_d[t, plen[t] - 1]
-            if dV[node] >= grace and (max_depth < 0 or ddep[node] < max_depth):
+            if dV[node] >= grace and (max_depth < 0 or ddepth[node] < max_depth):
                 leaves[m] = node
                 owner[m] = t
                 m += 1
@@ -436,34 +549,43 @@ def _phase_b(r, y, K, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
 
 
 @njit(cache=True, error_model="numpy")
-def _learn_rows(codes, y, Krows, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
-                fV, fsig, fsumV, ffield, fpar, fcs, fcc, fnab, n_d, n_f,
-                c_p, v, kappa, c_f, lam, grace, max_depth, max_nodes, rng, start, resume,
-                path_d, path_f, support, plen, at_leaf, best, n_unv, ex, grow, err, powers,
-                counts, alive, is_new, tmp, on_path):
+def _learn_rows(samples, tables, n_d, n_f, params, rng, start, resume, work):
     """Algorithm 1 on samples ``start, start + 1, ...``; returns (next sample, n_d, n_f):
-    next sample < len(y) when the tables need room (``counts``), phase A of it being done."""
+    next sample < len(y) when the tables need room (``work.counts``), phase A of it being done.
+
+    ``samples``, ``tables``, ``params`` and ``work`` as plain tuples or as :class:`Samples`,
+    :class:`Tables`, :class:`Params` and :class:`Work` (see :func:`_plain`)."""
+    samples, params, work = Samples(*samples), Params(*params), Work(*work)
+    tables = Tables(tables[0], DataNodes(*tables[1]), FeatureNodes(*tables[2]))
+    codes, y, counts = samples.codes, samples.y, work.counts
+    data_V, feat_V = tables.data.V, tables.features.V
     R = y.shape[0]
     for r in range(start, R):
-        K = Krows[r]
+        K = samples.K_rows[r]
         if not (resume and r == start):
-            _phase_a(r, codes, K, roots, dfs, dfc, fV, fsig, ffield, fcs, fcc, fnab, n_d,
-                     c_p, rng, path_d, path_f, plen, at_leaf, best, n_unv, ex, grow, counts,
-                     alive, is_new, tmp)
-            if n_d + counts[NEED_D] > dV.shape[0] or n_f + counts[NEED_F] > fV.shape[0]:
+            _phase_a(r, codes, K, tables, n_d, params.c_p, rng, work)
+            if n_d + counts[NEED_D] > data_V.shape[0] or n_f + counts[NEED_F] > feat_V.shape[0]:
                 return r, n_d, n_f
-        n_d, n_f = _phase_b(r, y, K, roots, dV, dB, ds, dpar, dcat, ddep, dfs, dfc, dtree,
-                            fV, fsig, fsumV, ffield, fpar, fcs, fcc, fnab, n_d, n_f,
-                            v, kappa, c_f, lam, grace, max_depth, max_nodes,
-                            path_d, path_f, support, plen, at_leaf, ex, grow, err, powers,
-                            counts, best, n_unv)
-        if not lam < 1.0:
-            _recount_touched(path_f, plen, ex, counts[N_EX], ds, fcs, fcc, fnab, lam)
+        n_d, n_f = _phase_b(r, y, K, tables, n_d, n_f, params, work)
+        if not params.lam < 1.0:
+            _recount_touched(work, counts[N_EX], tables.data.s, tables.features, params.lam)
         if counts[N_EXPAND] > 0:
-            n_d, n_f = _expand(K, counts[N_EXPAND], counts[SMALLEST], max_nodes, path_f, plen,
-                               best, n_unv, on_path, dV, dB, ds, dpar, dcat, ddep, dfs, dfc,
-                               dtree, fV, fsig, fsumV, ffield, fpar, fcs, fcc, fnab, n_d, n_f)
+            n_d, n_f = _expand(K, counts[N_EXPAND], counts[SMALLEST], params.max_nodes, tables,
+                               n_d, n_f, work)
     return R, n_d, n_f
+
+
+def _plain(tables: Tables) -> tuple:
+    """``tables`` as nested plain tuples: numba's dispatcher types a plain tuple of arrays in C,
+    a NamedTuple in Python (microseconds a call, and ``learn_one`` calls once per sample)."""
+    return tables.roots, tuple(tables.data), tuple(tables.features)
+
+
+def _tables(fdt: FDT) -> Tables:
+    """The :class:`Tables` of ``fdt`` (views of its columns: rebuilt after a table grows)."""
+    D, F = fdt.d, fdt.f
+    return Tables(fdt.roots, DataNodes(*(getattr(D, c) for c in DataNodes._fields)),
+                  FeatureNodes(*(getattr(F, c) for c in FeatureNodes._fields)))
 
 
 def iterate(fdt: FDT, codes: np.ndarray, y: np.ndarray, k_rows: np.ndarray, params: dict,
@@ -478,20 +600,20 @@ def iterate(fdt: FDT, codes: np.ndarray, y: np.ndarray, k_rows: np.ndarray, para
     y = np.ascontiguousarray(y, dtype=np.float64)
     k_rows = np.ascontiguousarray(k_rows, dtype=np.int64)
     max_depth = -1 if params["max_depth"] is None else int(params["max_depth"])
-    s = scratch
+    max_nodes = int(params["max_nodes"])
+    kernel_params = tuple(Params(
+        c_p=float(params["c_p"]), v=float(params["v"]), kappa=float(params["kappa"]),
+        c_f=float(params["c_f"]), lam=float(params["lambda_"]),
+        grace=float(params["grace_period"]), max_depth=max_depth, max_nodes=max_nodes))
+    samples = tuple(Samples(codes, y, k_rows))
+    work = tuple(scratch.work)  # plain tuples: see _plain
     r, resume = 0, False
     while r < R:
-        r, D.n, F.n = _learn_rows(
-            codes, y, k_rows, fdt.roots, D.V, D.B, D.s, D.parent, D.cat, D.depth, D.fstart,
-            D.fcount, D.tree, F.V, F.sigma, F.sumV, F.field, F.parent, F.cstart, F.ccount,
-            F.nabove, D.n, F.n, float(params["c_p"]), float(params["v"]),
-            float(params["kappa"]), float(params["c_f"]), float(params["lambda_"]),
-            float(params["grace_period"]), max_depth, int(params["max_nodes"]), rng, r,
-            resume, s.path_d, s.path_f, s.support, s.plen, s.at_leaf, s.best, s.n_unv, s.ex,
-            s.grow, s.err, s.powers, s.counts, s.alive, s.is_new, s.tmp, s.on_path)
+        r, D.n, F.n = _learn_rows(samples, scratch.tables(fdt), D.n, F.n, kernel_params, rng,
+                                  r, resume, work)
         if r < R:  # room for phase B of row r, then resume there; max_nodes bounds the
             # expansions, so the tables need not double past it (growths may add a few rows)
-            need_d, need_f = int(s.counts[NEED_D]), int(s.counts[NEED_F])
-            D.reserve(need_d, limit=int(params["max_nodes"]) + 2 * need_d)
-            F.reserve(need_f, limit=int(params["max_nodes"]) + 2 * need_f)
+            need_d, need_f = int(scratch.work.counts[NEED_D]), int(scratch.work.counts[NEED_F])
+            D.reserve(need_d, limit=max_nodes + 2 * need_d)
+            F.reserve(need_f, limit=max_nodes + 2 * need_f)
             resume = True

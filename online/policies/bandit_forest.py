@@ -35,6 +35,6 @@ class BanditForestPolicy(BanditForest):
         n = len(candidates)
         probs, drawn, order = np.empty(n), np.empty(n, np.int64), np.empty(n, np.int64)
         paths = np.empty(len(self._roots), np.int64)
-        decide_probabilities(xb, *self._decide_arrays(), known, self.voting == "all-finished",
+        decide_probabilities(xb, self._kernel_forest(), known, self.voting == "all-finished",
                              probs, drawn, order, paths)
         return {candidates[i]: float(probs[i]) for i in order.tolist()}

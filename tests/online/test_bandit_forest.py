@@ -14,6 +14,7 @@ from river import bandit
 from online import BanditForest
 from online.bandit import kernels
 from online.bandit.bounds import action_radius, variable_radius
+from online.bandit.layout import Bound
 from online.bandit.storage import ForestStorage
 from tests.online.test_bandit_forest_golden import state_hash
 
@@ -104,20 +105,19 @@ def hand_built_stump(eps: float, x0: int = 1):
     store = ForestStorage(n_vars=2, n_actions=2)
     store.active[:2] = True
     s = store.new_slot(np.array([0, 1], np.int32))
-    store.slot_T[s, :2] = 100
-    store.slot_W[s, :2] = 100.0
-    store.slot_T1[s, :2, :2] = 50
-    store.slot_W1[s, :2, :2] = 50.0
-    store.slot_Rt[s, :2] = [40, 35]  # each action's reward sum, whatever x
-    store.slot_R1[s, 0, :2] = [40, 20]  # with x_0 = 1, with x_1 = 1 (k0)
-    store.slot_R1[s, 1, :2] = [5, 20]  # (k1)
-    radii = kernels.radius_table(1024, 2, 0.05, 1)
+    slots = store.slots
+    slots.T[s, :2] = 100
+    slots.W[s, :2] = 100.0
+    slots.T1[s, :2, :2] = 50
+    slots.W1[s, :2, :2] = 50.0
+    slots.R[s, :2] = [40, 35]  # each action's reward sum, whatever x
+    slots.R1[s, 0, :2] = [40, 20]  # with x_0 = 1, with x_1 = 1 (k0)
+    slots.R1[s, 1, :2] = [5, 20]  # (k1)
+    bound = Bound(n_active=2, M=2, delta=0.05, radii=kernels.radius_table(1024, 2, 0.05, 1))
     x = np.array([x0, 0], np.int8)
-    left = kernels.eliminate_in_slot(
-        x, s, store.slot_vars, store.slot_nvars, store.slot_in, store.slot_T, store.slot_W,
-        store.slot_Rt, store.slot_T1, store.slot_W1, store.slot_R1, store.slot_A, store.slot_union,
-        store.slot_best, store.active, 2, 2, 1, 1, eps, 0.05, radii)
-    return left, store.slot_vars[s, :left].tolist(), store.slot_A[s, :2, :, :2].transpose(2, 1, 0)
+    left = kernels.stump_round(x, s, slots, store.active, 1, 1, eps, bound,
+                               kernels.round_work(2, store.active.shape[0]))
+    return left, slots.S[s, :left].tolist(), slots.A[s, :2, :, :2].transpose(2, 1, 0)
 
 
 def test_variable_elimination_follows_eq_3():
