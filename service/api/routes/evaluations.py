@@ -40,8 +40,11 @@ class CandidateEvaluation(BaseModel):
     params: dict[str, Any]
     estimate: float | None = Field(description="the value estimate that decides switches (IPS "
                                    "by default), in the [0, 1] reward scale")
-    lower: float = Field(description="lower end of the anytime-valid band")
-    upper: float = Field(description="upper end of the anytime-valid band")
+    lower: float = Field(description="lower end of the anytime-valid band; for a candidate "
+                         "that learns it bounds the best value the candidate has had since its "
+                         "creation, so it may exceed the estimate (an average) and even upper")
+    upper: float = Field(description="upper end of the anytime-valid band; for a candidate "
+                         "that learns it bounds the worst value it has had")
     events: int = Field(description="events evaluated since the candidate was created")
     serving: bool
     level: float = Field(description="confidence level of this candidate's band")
