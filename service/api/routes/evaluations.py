@@ -18,14 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from online.policies.auto import CandidateConflict
 from service import candidates
 from service.api.deps import AdminDep, AppName, AppVersionDep, StoreDep
+from service.candidates import MAX_CANDIDATES, MAX_NAME, NAME
 
 router = APIRouter(prefix="/apps/{app}", tags=["evaluations"])
-
-
-#: every candidate learns every event, so each one costs the trainer a full policy's time
-MAX_CANDIDATES = 8
-MAX_NAME = 64
-NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
 
 
 class Band(BaseModel):
@@ -106,6 +101,8 @@ async def change_candidates(app: AppName, body: CandidatesUpdate, store: StoreDe
     """Change the candidates, the serving candidate or the floor of a live auto app."""
     # only the keys the client gave: a spec without params keeps the candidate of that name
     # and kind whatever its params (a default ``params: {}`` would make it a new one)
+    if body.candidates is None and body.serving is None and body.floor is None:
+        raise HTTPException(422, "nothing to change: give candidates, serving or floor")
     specs = None if body.candidates is None else [
         c.model_dump(exclude_unset=True) for c in body.candidates]
     try:
