@@ -11,6 +11,7 @@ Counters (events learned, rejected) and the stream offset are kept.
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -19,6 +20,28 @@ import redis
 from service import codec, keys
 from service.models import model_kind
 from service.records import AppConfig
+
+#: every candidate learns every event, so each one costs the trainer a whole policy's time
+MAX_CANDIDATES = 8
+MAX_NAME = 64
+#: a candidate name: it appears in logs, metrics-adjacent figures and URLs' JSON, so plain
+NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
+
+
+def check_candidates(specs: Any) -> None:
+    """``ValueError`` when an auto policy's candidate list is longer than
+    :data:`MAX_CANDIDATES` or names a candidate other than by a short plain name (POST /apps and
+    PATCH /candidates alike; the policy checks the rest: kinds, params, duplicates)."""
+    if not isinstance(specs, list):
+        return  # the policy names the problem
+    if len(specs) > MAX_CANDIDATES:
+        raise ValueError(f"at most {MAX_CANDIDATES} candidates, got {len(specs)}")
+    for spec in specs:
+        name = spec.get("name") if isinstance(spec, dict) else None
+        if name is not None and not (isinstance(name, str) and len(name) <= MAX_NAME
+                                     and re.match(NAME, name)):
+            raise ValueError(f"candidate name {str(name)[:80]!r}: 1 to {MAX_NAME} letters, "
+                             "digits and _.:- (starting with a letter or digit)")
 
 
 class NotAuto(ValueError):
@@ -69,6 +92,7 @@ def change(client: redis.Redis, name: str, candidates: list[dict] | None = None,
                 learner = kind.load(codec.decode(state))
                 _require_auto(config, learner)
                 if candidates is not None:
+                    check_candidates(candidates)
                     learner.set_candidates(candidates, serving=serving)
                 elif serving is not None:
                     learner.serve(serving)

@@ -259,6 +259,10 @@ def _policy_kind(spec: PolicyKind) -> ModelKind:
 
     def build(cls: type, params: dict[str, Any], actions: list[str]) -> Any:
         spec.check(params)  # TypeError naming the parameters the kind does not have
+        if spec.name == "auto":  # every way an app gets an auto policy: a bounded candidate list
+            from service.candidates import check_candidates
+
+            check_candidates(params.get("candidates"))
         return _forest_build(cls, params, actions)
 
     return ModelKind(

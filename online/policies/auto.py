@@ -88,6 +88,16 @@ class AutoPolicy(Policy):
     better than the champion has been. Each switch is recorded: the event count at which it
     happened, from, to, and both candidates' estimates.
 
+    Two guards keep learning candidates from trading places (found on the Shuttle stream: trees
+    and LinUCB swapped at every event from event 15,459 on). For a candidate that learns, its
+    lower bound bounds the best value it has had and its upper bound the worst, so the band may
+    be inverted (lower > upper), and then "the challenger's lower bound exceeds the champion's
+    upper bound" can hold both ways at once. So a switch also needs the challenger's estimate
+    (the same estimator) above the champion's, which cannot hold both ways, and no switch
+    happens within ``min_events`` events of the previous one (by evaluation or by an operator),
+    which bounds the switches by events / ``min_events`` even when two estimates cross back and
+    forth. Both only withhold switches, so what a switch guarantees is unchanged.
+
     Estimates run since each candidate was created, not over a sliding window: one
     supermartingale per candidate is what makes the bands valid although they are read after
     every batch; a window read repeatedly would need a union over windows and loses that.
@@ -496,11 +506,15 @@ class AutoPolicy(Policy):
         return self._estimates.ips() if self.estimator == "ips" else self._estimates.dr()
 
     def _maybe_switch(self) -> None:
+        if self._switches and self._n_learned - self._switches[-1]["at"] < self.min_events:
+            return  # cool-down: see "Switching" in the class doc
         bands = self._bands()
         j_champion = self._row(self._serving)
-        best, best_low = None, bands[j_champion].high
+        champion = bands[j_champion]
+        best, best_low = None, champion.high
         for j, band in enumerate(bands):
-            if j != j_champion and band.n >= self.min_events and band.low > best_low:
+            if (j != j_champion and band.n >= self.min_events and band.low > best_low
+                    and band.value > champion.value):
                 best, best_low = j, band.low
         if best is not None:
             self._record_switch(self._candidates_[j_champion], self._candidates_[best],

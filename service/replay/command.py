@@ -5,6 +5,9 @@ Examples::
     grove replay --in-process --data letter.csv.gz --label lettr --steps 20000 \\
         --policy forest --policy forest:n_trees=20 --policy uniform --policy best-fixed \\
         --out summary.json --plot curves.png
+    grove replay --in-process --data letter.csv.gz --label lettr --steps 20000 --policy auto \\
+        --policy 'auto:candidates=[{"kind":"bandit-forest"},{"kind":"linucb"}]' \\
+        --out summary.json --plot curves.png   # also curves-candidates.png
     grove replay --url http://127.0.0.1:8000 --app replay --create --admin-key $KEY \\
         --data all.csv --format obd --out summary.json
 
@@ -42,7 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--propensity-column", default="probability", help="plain format")
     run = p.add_argument_group("policies and run")
     run.add_argument("--policy", action="append", default=None, metavar="SPEC",
-                     help="forest[:key=value,...] | uniform | best-fixed; repeat to compare "
+                     help="forest[:key=value,...] | auto[:key=value,...] | uniform | "
+                          "best-fixed; repeat to compare "
                           f"(default: {' '.join(DEFAULT_POLICIES)})")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--sync-every", type=int, default=500, metavar="N",
@@ -66,7 +70,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                      help="admin key for --create (default: GROVE_ADMIN_KEY)")
     out = p.add_argument_group("outputs")
     out.add_argument("--out", help="JSON summary file")
-    out.add_argument("--plot", help="PNG of cumulative reward / regret curves")
+    out.add_argument("--plot", help="PNG of cumulative reward / regret curves; with an auto "
+                     "policy also <name>-candidates.png: each candidate's estimate and band "
+                     "over events")
 
 
 def _check_output(path: str | None, flag: str) -> None:
@@ -100,18 +106,21 @@ def _check_args(args: argparse.Namespace) -> None:
 
 
 def _build_policies(args, specs, actions, reward_range, logged: bool):
-    """The live policies (forests, uniform), the best-fixed labels, and the HTTP client."""
-    from service.replay.http import GroveClient, HttpForest
+    """The live policies (forests, auto, uniform), the best-fixed labels, and the HTTP client."""
+    from service.replay.http import GroveClient, HttpAuto, HttpForest
     from service.replay.policies import (
+        MODEL_KINDS,
+        InProcessAuto,
         InProcessForest,
         UniformPolicy,
         forest_params,
         policy_seed,
     )
 
-    forests = [s for s in specs if s.kind == "forest"]
+    forests = [s for s in specs if s.kind in MODEL_KINDS]
     if not args.in_process and not args.create and len(forests) > 1:
-        raise _input_error("several forest policies over HTTP need --create (one app each)")
+        raise _input_error("several forest / auto policies over HTTP need --create (one app "
+                           "each)")
     client = None if args.in_process else GroveClient(args.url)
     live, best_fixed, n_forest = [], [], 0
     for position, spec in enumerate(specs):
@@ -120,22 +129,25 @@ def _build_policies(args, specs, actions, reward_range, logged: bool):
         elif spec.kind == "best-fixed":
             best_fixed.append(spec.label)
         elif args.in_process:
-            live.append(InProcessForest(spec.label, forest_params(spec, args.seed, position),
-                                        actions, reward_range, args.sync_every,
-                                        decide_seed=args.decide_seed))
+            driver = InProcessAuto if spec.kind == "auto" else InProcessForest
+            live.append(driver(spec.label, forest_params(spec, args.seed, position),
+                               actions, reward_range, args.sync_every,
+                               decide_seed=args.decide_seed))
         else:
             n_forest += 1
             app = args.app if n_forest == 1 else f"{args.app}-{n_forest}"
             params = forest_params(spec, args.seed, position)
             if args.create:
-                key = client.create_app(args.admin_key, app, params, actions, reward_range)
+                key = client.create_app(args.admin_key, app, params, actions, reward_range,
+                                        kind=MODEL_KINDS[spec.kind])
             else:
                 key, params = args.key, None  # the app's own policy
                 if spec.params:
                     print(f"grove replay: note: --policy {spec.label!r}: app {app!r} keeps its "
                           "own policy params (they apply with --create)", file=sys.stderr)
-            live.append(HttpForest(spec.label, client, app, key, logged=logged,
-                                   sync_every=args.sync_every, params=params))
+            driver = HttpAuto if spec.kind == "auto" else HttpForest
+            live.append(driver(spec.label, client, app, key, logged=logged,
+                               sync_every=args.sync_every, params=params))
     return live, best_fixed, client
 
 
@@ -169,6 +181,9 @@ def execute(args: argparse.Namespace, record: bool = False):
         else:
             result = run_supervised(source, live, best_fixed, args.steps or 10_000,
                                     args.sync_every, progress, record)
+        # before closing: an HTTP auto policy reads its app's evaluations here
+        described = [p.describe() for p in live] + [{"label": b, "kind": "best-fixed"}
+                                                    for b in best_fixed]
     finally:
         for policy in live:
             policy.close()
@@ -176,8 +191,6 @@ def execute(args: argparse.Namespace, record: bool = False):
             client.close()
     order = [s.label for s in specs]
     result.traces.sort(key=lambda t: order.index(t.label))
-    described = [p.describe() for p in live] + [{"label": b, "kind": "best-fixed"}
-                                                for b in best_fixed]
     run = {"driver": "in-process" if args.in_process else "http", "url": args.url,
            "seed": args.seed, "sync_every": args.sync_every, "seconds": round(result.seconds, 3)}
     return report.summarize(result, described, run), result
@@ -195,6 +208,9 @@ def replay(args: argparse.Namespace) -> int:
     if args.plot:
         report.plot(result, args.plot)
         print(f"plot: {args.plot}")
+        candidates_plot = report.plot_candidates(summary, args.plot)
+        if candidates_plot:
+            print(f"candidates plot: {candidates_plot}")
     return 0
 
 

@@ -22,7 +22,7 @@ import uuid
 
 import httpx
 
-from service.replay.policies import Choice, Policy
+from service.replay.policies import AutoFigures, Choice, Policy
 
 
 class ServiceError(RuntimeError):
@@ -53,11 +53,11 @@ class GroveClient:
         return answer.json() if answer.content else {}
 
     def create_app(self, admin_key: str, name: str, params: dict, actions: list[str],
-                   reward_range: tuple[float, float]) -> str:
-        """Create ``name`` with a Bandit Forest of ``params``; returns its API key."""
+                   reward_range: tuple[float, float], kind: str = "bandit-forest") -> str:
+        """Create ``name`` with a policy of ``kind`` and ``params``; returns its API key."""
         body = {
             "name": name,
-            "policy": {"kind": "bandit-forest", "params": params},
+            "policy": {"kind": kind, "params": params},
             "actions": list(actions),
             "rewardWaitTime": 600,
             "defaultReward": reward_range[0],
@@ -139,3 +139,29 @@ class HttpForest(Policy):
         if self.params is not None:
             out["params"] = self.params
         return out
+
+
+class HttpAuto(HttpForest):
+    """An auto app of a running Grove: decides and learns as :class:`HttpForest`; after every
+    block (and at the end) its candidates' figures from ``GET /apps/{app}/evaluations``."""
+
+    kind = "auto"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.figures = AutoFigures()
+
+    def _evaluations(self) -> dict:
+        return self.client.request("GET", f"/apps/{self.app}/evaluations", self.key)
+
+    def sync(self) -> None:
+        super().sync()
+        if self.sync_every > 0:
+            self.figures.note(self._sent, self._evaluations()["candidates"])
+
+    def describe(self) -> dict:
+        figures = self._evaluations()
+        self.figures.note(self._sent, figures["candidates"])
+        return {**super().describe(),
+                **self.figures.describe(figures["candidates"], figures["switches"],
+                                        figures["serving"])}

@@ -5,6 +5,11 @@ A policy spec on the command line is ``name[:key=value,key=value...]``:
 * ``forest[:params]`` — Grove's Bandit Forest with these hyperparameters (values are JSON when
   they parse as JSON: ``forest:n_trees=20,epsilon=[0.4,0.8]``). In-process it is the learner the
   service's trainer runs (built through ``service.models``); over HTTP it is an app of the service.
+* ``auto[:params]`` — Grove's auto policy (kind ``auto``: candidates learn the same events,
+  anytime-valid estimates pick the one that serves), e.g.
+  ``auto:candidates=[{"kind":"bandit-forest"},{"kind":"linucb"}],min_events=200``; without
+  params, the default candidates. Its summary adds each candidate's figures (estimate, lower,
+  upper, events, serving), the switches, and the candidates' estimates over events.
 * ``uniform`` — uniformly random actions (seeded).
 * ``best-fixed`` — the best fixed action in hindsight (computed after the run from the whole
   stream: an optimistic baseline no online policy can know in advance).
@@ -24,7 +29,9 @@ import numpy as np
 
 from service.replay.sources import ReplayInputError
 
-KINDS = ("forest", "uniform", "best-fixed")
+KINDS = ("forest", "auto", "uniform", "best-fixed")
+#: replay kinds that are a learner of the service -> the service's policy kind
+MODEL_KINDS = {"forest": "bandit-forest", "auto": "auto"}
 
 
 @dataclass(frozen=True)
@@ -58,7 +65,8 @@ def parse_spec(text: str) -> PolicySpec:
     kind, _, rest = text.strip().partition(":")
     if kind not in KINDS:
         raise ReplayInputError(f"--policy {text!r}: unknown policy {kind!r}; use one of "
-                               f"{', '.join(KINDS)} (forest takes params: forest:n_trees=20)")
+                               f"{', '.join(KINDS)} (forest and auto take params: "
+                               "forest:n_trees=20)")
     params: dict[str, Any] = {}
     for part in _split_params(rest):
         key, eq, value = part.partition("=")
@@ -68,7 +76,7 @@ def parse_spec(text: str) -> PolicySpec:
             params[key.strip()] = json.loads(value)
         except json.JSONDecodeError:
             params[key.strip()] = value.strip()
-    if params and kind != "forest":
+    if params and kind not in MODEL_KINDS:
         raise ReplayInputError(f"--policy {text!r}: {kind} takes no parameters")
     return PolicySpec(text.strip(), kind, params)
 
@@ -132,6 +140,7 @@ class UniformPolicy(Policy):
 
 class InProcessForest(Policy):
     """Grove's Bandit Forest in this process, as the service's trainer builds and trains it.
+    (:class:`InProcessAuto` is the same driver for the auto policy.)
 
     ``sync_every`` > 0: learned events wait in a buffer until :meth:`sync` (the replay calls it
     every ``sync_every`` steps), as the service's snapshots do over HTTP; 0: learn at once.
@@ -149,11 +158,12 @@ class InProcessForest(Policy):
         self.label = label
         self.params = params
         self.latencies = []
-        self._kind = model_kind("bandit-forest")
+        self._kind = model_kind(MODEL_KINDS[self.kind])
         try:
             self._learner = self._kind.new(dict(params), list(actions))
         except (TypeError, ValueError) as exc:
-            raise ReplayInputError(f"--policy {label!r}: invalid forest params: {exc}") from None
+            raise ReplayInputError(f"--policy {label!r}: invalid {self.kind} params: {exc}"
+                                   ) from None
         self._low, self._high = reward_range
         self._sync_every = sync_every
         self._pending: list[tuple] = []
@@ -187,6 +197,64 @@ class InProcessForest(Policy):
 
     def describe(self) -> dict:
         return {"label": self.label, "kind": self.kind, "params": self.params}
+
+
+def candidate_figures(evaluations: list[dict]) -> list[dict]:
+    """The figures a replay reports per candidate, from ``AutoPolicy.evaluations()`` or the
+    candidates of ``GET /apps/{app}/evaluations``."""
+    keys = ("name", "kind", "estimate", "lower", "upper", "events", "serving")
+    return [{k: c[k] for k in keys} for c in evaluations]
+
+
+class AutoFigures:
+    """What a replay keeps of an auto policy: its candidates' figures after every block (the
+    curves of the candidates PNG) and, at the end, the candidates, the switches and which one
+    serves. Shared by the in-process and the HTTP drivers."""
+
+    def __init__(self):
+        self.history: list[dict] = []  # {"events": n, "candidates": [figures]}
+
+    def note(self, events: int, evaluations: list[dict]) -> None:
+        if events and (not self.history or self.history[-1]["events"] != events):
+            self.history.append({"events": events, "candidates": candidate_figures(evaluations)})
+
+    def describe(self, evaluations: list[dict], switches: list[dict], serving: str) -> dict:
+        return {"serving": serving, "candidates": candidate_figures(evaluations),
+                "switches": [{k: s[k] for k in ("at", "from", "to", "reason", "estimates")}
+                             for s in switches],
+                "history": self.history}
+
+
+class InProcessAuto(InProcessForest):
+    """Grove's auto policy in this process, as the trainer runs it (see :class:`InProcessForest`).
+
+    The candidates' figures are noted after every block (``sync``); with ``sync_every`` 0
+    (learning event by event) every ``note_every`` events, so the curves have a point per block
+    either way without evaluating every event twice.
+    """
+
+    kind = "auto"
+
+    def __init__(self, *args, note_every: int = 500, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.figures = AutoFigures()
+        self._note_every = note_every
+
+    def learn(self, choice: Choice, context: dict, reward: float) -> None:
+        super().learn(choice, context, reward)
+        learned = self._learner.n_learned
+        if self._sync_every <= 0 and learned % self._note_every == 0:
+            self.figures.note(learned, self._learner.evaluations())
+
+    def sync(self) -> None:
+        super().sync()
+        self.figures.note(self._learner.n_learned, self._learner.evaluations())
+
+    def describe(self) -> dict:
+        learner = self._learner
+        self.figures.note(learner.n_learned, learner.evaluations())
+        return {**super().describe(),
+                **self.figures.describe(learner.evaluations(), learner.switches, learner.serving)}
 
 
 #: spawn-key domain of the policies' seeds: ``[seed, position]`` as plain entropy would equal

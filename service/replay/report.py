@@ -13,6 +13,7 @@ changes between two runs with the same seed and driver.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 
@@ -122,6 +123,7 @@ def table(summary: dict) -> str:
                 _fmt(t.get("decide_ms_p50"), 2), _fmt(t.get("decide_ms_p99"), 2)]
         rows.append(row)
     ref = summary["reference"]
+    rows_auto = _auto_lines(summary)
     ref_line = f"reference: {ref['name']} = {_fmt(ref['value'])}"
     if "estimate" in ref:
         ref_line += f" [{_fmt(ref['estimate']['low'])}, {_fmt(ref['estimate']['high'])}]"
@@ -133,7 +135,32 @@ def table(summary: dict) -> str:
     if logged and not summary["source"].get("uniform_logging", True):
         notes.append("note: the logging policy is not uniformly random over the actions: the "
                      "replay method (avg reward) is biased then; IPS, SNIPS and DR are not")
-    return "\n".join([*lines, *notes])
+    return "\n".join([*lines, *notes, *rows_auto])
+
+
+def _auto_lines(summary: dict) -> list[str]:
+    """Per auto policy: each candidate's estimate [lower, upper], events, serving; the switches."""
+    lines = []
+    for p in summary["policies"]:
+        if p.get("kind") != "auto" or "candidates" not in p:
+            continue
+        head = ["candidate", "kind", "estimate [lower, upper]", "events", "serving"]
+        rows = [[c["name"], c["kind"],
+                 f"{_fmt(c['estimate'])} [{_fmt(c['lower'])}, {_fmt(c['upper'])}]",
+                 str(c["events"]), "yes" if c["serving"] else ""] for c in p["candidates"]]
+        widths = [max(len(r[j]) for r in [head, *rows]) for j in range(len(head))]
+        lines += ["", f"{p['label']}: candidates (serving: {p['serving']})"]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
+                  for r in [head, [("-" * w) for w in widths], *rows]]
+        for w in p["switches"]:
+            est = w["estimates"]
+            figures = ", ".join(f"{name} {_fmt(e['estimate'])} [{_fmt(e['lower'])}, "
+                                f"{_fmt(e['upper'])}]" for name, e in est.items())
+            lines.append(f"switch at event {w['at']}: {w['from']} -> {w['to']} ({w['reason']}; "
+                         f"{figures})")
+        if not p["switches"]:
+            lines.append("no switch")
+    return lines
 
 
 def _thin(n: int, most: int = 2000) -> np.ndarray:
@@ -180,3 +207,48 @@ def plot(result: RunResult, path: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def plot_candidates(summary: dict, path: str) -> str | None:
+    """Each auto policy's candidates: estimate and anytime-valid band over events, as a PNG
+    beside ``path`` (``curves.png`` -> ``curves-candidates.png``), switches marked. None when
+    the summary has no auto policy with figures."""
+    autos = [p for p in summary["policies"] if p.get("kind") == "auto" and p.get("history")]
+    if not autos:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(autos), figsize=(6.5 * len(autos), 4.5), squeeze=False)
+    for ax, p in zip(axes[0], autos):
+        names = [c["name"] for c in p["candidates"]]
+        for k, name in enumerate(names):
+            points = [(h["events"], c) for h in p["history"] for c in h["candidates"]
+                      if c["name"] == name and c["events"] > 0]
+            if not points:
+                continue
+            x = np.array([e for e, _ in points])
+            value = np.array([np.nan if c["estimate"] is None else c["estimate"]
+                              for _, c in points])
+            color = f"C{k}"
+            ax.plot(x, value, color=color, label=name + (" (serving)" if name == p["serving"]
+                                                         else ""))
+            ax.fill_between(x, [c["lower"] for _, c in points], [c["upper"] for _, c in points],
+                            color=color, alpha=0.2)
+        for w in p["switches"]:
+            ax.axvline(w["at"], color="black", linestyle="--", linewidth=0.8)
+            ax.annotate(f"{w['from']} -> {w['to']}", (w["at"], 0.98), fontsize=7,
+                        xycoords=("data", "axes fraction"), rotation=90, va="top", ha="right")
+        label = p["label"] if len(p["label"]) <= 40 else p["label"][:37] + "..."
+        ax.set(title=f"{label}: candidates' estimates and bands", xlabel="events learned",
+               ylabel="estimated average reward", ylim=(0, 1))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    target = Path(path)
+    out = target.with_name(f"{target.stem}-candidates{target.suffix or '.png'}")
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return str(out)

@@ -144,3 +144,25 @@ def test_state_round_trip_is_exact():
         policy.learn_one(x, a.action, float(a.action == x["favorite"]), a.probability)
         clone.learn_one(x, b.action, float(b.action == x["favorite"]), b.probability)
     assert clone.evaluations() == policy.evaluations()
+
+
+def test_inverted_bands_of_learning_candidates_do_not_make_them_trade_places(monkeypatch):
+    """Regression (Shuttle stream, 100k steps: trees and LinUCB swapped at every event from
+    event 15,459 on). Bands of learning candidates may be inverted (lower > upper); with
+    each one's lower bound above the other's upper bound, the old rule switched both ways."""
+    from online.evaluation import Estimate
+
+    policy = AutoPolicy(candidates=[{"kind": "linucb"}, {"kind": "linucb", "name": "other",
+                                                         "params": {"alpha": 0.5}}],
+                        min_events=100, actions=ADS, seed=0)
+    values = {"linucb": 0.90, "other": 0.92}
+    monkeypatch.setattr(policy, "_bands", lambda: [
+        Estimate(values[c.name], 0.95, 0.60, 10_000) for c in policy._candidates_])
+    _favorite_events(policy, 1000, random.Random(2))
+    # one switch, to the higher estimate; none back although the bands still allow it
+    assert [(s["from"], s["to"]) for s in policy.switches] == [("linucb", "other")]
+    values.update(linucb=0.93)  # now the estimates cross: a switch back, after a cool-down
+    _favorite_events(policy, 1000, random.Random(3))
+    assert [s["to"] for s in policy.switches] == ["other", "linucb"]
+    gaps = np.diff([s["at"] for s in policy.switches])
+    assert (gaps >= 100).all()

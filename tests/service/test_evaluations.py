@@ -215,6 +215,8 @@ def test_removing_the_serving_candidate_is_a_409_unless_another_is_named(client,
     ({"floor": 1.5}, 422, "floor"),
     ({"floor": "NaN"}, 422, "floor"),
     ({"mystery": 1}, 422, "mystery"),
+    ({}, 422, "nothing to change"),
+    ({"candidates": [{"kind": "linucb", "name": "<b>"}]}, 422, "name"),
 ])
 def test_bad_candidate_changes_are_4xx_naming_the_problem(client, body, status, says):
     _auto(client)
@@ -281,3 +283,22 @@ def test_the_serving_snapshot_carries_the_candidates_state(store, client):
     _auto(client)
     _, state = store.load_snapshot("ads", serving=True)
     assert codec.decode(codec.encode(state))["format"] == "grove.auto"
+
+
+@pytest.mark.parametrize(("params", "says"), [
+    ({"candidates": [{"kind": "nope"}]}, "nope"),
+    ({"candidates": [{"kind": "linucb", "params": {"depth": 3}}]}, "depth"),
+    ({"candidates": []}, "at least one candidate"),
+    ({"candidates": "linucb"}, "candidate"),
+    ({"candidates": [{"kind": "linucb", "params": [1]}]}, "params"),
+    ({"candidates": [LINUCB], "floor": 0}, "floor"),
+    ({"candidates": [LINUCB], "estimator": "magic"}, "estimator"),
+    ({"candidates": [LINUCB], "min_events": -1}, "min_events"),
+    ({"candidates": [{"kind": "linucb", "name": f"c{j}"} for j in range(100)]}, "at most 8"),
+    ({"candidates": [{"kind": "linucb", "name": "<b>"}]}, "candidate name"),
+])
+def test_creating_an_auto_app_with_bad_params_is_a_422_naming_them(client, params, says):
+    answer = client.post("/apps", headers=ADMIN, json={
+        "name": "bad", "actions": ACTIONS, "policy": {"kind": "auto", "params": params}})
+    assert answer.status_code == 422, answer.text
+    assert says in answer.text

@@ -18,14 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from online.policies.auto import CandidateConflict
 from service import candidates
 from service.api.deps import AdminDep, AppName, AppVersionDep, StoreDep
+from service.candidates import MAX_CANDIDATES, MAX_NAME, NAME
 
 router = APIRouter(prefix="/apps/{app}", tags=["evaluations"])
-
-
-#: every candidate learns every event, so each one costs the trainer a full policy's time
-MAX_CANDIDATES = 8
-MAX_NAME = 64
-NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
 
 
 class Band(BaseModel):
@@ -40,8 +35,11 @@ class CandidateEvaluation(BaseModel):
     params: dict[str, Any]
     estimate: float | None = Field(description="the value estimate that decides switches (IPS "
                                    "by default), in the [0, 1] reward scale")
-    lower: float = Field(description="lower end of the anytime-valid band")
-    upper: float = Field(description="upper end of the anytime-valid band")
+    lower: float = Field(description="lower end of the anytime-valid band; for a candidate "
+                         "that learns it bounds the best value the candidate has had since its "
+                         "creation, so it may exceed the estimate (an average) and even upper")
+    upper: float = Field(description="upper end of the anytime-valid band; for a candidate "
+                         "that learns it bounds the worst value it has had")
     events: int = Field(description="events evaluated since the candidate was created")
     serving: bool
     level: float = Field(description="confidence level of this candidate's band")
@@ -103,6 +101,8 @@ async def change_candidates(app: AppName, body: CandidatesUpdate, store: StoreDe
     """Change the candidates, the serving candidate or the floor of a live auto app."""
     # only the keys the client gave: a spec without params keeps the candidate of that name
     # and kind whatever its params (a default ``params: {}`` would make it a new one)
+    if body.candidates is None and body.serving is None and body.floor is None:
+        raise HTTPException(422, "nothing to change: give candidates, serving or floor")
     specs = None if body.candidates is None else [
         c.model_dump(exclude_unset=True) for c in body.candidates]
     try:
