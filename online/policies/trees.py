@@ -150,8 +150,8 @@ class TreeEnsemblePolicy(Policy):
         n_models = self._ensemble.n_models
         models = np.where(known < n_models, known, -1)
         scores = self._ensemble.predict(x, models)
-        plays = self._plays
-        unseen = np.array([m < 0 or plays[m] == 0 for m in models.tolist()], np.bool_)
+        unseen = (models < 0) | (self._plays[np.maximum(models, 0)] == 0) if n_models else \
+            np.ones(len(models), np.bool_)
         return scores, unseen
 
     def _distribution(self, x: np.ndarray, known: np.ndarray) -> np.ndarray:
