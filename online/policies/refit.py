@@ -37,6 +37,10 @@ def booster_params(n_trees: int, learning_rate: float, num_leaves: int, min_data
         "seed": seed,
         "deterministic": True,
         "num_threads": 1,  # one trainer thread per app; apps refit in parallel
+        # per-action data sets are small (thousands of rows): row-wise histograms are 1.6x
+        # faster here than col-wise (26 x 100 trees on 30k Letter events: 2.6 vs 4.3 CPU s)
+        # and skip LightGBM's timing test of both at every fit
+        "force_row_wise": True,
         "verbose": -1,
     }
 
