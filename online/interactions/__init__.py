@@ -1,8 +1,8 @@
 """Interaction selection among categorical predictors: MCTS-IS (``mcts_is.py``).
 
 Modules: ``fdt`` (the FDT's data and feature nodes), ``screening`` (eqs. 5-6), ``search``
-(one iteration of Algorithm 1: eqs. 8-9), ``extraction`` (eq. 7), ``vocabulary`` (category
-codes, Appendix B.2 grouping).
+(one iteration of Algorithm 1: eqs. 8-9; ``layout``: the named arrays it takes),
+``extraction`` (eq. 7), ``vocabulary`` (category codes, Appendix B.2 grouping).
 
 Where the paper is in the code (paper: ``/work/shared/papers/mcts-is.txt``):
 
