@@ -12,8 +12,8 @@ Algorithm 3 (ACTION SELECTION), AE with eq. (4)    ``kernels.eliminate_actions``
 Algorithm 4 (DECISION STUMP), lines 9-12           ``kernels.action_elimination``, ``stump_round``
 remaining actions of a path (sec. 3.4)             ``kernels.update_union``
 Algorithm 6, line 4: the path c_theta(x)           ``kernels.find_path``
-Algorithm 6, lines 4-6 and sec. 5 (draw or vote)   ``kernels.paths_status``,
-                                                   ``kernels.decide_probabilities``,
+Algorithm 6, lines 4-6 and sec. 5 (draw or vote)   ``decide_kernels.paths_status``,
+                                                   ``decide_kernels.decide_probabilities``,
                                                    ``decisions.ForestDecisions.decide``
 Algorithm 6, lines 9-15 (counts, VE, AE)          ``kernels.learn_event`` (``learn_events``)
 Algorithm 6, lines 16-20 (split or leaf)           ``paths.ForestPaths._resolve``, ``_make_leaf``
@@ -25,9 +25,9 @@ sec. 5: IPS weighting of the reward                ``forest.BanditForest._weight
 
 Modules: ``forest`` (:class:`BanditForest`: parameters, learning), ``decisions`` (acting),
 ``paths`` (growth and reading of the trees), ``state`` (``to_state``/``from_state``),
-``layout`` (the named arrays the kernels take), ``kernels`` (compiled per-event work),
-``storage`` (growable arrays), ``bounds`` (eqs. 1-4), ``encoder`` (contexts to binary
-variables), ``subforest`` (a forest of some of the trees).
+``layout`` (the named arrays the kernels take), ``kernels`` (compiled learning, VE, AE),
+``decide_kernels`` (compiled acting), ``storage`` (growable arrays), ``bounds`` (eqs. 1-4),
+``encoder`` (contexts to binary variables), ``subforest`` (a forest of some of the trees).
 """
 
 from online.bandit.encoder import ContextEncoder
