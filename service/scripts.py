@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import redis
 
-_NOW = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-"""
+from service.redis_text import LUA_NOW
 
 _SAME_APP = """
 if redis.call('HGET', KEYS[1], 'uid') ~= ARGV[1] then return {'gone'} end
@@ -26,7 +23,7 @@ CREATE_APP = (
 if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists'} end
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 """
-    + _NOW
+    + LUA_NOW
     + """
 redis.call('HSET', KEYS[1], 'uid', ARGV[1], 'json', ARGV[2])
 redis.call('HSET', KEYS[2], 'version', 0, 'offset', '0-0', 'eventsLearned', 0,
@@ -45,7 +42,7 @@ for i = 4, #KEYS do
   if redis.call('EXISTS', KEYS[i]) == 1 then return {'conflict', i - 4} end
 end
 """
-    + _NOW
+    + LUA_NOW
     + """
 local grace, deadline = tonumber(ARGV[2]), now + tonumber(ARGV[3])
 for i = 4, #KEYS do
@@ -76,7 +73,7 @@ REWARD = (
     + """
 if not rec[1] then return {'missing'} end
 """
-    + _NOW
+    + LUA_NOW
     + """
 if now >= tonumber(rec[2]) then return {'expired'} end
 if rec[1] == 'deferred' then return {'deferred'} end
@@ -106,7 +103,7 @@ ACTIVATE = (
 local rec = redis.call('HMGET', KEYS[2], 'state', 'deadline')
 if not rec[1] then return {'missing'} end
 """
-    + _NOW
+    + LUA_NOW
     + """
 if now >= tonumber(rec[2]) then return {'expired'} end
 if rec[1] ~= 'deferred' then return {'active'} end
@@ -122,7 +119,7 @@ return {'activated', tostring(deadline)}
 # ARGV: uid, default reward, eventId 1..n
 EXPIRE = (
     _SAME_APP
-    + _NOW
+    + LUA_NOW
     + """
 local learned, dropped = 0, 0
 for i = 5, #KEYS do
@@ -161,7 +158,7 @@ return {'ok', learned, dropped}
 # stream, learned by the trainer exactly like a joined reward.
 LABEL = (
     _SAME_APP
-    + _NOW
+    + LUA_NOW
     + """
 local id = redis.call('XADD', KEYS[2], '*', 'eventId', ARGV[2], 'context', ARGV[3],
                       'label', ARGV[4], 'source', 'label', 'receivedAt', now)
@@ -201,7 +198,7 @@ PUBLISH = (
 if redis.call('GET', KEYS[2]) ~= ARGV[2] then return {'lease'} end
 if redis.call('HGET', KEYS[3], 'version') ~= ARGV[3] then return {'version'} end
 """
-    + _NOW
+    + LUA_NOW
     + """
 redis.call('HSET', KEYS[3], 'version', ARGV[4], 'offset', ARGV[5], 'eventsLearned', ARGV[6],
            'eventsRejected', ARGV[7], 'updatedAt', now, 'state', ARGV[8], 'serving', ARGV[9])

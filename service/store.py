@@ -14,6 +14,7 @@ import redis
 
 from service import codec, keys
 from service.records import AppConfig, NewDecision, SnapshotInfo
+from service.redis_text import as_str
 from service.scripts import Scripts
 from service.settings import Settings
 
@@ -41,10 +42,6 @@ class RewardOutcome:
     state: str  # "joined" (in the learning stream) or "accumulating" (sum aggregation)
     reward_sum: float
     reward_count: int
-
-
-def _s(value: bytes | str | None) -> str | None:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 class Store:
@@ -82,13 +79,13 @@ class Store:
             ],
             args=[config.uid, config.to_json(), initial_state, serving_state or initial_state],
         )
-        if _s(result[0]) == "exists":  # the name stays listed: it is the existing app's
+        if as_str(result[0]) == "exists":  # the name stays listed: it is the existing app's
             self.redis.hdel(keys.API_KEYS, config.api_key_hash)
             raise Conflict(f"app {name!r} already exists")
 
     def key_owner(self, key_hash: str) -> str | None:
         """The app whose API key hashes to ``key_hash`` (read only when a key is refused)."""
-        return _s(self.redis.hget(keys.API_KEYS, key_hash))
+        return as_str(self.redis.hget(keys.API_KEYS, key_hash))
 
     def get_app(self, name: str) -> AppConfig | None:
         raw = self.redis.hget(keys.config(name), "json")
@@ -110,7 +107,7 @@ class Store:
         return config
 
     def list_apps(self) -> list[AppConfig]:
-        names = sorted(_s(n) for n in self.redis.smembers(keys.APPS))
+        names = sorted(as_str(n) for n in self.redis.smembers(keys.APPS))
         if not names:
             return []
         pipe = self.redis.pipeline(transaction=False)
@@ -119,7 +116,7 @@ class Store:
         return [AppConfig.from_json(raw) for raw in pipe.execute() if raw is not None]
 
     def app_names(self) -> list[str]:
-        return sorted(_s(n) for n in self.redis.smembers(keys.APPS))
+        return sorted(as_str(n) for n in self.redis.smembers(keys.APPS))
 
     def update_app(self, name: str, **changes) -> AppConfig:
         """Optimistic read-modify-write of the config (WATCH/MULTI)."""
@@ -165,7 +162,11 @@ class Store:
         if fields[0] is None:
             return None
         return SnapshotInfo(
-            int(fields[0]), _s(fields[1]), int(fields[2]), int(fields[3] or 0), int(fields[4] or 0)
+            int(fields[0]),
+            as_str(fields[1]),
+            int(fields[2]),
+            int(fields[3] or 0),
+            int(fields[4] or 0),
         )
 
     def load_snapshot(self, name: str, serving: bool = False) -> tuple[SnapshotInfo, dict]:
@@ -179,7 +180,11 @@ class Store:
         if fields[0] is None or state is None:
             raise NotFound(f"app {name!r} has no model snapshot")
         info = SnapshotInfo(
-            int(fields[0]), _s(fields[1]), int(fields[2]), int(fields[3] or 0), int(fields[4] or 0)
+            int(fields[0]),
+            as_str(fields[1]),
+            int(fields[2]),
+            int(fields[3] or 0),
+            int(fields[4] or 0),
         )
         return info, codec.decode(state)
 
@@ -202,7 +207,7 @@ class Store:
             + [keys.decision(name, d.event_id) for d in decisions],
             args=args,
         )
-        status = _s(result[0])
+        status = as_str(result[0])
         if status == "gone":
             raise NotFound(f"app {name!r} not found")
         if status == "conflict":
@@ -221,7 +226,7 @@ class Store:
             ],
             args=[config.uid, event_id, repr(float(reward)), config.reward_aggregation.value],
         )
-        status = _s(result[0])
+        status = as_str(result[0])
         if status == "joined":
             return RewardOutcome("joined", float(reward), 1)
         if status == "added":
@@ -235,9 +240,9 @@ class Store:
             keys=[keys.config(name), keys.stream(name), keys.stats(name)],
             args=[config.uid, event_id, codec.pack(context), int(label)],
         )
-        if _s(result[0]) == "gone":
+        if as_str(result[0]) == "gone":
             raise NotFound(f"app {name!r} not found")
-        return _s(result[1])
+        return as_str(result[1])
 
     def activate(self, config: AppConfig, event_id: str) -> None:
         name = config.name
@@ -245,7 +250,7 @@ class Store:
             keys=[keys.config(name), keys.decision(name, event_id), keys.deadlines(name)],
             args=[config.uid, event_id, config.wait_ms, int(self.settings.decision_grace * 1000)],
         )
-        status = _s(result[0])
+        status = as_str(result[0])
         if status != "activated":
             raise self._event_error(status, name, event_id)
 
@@ -299,7 +304,7 @@ class Store:
         raw = self.redis.hgetall(keys.tree_selection(name))
         if not raw:
             return None
-        command = {_s(k): _s(v) for k, v in raw.items()}
+        command = {as_str(k): as_str(v) for k, v in raw.items()}
         command["trees"] = json.loads(command["trees"])
         for field in ("nTrees", "version", "requestedAt"):
             if field in command:
@@ -312,7 +317,7 @@ class Store:
         with self.redis.pipeline(transaction=True) as pipe:  # WATCH: one key, one slot
             try:
                 pipe.watch(key)
-                if _s(pipe.hget(key, "id")) != request_id:
+                if as_str(pipe.hget(key, "id")) != request_id:
                     return False
                 pipe.multi()
                 pipe.hset(key, mapping={"status": status, **fields})
@@ -332,7 +337,7 @@ class Store:
         now = self.redis.time()  # not in the pipeline: a cluster pipeline takes keyed commands
         info = self.snapshot_info(name)
         offset = info.offset if info else "0-0"
-        counters = {_s(k): int(float(v)) for k, v in stats.items()}
+        counters = {as_str(k): int(float(v)) for k, v in stats.items()}
         learned = (info.events_learned + info.events_rejected) if info else 0
         # every append to the stream counts one 'rewarded', 'defaulted' (scripts REWARD, EXPIRE)
         # or 'labeled' (script LABEL)
@@ -343,7 +348,7 @@ class Store:
         now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
         lag_seconds = 0.0
         if oldest:
-            lag_seconds = max(0.0, (now_ms - int(_s(oldest[0][0]).split("-")[0])) / 1000)
+            lag_seconds = max(0.0, (now_ms - int(as_str(oldest[0][0]).split("-")[0])) / 1000)
         return {
             "model_version": info.version if info else 0,
             "events_learned": info.events_learned if info else 0,

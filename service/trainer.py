@@ -46,15 +46,12 @@ from service.models import ModelKind, model_kind
 from service.personalizer.configuration import event_retention
 from service.records import AppConfig
 from service.redis_client import UNAVAILABLE
+from service.redis_text import as_str
 from service.scripts import Scripts
 from service.settings import Settings
 from service.store import Store
 
 log = logging.getLogger("grove.trainer")
-
-
-def _s(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def _id_tuple(stream_id: str) -> tuple[int, int]:
@@ -253,7 +250,7 @@ class Trainer:
                 raise
             self.redis.xgroup_setid(stream, keys.TRAINER_GROUP, id=info.offset)
         for consumer in self.redis.xinfo_consumers(stream, keys.TRAINER_GROUP):
-            consumer_name = _s(consumer["name"])
+            consumer_name = as_str(consumer["name"])
             if consumer_name != self.id:  # dead: the lease was free
                 self.redis.xgroup_delconsumer(stream, keys.TRAINER_GROUP, consumer_name)
         self.owned[name] = OwnedApp(
@@ -343,13 +340,13 @@ class Trainer:
         )
         if not due:
             return 0
-        ids = [_s(d) for d in due]
+        ids = [as_str(d) for d in due]
         result = self.scripts.expire(
             keys=[keys.config(name), keys.deadlines(name), keys.stream(name), keys.stats(name)]
             + [keys.decision(name, i) for i in ids],
             args=[owned.config.uid, repr(float(owned.config.default_reward))] + ids,
         )
-        if _s(result[0]) == "gone":
+        if as_str(result[0]) == "gone":
             self.owned.pop(name, None)
             return 0
         return int(result[1]) + int(result[2])
@@ -366,7 +363,7 @@ class Trainer:
             keys.TRAINER_GROUP, self.id, {keys.stream(name): ">"}, count=self.settings.trainer_batch
         )
         entries = [
-            (_s(entry_id), {_s(k): v for k, v in fields.items()})
+            (as_str(entry_id), {as_str(k): v for k, v in fields.items()})
             for entry_id, fields in (answer[0][1] if answer else [])
         ]
         start = 0
@@ -452,7 +449,7 @@ class Trainer:
                     given += 1
                     yield (
                         codec.unpack(fields["context"]),
-                        _s(fields["action"]),
+                        as_str(fields["action"]),
                         owned.config.rescale(float(fields["reward"])),
                         float(fields["probability"]),
                     )
@@ -507,7 +504,7 @@ class Trainer:
                 serving,
             ],
         )
-        status = _s(result[0])
+        status = as_str(result[0])
         if status != "ok":
             # lost the lease or the app: another trainer (or nobody) carries on from the snapshot
             log.warning("app %s: snapshot not published (%s); dropping the app", name, status)

@@ -30,10 +30,11 @@ from online.bandit.layout import Bound, as_forest
 @njit
 def _rounds(XS, slot_nodes, forest, D, eps, bound, work):
     forest = as_forest(forest)
+    # read once, as learn_event does (each ``forest.slots`` is a reference count per array)
+    ref, slots, active, L = forest.nodes.ref, forest.slots, forest.active, forest.roots.shape[0]
     for r in range(XS.shape[0]):
         for node in slot_nodes:
-            kernels.stump_round(XS[r], forest.nodes.ref[node], forest.slots, forest.active, D,
-                                forest.roots.shape[0], eps, bound, work)
+            kernels.stump_round(XS[r], ref[node], slots, active, D, L, eps, bound, work)
 
 
 def main(argv=None):

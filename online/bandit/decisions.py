@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from online.bandit.kernels import decide_probabilities, greedy_actions
+from online.bandit.decide_kernels import decide_probabilities, greedy_actions
 from online.decision import Decision
 
 

@@ -6,10 +6,10 @@ at once. Structural changes (a stump that has selected its variable becomes a sp
 new paths, or a leaf) are left to Python (:mod:`online.bandit.paths`): they are rare, and they
 draw random subsets of variables.
 
-The entry points called from Python (:func:`learn_event`, :func:`learn_events`,
-:func:`decide_probabilities`, :func:`greedy_actions`, :func:`finished_actions`) take the forest
+The entry points called from Python (:func:`learn_event`, :func:`learn_events`) take the forest
 as :func:`~online.bandit.layout.plain` tuples or as a :class:`~online.bandit.layout.Forest`
 (and a :class:`~online.bandit.layout.Bound`, :class:`Events` as plain tuples or NamedTuples).
+The compiled acting (votes and draws) is in :mod:`online.bandit.decide_kernels`.
 """
 
 from __future__ import annotations
@@ -22,9 +22,8 @@ from numba import njit
 from online.bandit.bounds import action_radius, variable_radius
 from online.bandit.layout import LEAF, SLOT, SPLIT, Bound, as_forest
 
-__all__ = ["LEAF", "SLOT", "SPLIT", "Events", "RoundWork", "decide_probabilities",
-           "eliminate_actions", "finished_actions", "greedy_actions", "learn_event",
-           "learn_events", "radius_table", "round_work", "stump_round"]
+__all__ = ["LEAF", "SLOT", "SPLIT", "Events", "RoundWork", "eliminate_actions", "find_path",
+           "learn_event", "learn_events", "radius_table", "round_work", "stump_round"]
 
 
 class RoundWork(NamedTuple):
@@ -380,183 +379,3 @@ def learn_events(events, start, forest, bound, ready):
         if n_ready:
             return j + 1, n_ready
     return events.X.shape[0], 0
-
-
-@njit(cache=True)
-def leaf_vote(x, node, forest):
-    """The one action left in the cell of leaf ``node`` for x (its learning is finished), or -1."""
-    nodes, active = forest.nodes, forest.active
-    l = nodes.ref[node]
-    v = x[nodes.var[node]] if nodes.var[node] >= 0 else 0
-    last = -1
-    for k in range(active.shape[0]):
-        if forest.leaves.A[l, v, k] and active[k]:
-            if last >= 0:
-                return -1
-            last = k
-    return last
-
-
-@njit(cache=True)
-def paths_status(x, forest, explore, votes, paths):
-    """Algorithm 6, lines 4-6 with sec. 5's draw: returns the number of paths still exploring.
-
-    ``explore[k]`` is set for the remaining actions of the exploring paths; ``votes[k]`` counts
-    the finished paths (one remaining action) voting for k; ``paths[theta]`` is the node of
-    tree theta's path (for :func:`learn_event`).
-    """
-    nodes, active = forest.nodes, forest.active
-    K = active.shape[0]
-    exploring = 0
-    for theta in range(forest.roots.shape[0]):
-        node = find_path(x, forest.roots[theta], nodes)
-        paths[theta] = node
-        if nodes.kind[node] == SLOT:
-            s = nodes.ref[node]
-            exploring += 1
-            for k in range(K):
-                if forest.slots.union[s, k] and active[k]:
-                    explore[k] = True
-        else:
-            vote = leaf_vote(x, node, forest)
-            if vote >= 0:
-                votes[vote] += 1
-            else:
-                exploring += 1
-                l = nodes.ref[node]
-                v = x[nodes.var[node]] if nodes.var[node] >= 0 else 0
-                for k in range(K):
-                    if forest.leaves.A[l, v, k] and active[k]:
-                        explore[k] = True
-    return exploring
-
-
-@njit(cache=True)
-def finished_actions(x, forest, out):
-    """``out[theta]``: the one action left on tree theta's path for x (a finished path, which
-    votes in :func:`decide_probabilities`), or -1 while the path is still exploring."""
-    forest = as_forest(forest)
-    for theta in range(forest.roots.shape[0]):
-        node = find_path(x, forest.roots[theta], forest.nodes)
-        out[theta] = -1
-        if forest.nodes.kind[node] != SLOT:
-            out[theta] = leaf_vote(x, node, forest)
-
-
-@njit(cache=True)
-def greedy_actions(x, forest, allowed, out):
-    """``out[theta]``: the best remaining allowed action of tree theta's path by its estimates.
-
-    An exploring stump uses its current best variable i' (the argmax of mu^i at its last round).
-    """
-    forest = as_forest(forest)
-    nodes, slots, leaves, active = forest.nodes, forest.slots, forest.leaves, forest.active
-    K = active.shape[0]
-    for theta in range(forest.roots.shape[0]):
-        node = find_path(x, forest.roots[theta], nodes)
-        best = -1
-        best_mean = -np.inf
-        if nodes.kind[node] == SLOT:
-            s = nodes.ref[node]
-            i = slots.best_var[s]
-            if i < 0:
-                i = slots.S[s, 0]
-            v = x[i]
-            for k in range(K):
-                if slots.A[s, k, v, i] and active[k] and allowed[k]:
-                    if v == 1:
-                        wk, rk = slots.W1[s, k, i], slots.R1[s, k, i]
-                    else:
-                        wk = slots.W[s, k] - slots.W1[s, k, i]
-                        rk = slots.R[s, k] - slots.R1[s, k, i]
-                    mean = rk / wk if wk > 0 else 0.0
-                    if mean > best_mean:
-                        best, best_mean = k, mean
-        else:
-            l = nodes.ref[node]
-            var = nodes.var[node]
-            v = x[var] if var >= 0 else 0
-            for k in range(K):
-                if leaves.A[l, v, k] and active[k] and allowed[k]:
-                    wk = leaves.W[l, v, k]
-                    mean = leaves.R[l, v, k] / wk if wk > 0 else 0.0
-                    if mean > best_mean:
-                        best, best_mean = k, mean
-        out[theta] = best
-
-
-@njit(cache=True)
-def decide_probabilities(x, forest, candidates, all_finished, probs, drawn, order, paths):
-    """The forest's probability for each candidate action (sec. 5's version of Algorithm 6).
-
-    ``candidates[j]`` is an action index, or -1 for an action never learned about (it counts as
-    exploring). Fills ``probs``, ``drawn`` (the positions of the candidates the exploring paths
-    draw from, the pool, in order) and ``order`` (ranking: probability, then votes, then
-    position) and ``paths`` (each tree's node for x), and returns ``(share, winner, n_pool)``:
-    the probability of drawing from the pool instead of playing the vote winner (a position, -1
-    if no finished path votes for a candidate), and the size of the pool.
-    """
-    forest = as_forest(forest)
-    K = forest.active.shape[0]
-    explore = np.zeros(K, np.bool_)
-    votes = np.zeros(K, np.int64)
-    exploring = paths_status(x, forest, explore, votes, paths)
-    if forest.roots.shape[0] == 0:  # warm-up: every root stump would draw among all actions
-        exploring = 1
-        explore[:] = True
-    n = candidates.shape[0]
-    pool = np.empty(n, np.bool_)
-    cand_votes = np.zeros(n, np.int64)
-    n_pool = 0
-    any_new = False
-    winner = -1
-    for j in range(n):
-        k = candidates[j]
-        if k < 0:
-            pool[j] = True
-            any_new = True
-        else:
-            pool[j] = explore[k]
-            cand_votes[j] = votes[k]
-            if votes[k] > 0 and (winner < 0 or votes[k] > cand_votes[winner]):
-                winner = j
-        if pool[j]:
-            n_pool += 1
-    finished = 0
-    for k in range(K):
-        finished += votes[k]
-    if any_new and exploring == 0:
-        exploring = 1
-    if all_finished:  # Algorithm 6, line 5: vote only when every path is finished
-        share = 1.0 if exploring > 0 else 0.0
-    else:  # finished paths vote, exploring paths draw, in proportion to their number
-        share = exploring / (exploring + finished) if exploring + finished > 0 else 1.0
-    if n_pool == 0:
-        share = 0.0
-    if winner < 0:
-        share = 1.0
-    if n_pool == 0 and winner < 0:  # every remaining action was excluded: draw among all
-        for j in range(n):
-            pool[j] = True
-        n_pool = n
-    for j in range(n):
-        probs[j] = share / n_pool if pool[j] else 0.0
-    if winner >= 0:
-        probs[winner] += 1.0 - share
-    # ranking: insertion sort on (-probability, -votes, position); n is small
-    for j in range(n):
-        order[j] = j
-    for a in range(1, n):
-        j = order[a]
-        b = a - 1
-        while b >= 0 and (probs[order[b]] < probs[j] or (
-                probs[order[b]] == probs[j] and cand_votes[order[b]] < cand_votes[j])):
-            order[b + 1] = order[b]
-            b -= 1
-        order[b + 1] = j
-    n_pool = 0
-    for j in range(n):
-        if pool[j]:
-            drawn[n_pool] = j
-            n_pool += 1
-    return share, winner, n_pool

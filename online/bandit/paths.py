@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from online.bandit.kernels import finished_actions, greedy_actions
+from online.bandit.decide_kernels import finished_actions, greedy_actions
 from online.bandit.layout import LEAF, SLOT, SPLIT
 
 

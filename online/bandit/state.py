@@ -13,6 +13,7 @@ import numpy as np
 from online.bandit.encoder import ContextEncoder
 from online.bandit.storage import ForestStorage
 from online.bandit.subforest import select_trees_state
+from online.policies.base import rng_from_state, rng_state
 
 FORMAT = "grove.bandit-forest"
 VERSION = 1
@@ -46,7 +47,7 @@ class ForestState:
             "actions": list(self._actions),
             "active": self._store.active[:K].copy(),
             "n_learned": self._n_learned,
-            "rng": {"learn": _rng_state(self._rng_learn), "decide": _rng_state(self._rng_decide)},
+            "rng": {"learn": rng_state(self._rng_learn), "decide": rng_state(self._rng_decide)},
             "trees": {"roots": self._roots.copy(), "epsilon": self._tree_eps.copy(),
                       "depth": self._tree_depth.copy()},
             "storage": self._store.to_state(self._encoder.n_variables, K, statistics),
@@ -72,8 +73,8 @@ class ForestState:
             state["storage"], np.asarray(state["active"], bool)
         )
         forest._n_learned = int(state["n_learned"])
-        forest._rng_learn = _rng_from(state["rng"]["learn"])
-        forest._rng_decide = _rng_from(state["rng"]["decide"])
+        forest._rng_learn = rng_from_state(state["rng"]["learn"])
+        forest._rng_decide = rng_from_state(state["rng"]["decide"])
         trees = state["trees"]
         forest._roots = np.asarray(trees["roots"], np.int32)
         forest._tree_eps = np.asarray(trees["epsilon"], float)
@@ -81,18 +82,3 @@ class ForestState:
         forest._buffer = [(dict(e["x"]), e["action"], float(e["reward"]), float(e["probability"]))
                           for e in state["buffer"]]
         return forest
-
-
-def _rng_state(rng: np.random.Generator) -> dict:
-    """PCG64 state with its 128-bit integers as strings (JSON and msgpack safe)."""
-    s = rng.bit_generator.state
-    return {"state": str(s["state"]["state"]), "inc": str(s["state"]["inc"]),
-            "has_uint32": int(s["has_uint32"]), "uinteger": int(s["uinteger"])}
-
-
-def _rng_from(state: dict) -> np.random.Generator:
-    bitgen = np.random.PCG64()
-    bitgen.state = {"bit_generator": "PCG64",
-                    "state": {"state": int(state["state"]), "inc": int(state["inc"])},
-                    "has_uint32": int(state["has_uint32"]), "uinteger": int(state["uinteger"])}
-    return np.random.Generator(bitgen)

@@ -6,8 +6,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from online.bandit.decide_kernels import decide_probabilities
 from online.bandit.forest import BanditForest
-from online.bandit.kernels import decide_probabilities
 
 __all__ = ["BanditForestPolicy"]
 

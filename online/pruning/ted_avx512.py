@@ -43,6 +43,7 @@ with unit costs). Choices where the paper is silent: as in :mod:`online.pruning.
 from __future__ import annotations
 
 import threading
+from typing import NamedTuple
 
 import numpy as np
 
@@ -143,17 +144,53 @@ def _tree_tables(tree, mirror: bool) -> dict:
     return out
 
 
+class FlatTrees(NamedTuple):
+    """The kernel's arrays for a list of trees (their postorders concatenated; per key root:
+    its subtree's local tables, padded with slack for the last, partial vector block)."""
+
+    node_off: np.ndarray  # [tree] first node; node_off[-1] = all nodes
+    kr_off: np.ndarray  # [tree] first key root
+    kl: np.ndarray  # [key root] its leftmost leaf (postorder number within its tree)
+    km: np.ndarray  # [key root] nodes of its subtree
+    loc_off: np.ndarray  # [key root] start of its local columns in loc_l, loc_f
+    loc_l: np.ndarray  # [column] l(y) - l(key root), int16
+    loc_f: np.ndarray  # [column] the feature node y tests (16-bit code, -1: slack)
+    lp_off: np.ndarray  # [key root] start of its leftmost-path columns in lp_pos
+    lp_cnt: np.ndarray
+    lp_pos: np.ndarray
+    fc_off: np.ndarray  # [key root] start of its far columns (l(y) beyond the vector window)
+    fc_cnt: np.ndarray
+    fc_pos: np.ndarray
+
+
+class Costs(NamedTuple):
+    """The edit costs (int16)."""
+
+    insert: np.int16
+    remove: np.int16
+    update: np.int16
+
+
+class Work(NamedTuple):
+    """The int16 work arrays of :func:`work_sizes` (any content: every entry a pair reads was
+    written for that pair before)."""
+
+    tdd: np.ndarray  # tree distances, row tree major then column tree major
+    fd: np.ndarray  # forest distances of the current key-root pair
+    buf: np.ndarray  # gathered far columns
+
+
 _FLAT = LastForest()  # the last result per orientation: MEPSI asks many times in a row
 
 
-def flatten(trees, mirror: bool = False) -> tuple | None:
+def flatten(trees, mirror: bool = False) -> FlatTrees | None:
     """The kernel's arrays for ``trees`` (or their mirrors), concatenated; the last result is
     kept for the next call on the same tree objects. None if the trees test more than
     :data:`FEATURE_CODES` distinct features (the kernel compares 16-bit feature codes)."""
     return _FLAT.get(trees, mirror, lambda ts: _flatten(ts, mirror))
 
 
-def _flatten(trees, mirror: bool) -> tuple | None:
+def _flatten(trees, mirror: bool) -> FlatTrees | None:
     tabs = [_tree_tables(t, mirror) for t in trees]
     n = np.array([t.n_nodes for t in trees], dtype=np.int64)
     k = np.array([len(t["kl"]) for t in tabs], dtype=np.int64)
@@ -184,22 +221,21 @@ def _flatten(trees, mirror: bool) -> tuple | None:
         feats[real] = np.searchsorted(used, feats[real])
     loc_f = feats.astype(np.int16)
     slack = np.zeros(2 * V, np.int16)
-    flat = (
-        node_off,
-        kr_off,
-        cat("kl", np.uint64),
-        cat("m", np.uint64),
-        cat("loc_off", np.uint64, shift="loc_l"),
-        np.concatenate([cat("loc_l", np.int16), slack]),
-        np.concatenate([loc_f, np.full(2 * V, -1, np.int16)]),
-        lp_off,
-        lp_cnt,
-        cat("lp_pos", np.uint32),
-        fc_off,
-        fc_cnt,
-        cat("fc_pos", np.uint32),
+    return FlatTrees(
+        node_off=node_off,
+        kr_off=kr_off,
+        kl=cat("kl", np.uint64),
+        km=cat("m", np.uint64),
+        loc_off=cat("loc_off", np.uint64, shift="loc_l"),
+        loc_l=np.concatenate([cat("loc_l", np.int16), slack]),
+        loc_f=np.concatenate([loc_f, np.full(2 * V, -1, np.int16)]),
+        lp_off=lp_off,
+        lp_cnt=lp_cnt,
+        lp_pos=cat("lp_pos", np.uint32),
+        fc_off=fc_off,
+        fc_cnt=fc_cnt,
+        fc_pos=cat("fc_pos", np.uint32),
     )
-    return flat
 
 
 # ---------------------------------------------------------------------------------------------
@@ -390,14 +426,19 @@ def work_sizes(n_max: int) -> tuple[int, int, int]:
     return 2 * (n_max * n_max + 2 * V), (n_max + 2) * (n_max + 1 + 2 * V), n_max + 1 + 2 * V
 
 
-def _zs16(
-    node_off, kr_off, kl, km, loc_off, loc_l, loc_f, lp_off, lp_cnt, lp_pos, fc_off, fc_cnt,
-    fc_pos, I, J, ins0, rem0, upd, out, tdd, fd, buf,
-):  # pragma: no cover - compiled
+def _zs16(flat, I, J, costs, out, work):  # pragma: no cover - compiled
     """TED(tree I[p], tree J[p]) into ``out[p]`` (int16), Zhang-Shasha over key-root pairs.
 
-    ``tdd``, ``fd``, ``buf``: work arrays of :func:`work_sizes` (any content: every entry a
-    pair reads was written for that pair before)."""
+    ``flat``, ``costs``, ``work``: a :class:`FlatTrees`, :class:`Costs` and :class:`Work`
+    (NamedTuples or plain tuples in their order)."""
+    flat, costs, work = FlatTrees(*flat), Costs(*costs), Work(*work)
+    # the arrays as locals, read once (each ``flat.X`` is a reference count in and out)
+    node_off, kr_off, kl, km, loc_off = flat.node_off, flat.kr_off, flat.kl, flat.km, flat.loc_off
+    loc_l, loc_f, lp_pos, fc_pos = flat.loc_l, flat.loc_f, flat.lp_pos, flat.fc_pos
+    lp_off, lp_cnt = flat.lp_off, flat.lp_cnt
+    fc_off, fc_cnt = flat.fc_off, flat.fc_cnt
+    ins0, rem0, upd = costs.insert, costs.remove, costs.update
+    tdd, fd, buf = work.tdd, work.fd, work.buf
     U = np.uint64
     one = U(1)
     n_max = 0
@@ -498,11 +539,11 @@ _WORK = threading.local()  # per thread: reused work arrays (no page faults per 
 def pairs(flat, I, J, insert, remove, update) -> np.ndarray:
     """``TED(I[p], J[p])`` (int16) for the trees flattened by :func:`flatten`; one thread."""
     out = np.zeros(len(I), np.int16)
-    c = [np.int16(v) for v in (insert, remove, update)]
-    sizes = work_sizes(int(np.diff(flat[0]).max(initial=0)))
+    costs = Costs(np.int16(insert), np.int16(remove), np.int16(update))
+    sizes = work_sizes(int(np.diff(flat.node_off).max(initial=0)))
     work = getattr(_WORK, "arrays", None)
     if work is None or any(len(w) < n for w, n in zip(work, sizes)):
-        work = _WORK.arrays = [np.empty(n, np.int16) for n in sizes]
+        work = _WORK.arrays = Work(*(np.empty(n, np.int16) for n in sizes))
     I, J = np.ascontiguousarray(I, np.int64), np.ascontiguousarray(J, np.int64)
-    _zs16(*flat, I, J, *c, out, *work)
+    _zs16(flat, I, J, costs, out, work)
     return out

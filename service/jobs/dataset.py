@@ -15,6 +15,7 @@ import pandas as pd
 import redis
 
 from service import codec, keys
+from service.redis_text import as_str
 
 FORMATS = ("csv", "parquet")
 #: columns an event row has besides its context features (a context feature of the same name
@@ -76,10 +77,6 @@ def read_table(data: bytes, fmt: str) -> pd.DataFrame:
     return frame
 
 
-def _s(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 def event_count(client: redis.Redis, app: str) -> int:
     return int(client.xlen(keys.stream(app)))
 
@@ -99,18 +96,18 @@ def read_events(client: redis.Redis, app: str, last: int) -> pd.DataFrame:
         if not page:
             break
         entries += page
-        newest = "(" + _s(page[-1][0])
+        newest = "(" + as_str(page[-1][0])
     if not entries:
         raise DatasetError(f"app {app!r} has no logged events (decisions joined with rewards)")
     rows = []
     for _, fields in reversed(entries):
-        f = {_s(k): v for k, v in fields.items()}
+        f = {as_str(k): v for k, v in fields.items()}
         context = codec.unpack(f["context"]) if "context" in f else {}
         row = {(f"context.{k}" if k in EVENT_COLUMNS else k): v for k, v in context.items()}
         if "label" in f:  # a labeled event of a supervised app (mcts-is): no action
             row["label"] = int(f["label"])
         else:
-            row["action"] = _s(f["action"])
+            row["action"] = as_str(f["action"])
             row["reward"] = float(f["reward"])
             row["probability"] = float(f["probability"])
         rows.append(row)

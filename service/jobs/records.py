@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from service.redis_text import as_str
+
 
 class JobState(str, Enum):
     """queued -> running -> done | failed | cancelled (a lost attempt goes back to queued)."""
@@ -20,10 +22,6 @@ class JobState(str, Enum):
     @property
     def finished(self) -> bool:
         return self in (JobState.done, JobState.failed, JobState.cancelled)
-
-
-def _s(value: bytes | str | None) -> str | None:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def _ms(value: str | None) -> float | None:
@@ -55,7 +53,7 @@ class JobRecord:
 
     @classmethod
     def from_hash(cls, raw: dict) -> JobRecord:
-        h = {_s(k): _s(v) for k, v in raw.items()}
+        h = {as_str(k): as_str(v) for k, v in raw.items()}
         return cls(
             id=h["id"],
             kind=h["kind"],

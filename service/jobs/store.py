@@ -15,12 +15,8 @@ import redis
 
 from service.jobs import keys
 from service.jobs.records import JobRecord, JobState
+from service.redis_text import LUA_NOW, as_str
 from service.settings import Settings
-
-_NOW = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-"""
 
 # KEYS: record, data. ARGV: retention ms, state, message, error, result
 _END = """
@@ -35,7 +31,7 @@ end
 
 #: KEYS record. ARGV attempt, worker. -> state after the call ('running' if this attempt starts)
 START = (
-    _NOW
+    LUA_NOW
     + """
 local s = redis.call('HMGET', KEYS[1], 'state', 'attempt')
 if not s[1] then return 'gone' end
@@ -50,7 +46,7 @@ return 'running'
 #: KEYS record. ARGV attempt, fraction ('' = heartbeat only), message.
 #: -> 'ok', 'cancel' (stop: cancel requested) or 'lost' (this attempt no longer owns the job)
 PROGRESS = (
-    _NOW
+    LUA_NOW
     + """
 local s = redis.call('HMGET', KEYS[1], 'state', 'attempt', 'cancel')
 if s[1] ~= 'running' or s[2] ~= ARGV[1] then return 'lost' end
@@ -63,7 +59,7 @@ return 'ok'
 
 #: KEYS record, data. ARGV attempt, retention ms, state, message, error, result -> new state
 FINISH = (
-    _NOW
+    LUA_NOW
     + _END
     + """
 local s = redis.call('HMGET', KEYS[1], 'state', 'attempt')
@@ -75,7 +71,7 @@ return ARGV[3]
 
 #: KEYS record, data. ARGV retention ms. -> 'cancelled', 'cancelling', or the unchanged state
 CANCEL = (
-    _NOW
+    LUA_NOW
     + _END
     + """
 local state = redis.call('HGET', KEYS[1], 'state')
@@ -97,7 +93,7 @@ return state
 #: the next attempt while attempts are left, else failed (cancelled if a cancel was pending).
 #: -> {'retry', attempt} | {'failed'} | {'cancelled'} | {'alive'} | {'unchanged', state}
 REAP = (
-    _NOW
+    LUA_NOW
     + _END
     + """
 local s = redis.call('HMGET', KEYS[1], 'state', 'attempt', 'max_attempts', 'heartbeat_at', 'cancel')
@@ -120,10 +116,6 @@ finish('failed', 'failed', ARGV[4] .. ' (attempt ' .. attempt .. ' of ' .. most 
 return {'failed'}
 """
 )
-
-
-def _s(value: bytes | str | None) -> str | None:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 class JobStore:
@@ -198,7 +190,7 @@ class JobStore:
         found: list[JobRecord] = []
         start, batch = 0, max(limit, 100)
         while len(found) < limit:
-            ids = [_s(i) for i in self.redis.zrevrange(keys.JOBS, start, start + batch - 1)]
+            ids = [as_str(i) for i in self.redis.zrevrange(keys.JOBS, start, start + batch - 1)]
             if not ids:
                 break
             pipe = self.redis.pipeline(transaction=False)
@@ -219,7 +211,7 @@ class JobStore:
         return found[:limit]
 
     def active_ids(self) -> list[str]:
-        return [_s(i) for i in self.redis.smembers(keys.ACTIVE)]
+        return [as_str(i) for i in self.redis.smembers(keys.ACTIVE)]
 
     def forget_active(self, job_ids: list[str]) -> None:
         if job_ids:
@@ -230,11 +222,11 @@ class JobStore:
         return [keys.record(job_id), keys.data(job_id)]
 
     def start(self, job_id: str, attempt: int, worker: str) -> str:
-        return _s(self._start(keys=[keys.record(job_id)], args=[attempt, worker]))
+        return as_str(self._start(keys=[keys.record(job_id)], args=[attempt, worker]))
 
     def progress(self, job_id: str, attempt: int, fraction: float | None, message: str) -> str:
         frac = "" if fraction is None else repr(min(1.0, max(0.0, float(fraction))))
-        return _s(self._progress(keys=[keys.record(job_id)], args=[attempt, frac, message]))
+        return as_str(self._progress(keys=[keys.record(job_id)], args=[attempt, frac, message]))
 
     def finish(
         self,
@@ -250,10 +242,10 @@ class JobStore:
             keys=self._keys(job_id),
             args=[attempt, self.retention_ms, state.value, message, error, payload],
         )
-        return _s(answer)
+        return as_str(answer)
 
     def cancel(self, job_id: str) -> str:
-        return _s(self._cancel(keys=self._keys(job_id), args=[self.retention_ms]))
+        return as_str(self._cancel(keys=self._keys(job_id), args=[self.retention_ms]))
 
     def reap(
         self, job_id: str, reason: str, attempt: int | None = None, lost_after: float | None = None
@@ -274,9 +266,9 @@ class JobStore:
                 self.active_ttl_ms,
             ],
         )
-        outcome = _s(answer[0])
+        outcome = as_str(answer[0])
         if outcome == "retry":
             return outcome, int(answer[1])
         if outcome == "unchanged":  # not running: its state, e.g. 'queued', 'done', 'gone'
-            return "unchanged", _s(answer[1])
+            return "unchanged", as_str(answer[1])
         return outcome, None

@@ -14,6 +14,7 @@ from typing import Any
 import redis
 
 from service import codec, keys
+from service.redis_text import as_str
 
 _PAGE = 5_000
 
@@ -28,10 +29,6 @@ class LoggedEvent:
     probability: float  # the logged propensity
 
 
-def _s(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 def read_window(
     client: redis.Redis, app: str, start_ms: int, end_ms: int, limit: int
 ) -> Iterator[LoggedEvent]:
@@ -43,16 +40,16 @@ def read_window(
         if not page:
             return
         for entry_id, fields in page:
-            f = {_s(k): v for k, v in fields.items()}
+            f = {as_str(k): v for k, v in fields.items()}
             if "action" not in f:
                 continue
             seen += 1
             yield LoggedEvent(
-                event_id=_s(f.get("eventId", b"")),
-                time_ms=int(_s(entry_id).split("-")[0]),
+                event_id=as_str(f.get("eventId", b"")),
+                time_ms=int(as_str(entry_id).split("-")[0]),
                 context=codec.unpack(f["context"]) if "context" in f else {},
-                action=_s(f["action"]),
+                action=as_str(f["action"]),
                 reward=float(f["reward"]),
                 probability=float(f["probability"]),
             )
-        low = "(" + _s(page[-1][0])
+        low = "(" + as_str(page[-1][0])

@@ -338,7 +338,7 @@ def test_avx512_kernel_equals_the_scalar_kernel(costs, monkeypatch):
     kw = dict(insert=ins, remove=rem, update=upd)
     assert ted_avx512.usable(max(t.n_nodes for t in trees), ins, rem, upd)
     flat = ted_avx512.flatten(trees)
-    assert flat[11].max() > 0 and flat[3].max() > 32  # far columns, rows of several blocks
+    assert flat.fc_cnt.max() > 0 and flat.km.max() > 32  # far columns, rows of several blocks
     vector = ted_compiled.pairs(trees, I, J, n_jobs=2, **kw)
     monkeypatch.setattr(ted_compiled, "USE_AVX512", False)
     scalar = ted_compiled.pairs(trees, I, J, **kw)
