@@ -169,6 +169,10 @@ class Deferred:
             await self._client.aclose()
 
     def __getattr__(self, name: str):
+        if name == "connection_pool" and self._client is None:
+            # redis-py's AsyncScript asks for the pool's encoder, then get_encoder(): not built
+            # yet, say there is no pool rather than build the client (Redis may be down)
+            raise AttributeError(name)
         return getattr(self.resolve(), name)
 
 

@@ -54,10 +54,7 @@ async def get_models(request: Request) -> ModelCache:
 
 async def get_services(request: Request, settings: SettingsDep) -> Services:
     """The process's store and model cache with the request's settings (tests override them)."""
-    services: Services = request.app.state.services
-    if services.settings is not settings:
-        services = Services(services.store, services.models, settings)
-    return services
+    return request.app.state.services.with_settings(settings)
 
 
 StoreDep = Annotated[Store, Depends(get_store)]

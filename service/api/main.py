@@ -24,7 +24,7 @@ from service.api.routes import (
 )
 from service.api.usecases import Services
 from service.personalizer.versions import MODEL_PATHS
-from service.redis_client import connect
+from service.redis_client import connect, connect_async
 from service.settings import Settings, get_settings
 from service.store import Store
 
@@ -36,12 +36,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         client = connect(chosen)  # lazy: no connection until the first request
-        app.state.store = Store(client, chosen)
+        # the request path's client (decide, reward, ...: no thread); the sync one serves the
+        # admin routes, which run in worker threads
+        aio = connect_async(chosen)
+        app.state.store = Store(client, chosen, aio=aio)
         app.state.models = ModelCache()
         app.state.metrics = metrics.Metrics(app.state.store)
         app.state.services = Services(app.state.store, app.state.models, chosen)
         yield
         client.close()
+        await aio.aclose()
 
     app = FastAPI(
         title="Grove",
