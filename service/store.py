@@ -6,9 +6,12 @@ Every multi-key change goes through a Lua script (:mod:`service.scripts`); key n
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import redis
 
@@ -68,6 +71,9 @@ class RewardOutcome:
     reward_count: int
 
 
+T = TypeVar("T")
+
+
 def _s(value: bytes | str | None) -> str | None:
     return value.decode() if isinstance(value, bytes) else value
 
@@ -82,6 +88,17 @@ class Store:
         #: asyncio client of the same Redis (API processes: the decide/reward path, no thread)
         self.aio = aio
         self.ascripts = Scripts(aio) if aio is not None else None
+
+    async def bounded(self, call: Awaitable[T]) -> T:
+        """``call`` on the asyncio client, failing like a socket timeout after
+        ``GROVE_REDIS_TIMEOUT`` (one timer per call: the client has no socket timeout)."""
+        try:
+            async with asyncio.timeout(self.settings.redis_timeout):
+                return await call
+        except TimeoutError:
+            raise redis.TimeoutError(
+                f"Redis did not answer within {self.settings.redis_timeout:g}s"
+            ) from None
 
     # -- apps --------------------------------------------------------------------------------
     def create_app(
@@ -252,7 +269,7 @@ class Store:
     async def record_decisions_async(self, read: AppRead, decisions: list[NewDecision]) -> int:
         """:meth:`record_decisions` on the asyncio client, checked against ``read``'s rev."""
         keys_, args = self._decide_call(read.config, decisions, read.token)
-        result = await self.ascripts.decide(keys=keys_, args=args)
+        result = await self.bounded(self.ascripts.decide(keys=keys_, args=args))
         return self._decided(result, read.config, decisions)
 
     def _reward_call(self, config: AppConfig, event_id: str, reward: float, token: str):
@@ -283,7 +300,7 @@ class Store:
     async def reward_async(self, read: AppRead, event_id: str, reward: float) -> RewardOutcome:
         """Join ``reward`` to the decision (one script: the app, its rev, the record's state)."""
         keys_, args = self._reward_call(read.config, event_id, reward, read.token)
-        result = await self.ascripts.reward(keys=keys_, args=args)
+        result = await self.bounded(self.ascripts.reward(keys=keys_, args=args))
         return self._rewarded(result, read.config, event_id, reward)
 
     async def read_app_async(self, name: str) -> AppRead | None:
@@ -291,13 +308,13 @@ class Store:
         pipe = self.aio.pipeline(transaction=False)
         pipe.hmget(keys.config(name), "json", "rev")
         pipe.hget(keys.snapshot(name), "version")
-        (raw, rev), version = await pipe.execute()
+        (raw, rev), version = await self.bounded(pipe.execute())
         if raw is None:
             return None
         return AppRead(AppConfig.from_json(raw), _s(rev) or "0", int(version or 0))
 
     async def key_owner_async(self, key_hash: str) -> str | None:
-        return _s(await self.aio.hget(keys.API_KEYS, key_hash))
+        return _s(await self.bounded(self.aio.hget(keys.API_KEYS, key_hash)))
 
     def _label_call(self, config: AppConfig, event_id: str, context: dict, label: int, token):
         name = config.name
@@ -322,7 +339,8 @@ class Store:
         self, read: AppRead, event_id: str, context: dict, label: int
     ) -> str:
         keys_, args = self._label_call(read.config, event_id, context, label, read.token)
-        return self._labeled(await self.ascripts.label(keys=keys_, args=args), read.config)
+        result = await self.bounded(self.ascripts.label(keys=keys_, args=args))
+        return self._labeled(result, read.config)
 
     def _activate_call(self, config: AppConfig, event_id: str, token: str):
         name = config.name
@@ -341,7 +359,8 @@ class Store:
 
     async def activate_async(self, read: AppRead, event_id: str) -> None:
         keys_, args = self._activate_call(read.config, event_id, read.token)
-        self._activated(await self.ascripts.activate(keys=keys_, args=args), read.config, event_id)
+        result = await self.bounded(self.ascripts.activate(keys=keys_, args=args))
+        self._activated(result, read.config, event_id)
 
     @staticmethod
     def _event_error(status: str, name: str, event_id: str) -> StoreError:

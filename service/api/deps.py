@@ -34,9 +34,10 @@ __all__ = [
 
 # Dependencies without I/O are ``async``: FastAPI runs a sync dependency in a worker thread, and
 # a thread hop per dependency costs more than the whole decide on a busy machine.
-async def settings() -> Settings:
-    """The settings, read once (:func:`service.settings.get_settings` is an ``lru_cache``)."""
-    return get_settings()
+async def settings(request: Request) -> Settings:
+    """The app's settings: ``create_app(settings)``'s, else the environment's, read once
+    (:func:`service.settings.get_settings` is an ``lru_cache``)."""
+    return getattr(request.app.state, "settings", None) or get_settings()
 
 
 SettingsDep = Annotated[Settings, Depends(settings)]

@@ -9,7 +9,8 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from service.api import deps, errors
+from service.api import errors
+from service.api.fast import FastRoutes
 from service.api.limits import BodyLimitMiddleware
 from service.api.model_cache import ModelCache
 from service.api.routes import (
@@ -53,12 +54,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         lifespan=lifespan,
     )
-    if settings is not None:
-
-        async def fixed_settings() -> Settings:
-            return settings
-
-        app.dependency_overrides[deps.settings] = fixed_settings
+    # read by deps.settings (not a dependency override: FastAPI re-analyses every dependency
+    # of every request while any override is set, which costs more than the whole decide)
+    app.state.settings = chosen
     errors.install(app)
     app.include_router(health.router)
     app.include_router(apps.router)
@@ -68,6 +66,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(metrics.router)
     app.include_router(jobs.router)
     personalizer.install(app)  # its routers, both path styles, 501 for the rest
+    app.add_middleware(FastRoutes)  # decide and reward without FastAPI's per-request work
     app.add_middleware(metrics.MetricsMiddleware)
     # added last: the outermost, so an oversized body is refused before anything else runs
     app.add_middleware(

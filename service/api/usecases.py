@@ -149,6 +149,17 @@ class Decision:
             "model_version": self.model_version,
         }
 
+    def as_json(self) -> dict:
+        """The ``DecideResponse`` body as JSON would carry it (camelCase), built once: the
+        decide route answers it without validating it again."""
+        return {
+            "eventId": self.event_id,
+            "action": self.action,
+            "probability": self.probability,
+            "ranking": [{"id": a, "probability": p} for a, p in self.ranking],
+            "modelVersion": self.model_version,
+        }
+
 
 @dataclass(frozen=True)
 class Predicted:
@@ -232,16 +243,26 @@ async def app_of(services: Services, caller: Caller) -> AppConfig:
     return (await _open(services, caller)).config
 
 
+class _Refused(HTTPException):
+    """A refusal that rests on the app's config (a reward outside its range): said only after
+    a fresh read of the config agrees (the cached one may predate a change)."""
+
+
 async def _on_current_app(
     services: Services, caller: Caller, attempt: Callable[[AppRead], Awaitable[T]]
 ) -> T:
     """``attempt(read)`` with the app's cached config, again with a fresh read if the script
-    says the config changed (``Stale``) or the cached app was deleted (``Gone``: then 404 if
-    it is gone for good, or the new app of that name)."""
+    says the config changed (``Stale``), the cached app was deleted (``Gone``: then 404 if it
+    is gone for good, or the new app of that name) or the cached config refused the request
+    (``_Refused``: refused again only if the fresh config does too)."""
     for k in range(_ATTEMPTS):
         read = await _open(services, caller, fresh=k > 0)
         try:
             return await attempt(read)
+        except _Refused as exc:
+            if k > 0:
+                raise HTTPException(exc.status_code, exc.detail) from None
+            services.apps.forget(read.config.name)
         except Stale:
             services.apps.forget(read.config.name)
         except Gone:
@@ -407,9 +428,7 @@ async def reward(
     async def attempt(read: AppRead) -> RewardOutcome:
         low, high = read.config.reward_range
         if not low <= value <= high:  # also refuses NaN
-            raise HTTPException(
-                422, f"reward {value} is outside the app's rewardRange {[low, high]}"
-            )
+            raise _Refused(422, f"reward {value} is outside the app's rewardRange {[low, high]}")
         outcome = await services.store.reward_async(read, event_id, value)
         _log_event("reward", read.config, event_id, reward=value, state=outcome.state)
         return outcome
@@ -431,7 +450,8 @@ async def activate(services: Services, caller: Caller, event_id: str) -> None:
 # -- supervised kinds: predict, learn, interactions -----------------------------------------------
 async def _newest_model(services: Services, config: AppConfig) -> ServedModel:
     """The app's model at the version current now (one round trip; a load waits for it)."""
-    version = await services.store.aio.hget(keys.snapshot(config.name), "version")
+    store = services.store
+    version = await store.bounded(store.aio.hget(keys.snapshot(config.name), "version"))
     return await services.models.latest(services.store, config, int(version or 0))
 
 

@@ -118,7 +118,7 @@ def test_access_lines_can_be_turned_off(tmp_path):
     assert [e for e in entries if e["logger"] == "grove.events"]  # the event lines stay
 
 
-def test_records_are_written_by_a_thread_with_their_fields_and_tracebacks(capsys):
+def test_records_are_written_in_batches_with_their_fields_and_tracebacks(capsys):
     previous = logging.getLogger().handlers[:], logging.getLogger().level
     try:
         logs.setup("INFO", "json")
@@ -127,7 +127,7 @@ def test_records_are_written_by_a_thread_with_their_fields_and_tracebacks(capsys
             raise ValueError("boom")
         except ValueError:
             logging.getLogger("grove.api").exception("failed")
-        logs._stop(logs._listener)  # flush
+        logs._writer.close()  # writes what is buffered
         entries = _json_lines(capsys.readouterr().err)
     finally:
         logging.getLogger().handlers[:], level = previous

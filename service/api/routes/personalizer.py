@@ -276,10 +276,13 @@ async def _remember_slots(
 ) -> None:
     """The event's slot decisions, for multi-slot activate (which names the event only)."""
     config = await usecases.app_of(services, caller)
-    await services.store.aio.set(
-        keys.slots(config.name, event_id),
-        json.dumps([d.event_id for d in decisions]),
-        px=config.wait_ms + int(services.settings.decision_grace * 1000),
+    store = services.store
+    await store.bounded(
+        store.aio.set(
+            keys.slots(config.name, event_id),
+            json.dumps([d.event_id for d in decisions]),
+            px=config.wait_ms + int(services.settings.decision_grace * 1000),
+        )
     )
 
 
@@ -363,7 +366,8 @@ async def activate(eventId: EventId, caller: CallerDep, services: ServicesDep) -
 
 async def _slot_events(services: Services, caller: Caller, event_id: str) -> list[str]:
     config = await usecases.app_of(services, caller)
-    known = await services.store.aio.get(keys.slots(config.name, event_id))
+    store = services.store
+    known = await store.bounded(store.aio.get(keys.slots(config.name, event_id)))
     if known is None:
         raise PersonalizerError(
             404,
