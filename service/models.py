@@ -159,10 +159,12 @@ def _forest_build(cls: type, params: dict[str, Any], actions: list[str]) -> Any:
 
 def _forest_decide(policy: Any, context: dict, actions: list[str], excluded: list[str]) -> Choice:
     decision = policy.decide(context, actions=actions, excluded=tuple(excluded))
+    # the ranking as the learner gives it (Python floats already): it is copied once more
+    # into the answer, not here
     return Choice(
         action=decision.action,
         probability=float(decision.probability),
-        ranking=[(a, float(p)) for a, p in decision.ranking],
+        ranking=decision.ranking,
     )
 
 

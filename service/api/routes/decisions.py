@@ -39,7 +39,7 @@ def json_response(content: dict) -> Response:
 async def decide(body: DecideRequest, caller: CallerDep, services: ServicesDep) -> Response:
     """Choose an action for a context; the decision waits ``rewardWaitTime`` for its reward."""
     decision = await usecases.decide(services, caller, DecideQuery.of(body))
-    return json_response(decision.as_json())
+    return Response(decision.as_json(), media_type="application/json")
 
 
 @router.post("/decide/batch", response_model=BatchDecideResponse)
