@@ -62,6 +62,12 @@ def _wait_ready(url: str, timeout: float = 60.0) -> None:
     raise RuntimeError(f"{url} did not come up in {timeout:g}s")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_wrk(url: str, env: dict, conns: int, seconds: float) -> dict:
     """One wrk run (one thread, ``conns`` keep-alive connections); its figures."""
     out = subprocess.run(
@@ -134,6 +140,13 @@ class Bench:
         )
         answer.raise_for_status()
         return name, answer.json()["apiKey"]
+
+    def pids(self, server: str, actions: int) -> dict[str, int]:
+        """The processes that serve ``server``'s requests, by role."""
+        if server == "bare":
+            return {"api": self.procs[f"bare-{actions}"].pid}
+        return {"api": self.procs["grove"].pid, "redis": self.redis.process.pid,
+                "trainer": self.procs["trainer"].pid}
 
     def status(self, app: str) -> dict:
         return httpx.get(f"{self.grove}/apps/{app}", headers=ADMIN, timeout=30.0).json()
@@ -244,11 +257,16 @@ def main(argv: list[str] | None = None) -> int:
                         for server in ("bare", "grove"):
                             url = bench.bare_url(n) if server == "bare" else bench.grove
                             before = bench.status(app) if server == "grove" else None
+                            pids = bench.pids(server, n)
+                            cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
                             t0 = time.monotonic()
                             figures = run_wrk(url, _wrk_env(app, key, mode, n), conns,
                                               args.seconds)
                             row = {"server": server, "actions": n, "mode": mode,
                                    "conns": conns, "round": r, **figures}
+                            for k, pid in pids.items():  # CPU microseconds per request
+                                row[f"cpu_us_{k}"] = (cpu_seconds(pid) - cpu0[k]) * 1e6 / max(
+                                    1, figures["requests"])
                             if before is not None:
                                 after = bench.status(app)
                                 spent = time.monotonic() - t0
@@ -263,7 +281,9 @@ def main(argv: list[str] | None = None) -> int:
                             print(f"{n:5d} actions {mode:6s} c={conns:3d} round {r + 1} "
                                   f"{server:5s} {row['rps']:8.0f} req/s p50 "
                                   f"{row['p50_us'] / 1000:6.1f} ms p99 "
-                                  f"{row['p99_us'] / 1000:6.1f} ms errors {row['errors']}"
+                                  f"{row['p99_us'] / 1000:6.1f} ms errors {row['errors']} CPU/req "
+                                  + " ".join(f"{k[7:]} {v:.0f}us" for k, v in row.items()
+                                             if k.startswith("cpu_us_"))
                                   + (f" lag {row['trainer_lag']}" if server == "grove" else ""),
                                   flush=True)
         caught_up = {}
