@@ -25,6 +25,10 @@ _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"messa
 #: decide / reward / activate lines (INFO), one per event
 events = logging.getLogger("grove.events")
 
+#: fields some libraries add that say nothing a JSON line does not (uvicorn's ANSI-coloured copy
+#: of the message)
+_DROPPED = {"color_message"}
+
 #: uvicorn's access line arguments, as fields
 _ACCESS_FIELDS = ("client", "method", "path", "httpVersion", "status")
 
@@ -41,7 +45,7 @@ class JsonFormatter(logging.Formatter):
         if record.name == "uvicorn.access" and isinstance(record.args, tuple):
             entry.update(zip(_ACCESS_FIELDS, record.args, strict=False))
         for key, value in vars(record).items():
-            if key not in _STANDARD and not key.startswith("_"):
+            if key not in _STANDARD and key not in _DROPPED and not key.startswith("_"):
                 entry[key] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
