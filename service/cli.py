@@ -41,6 +41,17 @@ def _setup_logging() -> None:
     setup(settings.log_level, settings.log_format)
 
 
+def uvicorn_options(settings: Settings) -> dict:
+    """How every API process runs uvicorn: its loggers left to :func:`service.logs.setup`
+    (``log_config=None``: its lines go through Grove's handler, JSON by default), its access
+    lines on or off (GROVE_ACCESS_LOG)."""
+    return {
+        "log_config": None,
+        "log_level": settings.log_level.lower(),
+        "access_log": settings.access_log,
+    }
+
+
 def admin_key_from(data_dir: Path) -> str:
     """The admin key kept in ``data_dir/admin-key``, generated on first use (mode 0600)."""
     path = data_dir / "admin-key"
@@ -159,13 +170,18 @@ def serve(args: argparse.Namespace) -> int:
             admin_note = f"{env['GROVE_ADMIN_KEY']}  (kept in {data_dir / 'admin-key'})"
         os.environ.update(env)  # the API below (and its workers) read the same environment
         get_settings.cache_clear()
-        print(f"Grove: http://{args.host}:{args.port}  (API docs at /docs)", flush=True)
-        print(f"Redis: {where}", flush=True)
-        print(f"Admin key: {admin_note}", flush=True)
+        log.info(
+            "Grove: http://%s:%s  (API docs at /docs)", args.host, args.port,
+            extra={"url": f"http://{args.host}:{args.port}"},
+        )
+        log.info("Redis: %s", where)
+        log.info("Admin key: %s", admin_note)
         commands = {role: [role] for role in BACKGROUND_ROLES}
         if args.workers <= 1:
             supervisor = Supervisor(commands, env).start()
-            uvicorn.run(_APP, factory=True, host=args.host, port=args.port, log_level="info")
+            uvicorn.run(
+                _APP, factory=True, host=args.host, port=args.port, **uvicorn_options(settings)
+            )
         else:  # N API processes accept on one socket; the supervisor restarts any that dies
             sock = listening_socket(args.host, args.port)
             for k in range(args.workers):
@@ -180,7 +196,7 @@ def serve(args: argparse.Namespace) -> int:
             supervisor.stop()
         if redis_server is not None:
             redis_server.stop()
-        print("Grove stopped.", flush=True)
+        log.info("Grove stopped.")
     return 0
 
 
@@ -188,13 +204,16 @@ def api_alone(args: argparse.Namespace) -> int:
     """The API alone on REDIS_URL (a compose service; scale it out with replicas)."""
     import uvicorn
 
-    if not Settings().redis_url:
-        print("grove api: set REDIS_URL (grove serve starts its own Redis)", file=sys.stderr)
+    settings = Settings()
+    if not settings.redis_url:
+        log.error("grove api: set REDIS_URL (grove serve starts its own Redis)")
         return 2
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _exit_on_signal)
     if args.workers <= 1:
-        uvicorn.run(_APP, factory=True, host=args.host, port=args.port, log_level="info")
+        uvicorn.run(
+            _APP, factory=True, host=args.host, port=args.port, **uvicorn_options(settings)
+        )
         return 0
     sock = listening_socket(args.host, args.port)  # see serve: TCP_NODELAY needs IPPROTO_TCP
     commands = {
@@ -216,10 +235,7 @@ def trainer(args: argparse.Namespace) -> int:
 
     settings = Settings()
     if not settings.redis_url:
-        print(
-            "grove trainer: set REDIS_URL (grove serve starts its own Redis and trainer)",
-            file=sys.stderr,
-        )
+        log.error("grove trainer: set REDIS_URL (grove serve starts its own Redis and trainer)")
         return 2
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -237,7 +253,7 @@ def api_process(args: argparse.Namespace) -> int:
     import uvicorn
 
     sock = socket.socket(fileno=args.fd)  # family, type and proto read from the descriptor
-    server = uvicorn.Server(uvicorn.Config(_APP, factory=True, log_level="info"))
+    server = uvicorn.Server(uvicorn.Config(_APP, factory=True, **uvicorn_options(Settings())))
     server.run(sockets=[sock])
     return 0
 
@@ -247,7 +263,7 @@ def worker(args: argparse.Namespace) -> int:
 
     settings = Settings()
     if not settings.redis_url:
-        print("grove worker: set REDIS_URL (grove serve starts its own worker)", file=sys.stderr)
+        log.error("grove worker: set REDIS_URL (grove serve starts its own worker)")
         return 2
     run_worker(settings)
     return 0

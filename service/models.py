@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-from collections.abc import Callable, Iterable
+import weakref
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,12 +160,38 @@ def _forest_build(cls: type, params: dict[str, Any], actions: list[str]) -> Any:
     return policy
 
 
+#: learner -> (the actions list it was last asked to decide among, its events learned then,
+#: whether that list is its inventory): see _inventory_or
+_INVENTORY_CHECKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _inventory_or(policy: Any, actions: Sequence[str], excluded: Sequence[str]):
+    """``None`` if ``actions`` are exactly the forest's inventory, in order, and nothing is
+    excluded: the forest then decides over its own indexed inventory instead of looking up
+    every action (with 1,000 actions that lookup was 0.9 ms of a 1 ms decide). The answer is
+    kept per learner for the same ``actions`` object (an API process passes its config's
+    tuple) and the same number of events learned (learning may add actions)."""
+    if excluded:
+        return actions
+    key = (actions, policy.n_learned)
+    known = _INVENTORY_CHECKS.get(policy)
+    if known is not None and known[0] is actions and known[1] == policy.n_learned:
+        return None if known[2] else actions
+    same = tuple(actions) == tuple(policy.actions)
+    _INVENTORY_CHECKS[policy] = (*key, same)
+    return None if same else actions
+
+
 def _forest_decide(policy: Any, context: dict, actions: list[str], excluded: list[str]) -> Choice:
+    # the same decision either way (same candidates in the same order, same draws)
+    actions = _inventory_or(policy, actions, excluded)
     decision = policy.decide(context, actions=actions, excluded=tuple(excluded))
+    # the ranking as the learner gives it (Python floats already): it is copied once more
+    # into the answer, not here
     return Choice(
         action=decision.action,
         probability=float(decision.probability),
-        ranking=[(a, float(p)) for a, p in decision.ranking],
+        ranking=decision.ranking,
     )
 
 

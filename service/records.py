@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
+from functools import cached_property
 from typing import Any
 
 
@@ -41,7 +42,12 @@ class AppConfig:
 
     @property
     def action_ids(self) -> list[str]:
-        return [a.id for a in self.actions]
+        return list(self.action_id_tuple)
+
+    @cached_property
+    def action_id_tuple(self) -> tuple[str, ...]:
+        """The action ids, computed once per config (the API decides with them per request)."""
+        return tuple(a.id for a in self.actions)
 
     @property
     def wait_ms(self) -> int:

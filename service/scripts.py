@@ -16,6 +16,17 @@ _SAME_APP = """
 if redis.call('HGET', KEYS[1], 'uid') ~= ARGV[1] then return {'gone'} end
 """
 
+# The API caches an app's config per process, keyed by the config hash's 'rev' (bumped by every
+# write of its json): the scripts of the request path check that the caller decided with the
+# current config, or answer 'stale' (the caller re-reads it and tries again). ARGV[1] is
+# '<uid>' (no check of the rev: callers that just read the config) or '<uid>:<rev>'.
+_SAME_CONFIG = """
+local cfg = redis.call('HMGET', KEYS[1], 'uid', 'rev')
+local want_uid, want_rev = string.match(ARGV[1], '^([^:]*):?(.*)$')
+if cfg[1] ~= want_uid then return {'gone'} end
+if want_rev ~= '' and (cfg[2] or '0') ~= want_rev then return {'stale'} end
+"""
+
 # KEYS: config, snapshot, stats, stream, deadlines, lease
 # ARGV: uid, config json, initial state bytes, initial serving-state bytes
 CREATE_APP = (
@@ -32,21 +43,22 @@ return {'ok'}
 """
 )
 
-# KEYS: config, deadlines, stats, record 1..n
-# ARGV: uid, grace ms, wait ms, then per record: eventId, deferred (0|1), context, action,
+# KEYS: config, deadlines, stats, snapshot, record 1..n
+# ARGV: uid[:rev], grace ms, wait ms, then per record: eventId, deferred (0|1), context, action,
 #       probability, modelVersion
+# -> {'ok', deadline, current model version} (the API loads a newer snapshot in the background)
 DECIDE = (
-    _SAME_APP
+    _SAME_CONFIG
     + """
-for i = 4, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then return {'conflict', i - 4} end
+for i = 5, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then return {'conflict', i - 5} end
 end
 """
     + LUA_NOW
     + """
 local grace, deadline = tonumber(ARGV[2]), now + tonumber(ARGV[3])
-for i = 4, #KEYS do
-  local b = 4 + (i - 4) * 6
+for i = 5, #KEYS do
+  local b = 4 + (i - 5) * 6
   local state = 'pending'
   if ARGV[b + 1] == '1' then state = 'deferred' end
   redis.call('HSET', KEYS[i], 'context', ARGV[b + 2], 'action', ARGV[b + 3],
@@ -55,8 +67,8 @@ for i = 4, #KEYS do
   redis.call('PEXPIREAT', KEYS[i], deadline + grace)
   redis.call('ZADD', KEYS[2], deadline, ARGV[b])
 end
-redis.call('HINCRBY', KEYS[3], 'decisions', #KEYS - 3)
-return {'ok', tostring(deadline)}
+redis.call('HINCRBY', KEYS[3], 'decisions', #KEYS - 4)
+return {'ok', tostring(deadline), redis.call('HGET', KEYS[4], 'version') or '0'}
 """
 )
 
@@ -66,9 +78,9 @@ local rec = redis.call('HMGET', KEYS[2], 'state', 'deadline', 'context', 'action
 """
 
 # KEYS: config, record, deadlines, stream, stats
-# ARGV: uid, eventId, reward, aggregation (earliest|sum)
+# ARGV: uid[:rev], eventId, reward, aggregation (earliest|sum)
 REWARD = (
-    _SAME_APP
+    _SAME_CONFIG
     + _RECORD_FIELDS
     + """
 if not rec[1] then return {'missing'} end
@@ -96,9 +108,9 @@ return {'joined', id}
 )
 
 # KEYS: config, record, deadlines
-# ARGV: uid, eventId, wait ms, grace ms
+# ARGV: uid[:rev], eventId, wait ms, grace ms
 ACTIVATE = (
-    _SAME_APP
+    _SAME_CONFIG
     + """
 local rec = redis.call('HMGET', KEYS[2], 'state', 'deadline')
 if not rec[1] then return {'missing'} end
@@ -153,11 +165,11 @@ return {'ok', learned, dropped}
 )
 
 # KEYS: config, stream, stats
-# ARGV: uid, eventId, context, label (0|1)
+# ARGV: uid[:rev], eventId, context, label (0|1)
 # A labeled event of a supervised kind (POST /apps/{app}/learn): straight into the learning
 # stream, learned by the trainer exactly like a joined reward.
 LABEL = (
-    _SAME_APP
+    _SAME_CONFIG
     + LUA_NOW
     + """
 local id = redis.call('XADD', KEYS[2], '*', 'eventId', ARGV[2], 'context', ARGV[3],

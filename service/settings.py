@@ -48,6 +48,11 @@ class Settings(BaseSettings):
     log_format: Literal["json", "text"] = Field(
         default="json", description="json: one object per line, with eventId on event lines."
     )
+    access_log: bool = Field(
+        default=True,
+        description="uvicorn's access lines, one per request (JSON like every line with "
+        "GROVE_LOG_FORMAT=json); false: none.",
+    )
     max_features: int = Field(
         default=1000, gt=0, description="Most features in one context (more: 422)."
     )

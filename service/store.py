@@ -6,9 +6,12 @@ Every multi-key change goes through a Lua script (:mod:`service.scripts`); key n
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import redis
 
@@ -37,6 +40,31 @@ class Conflict(StoreError):
     status = 409
 
 
+class Gone(NotFound):
+    """The app the caller read was deleted (or deleted and created again: another uid)."""
+
+
+class Stale(StoreError):
+    """The app's config changed since the caller read it (its ``rev`` moved): read it again."""
+
+    status = 409
+
+
+@dataclass(frozen=True)
+class AppRead:
+    """An app's config as one read saw it: with its ``rev`` (bumped by every write of the
+    config) and the model version current at that moment."""
+
+    config: AppConfig
+    rev: str
+    version: int
+
+    @property
+    def token(self) -> str:
+        """What the request-path scripts check: this uid at this rev (:mod:`service.scripts`)."""
+        return f"{self.config.uid}:{self.rev}"
+
+
 @dataclass(frozen=True)
 class RewardOutcome:
     state: str  # "joined" (in the learning stream) or "accumulating" (sum aggregation)
@@ -44,13 +72,30 @@ class RewardOutcome:
     reward_count: int
 
 
+T = TypeVar("T")
+
+
 class Store:
     """Grove's records in one Redis (or one Redis Cluster: an app's keys share a slot)."""
 
-    def __init__(self, client: redis.Redis, settings: Settings):
+    def __init__(self, client: redis.Redis, settings: Settings, aio=None):
         self.redis = client
         self.settings = settings
         self.scripts = Scripts(client)
+        #: asyncio client of the same Redis (API processes: the decide/reward path, no thread)
+        self.aio = aio
+        self.ascripts = Scripts(aio) if aio is not None else None
+
+    async def bounded(self, call: Awaitable[T]) -> T:
+        """``call`` on the asyncio client, failing like a socket timeout after
+        ``GROVE_REDIS_TIMEOUT`` (one timer per call: the client has no socket timeout)."""
+        try:
+            async with asyncio.timeout(self.settings.redis_timeout):
+                return await call
+        except TimeoutError:
+            raise redis.TimeoutError(
+                f"Redis did not answer within {self.settings.redis_timeout:g}s"
+            ) from None
 
     # -- apps --------------------------------------------------------------------------------
     def create_app(
@@ -131,6 +176,7 @@ class Store:
                     config = AppConfig.from_json(raw).replace(updated_at=time.time(), **changes)
                     pipe.multi()
                     pipe.hset(key, "json", config.to_json())
+                    pipe.hincrby(key, "rev", 1)  # API processes cache the config per rev
                     pipe.execute()
                     return config
                 except redis.WatchError:
@@ -189,10 +235,9 @@ class Store:
         return info, codec.decode(state)
 
     # -- decisions and rewards ---------------------------------------------------------------
-    def record_decisions(self, config: AppConfig, decisions: list[NewDecision]) -> None:
-        """Store decision records with their deadline, all or none (409 if an eventId exists)."""
+    def _decide_call(self, config: AppConfig, decisions: list[NewDecision], token: str):
         name = config.name
-        args: list = [config.uid, int(self.settings.decision_grace * 1000), config.wait_ms]
+        args: list = [token, int(self.settings.decision_grace * 1000), config.wait_ms]
         for d in decisions:
             args += [
                 d.event_id,
@@ -202,62 +247,130 @@ class Store:
                 repr(float(d.probability)),
                 d.model_version,
             ]
-        result = self.scripts.decide(
-            keys=[keys.config(name), keys.deadlines(name), keys.stats(name)]
-            + [keys.decision(name, d.event_id) for d in decisions],
-            args=args,
-        )
-        status = as_str(result[0])
-        if status == "gone":
-            raise NotFound(f"app {name!r} not found")
-        if status == "conflict":
-            event_id = decisions[int(result[1])].event_id
-            raise Conflict(f"eventId {event_id!r} already exists in app {name!r}")
+        keys_ = [keys.config(name), keys.deadlines(name), keys.stats(name), keys.snapshot(name)]
+        return keys_ + [keys.decision(name, d.event_id) for d in decisions], args
 
-    def reward(self, config: AppConfig, event_id: str, reward: float) -> RewardOutcome:
+    @staticmethod
+    def _decided(result, config: AppConfig, decisions: list[NewDecision]) -> int:
+        status = as_str(result[0])
+        if status == "ok":
+            return int(result[2])
+        if status == "gone":
+            raise Gone(f"app {config.name!r} not found")
+        if status == "stale":
+            raise Stale(f"the config of app {config.name!r} changed")
+        event_id = decisions[int(result[1])].event_id
+        raise Conflict(f"eventId {event_id!r} already exists in app {config.name!r}")
+
+    def record_decisions(
+        self, config: AppConfig, decisions: list[NewDecision], token: str | None = None
+    ) -> int:
+        """Store decision records with their deadline, all or none (409 if an eventId exists);
+        the app's current model version. ``token``: :attr:`AppRead.token` (:class:`Stale` if
+        the config changed since), default the config's uid (no check of the rev)."""
+        keys_, args = self._decide_call(config, decisions, token or config.uid)
+        return self._decided(self.scripts.decide(keys=keys_, args=args), config, decisions)
+
+    async def record_decisions_async(self, read: AppRead, decisions: list[NewDecision]) -> int:
+        """:meth:`record_decisions` on the asyncio client, checked against ``read``'s rev."""
+        keys_, args = self._decide_call(read.config, decisions, read.token)
+        result = await self.bounded(self.ascripts.decide(keys=keys_, args=args))
+        return self._decided(result, read.config, decisions)
+
+    def _reward_call(self, config: AppConfig, event_id: str, reward: float, token: str):
         name = config.name
-        result = self.scripts.reward(
-            keys=[
-                keys.config(name),
-                keys.decision(name, event_id),
-                keys.deadlines(name),
-                keys.stream(name),
-                keys.stats(name),
-            ],
-            args=[config.uid, event_id, repr(float(reward)), config.reward_aggregation.value],
-        )
+        keys_ = [
+            keys.config(name),
+            keys.decision(name, event_id),
+            keys.deadlines(name),
+            keys.stream(name),
+            keys.stats(name),
+        ]
+        return keys_, [token, event_id, repr(float(reward)), config.reward_aggregation.value]
+
+    def _rewarded(self, result, config: AppConfig, event_id: str, reward: float) -> RewardOutcome:
         status = as_str(result[0])
         if status == "joined":
             return RewardOutcome("joined", float(reward), 1)
         if status == "added":
             return RewardOutcome("accumulating", float(result[1]), int(result[2]))
-        raise self._event_error(status, name, event_id)
+        raise self._event_error(status, config.name, event_id)
+
+    def reward(
+        self, config: AppConfig, event_id: str, reward: float, token: str | None = None
+    ) -> RewardOutcome:
+        keys_, args = self._reward_call(config, event_id, reward, token or config.uid)
+        return self._rewarded(self.scripts.reward(keys=keys_, args=args), config, event_id, reward)
+
+    async def reward_async(self, read: AppRead, event_id: str, reward: float) -> RewardOutcome:
+        """Join ``reward`` to the decision (one script: the app, its rev, the record's state)."""
+        keys_, args = self._reward_call(read.config, event_id, reward, read.token)
+        result = await self.bounded(self.ascripts.reward(keys=keys_, args=args))
+        return self._rewarded(result, read.config, event_id, reward)
+
+    async def read_app_async(self, name: str) -> AppRead | None:
+        """The app's config, its rev and the model version, in one round trip (one slot)."""
+        pipe = self.aio.pipeline(transaction=False)
+        pipe.hmget(keys.config(name), "json", "rev")
+        pipe.hget(keys.snapshot(name), "version")
+        (raw, rev), version = await self.bounded(pipe.execute())
+        if raw is None:
+            return None
+        return AppRead(AppConfig.from_json(raw), as_str(rev) or "0", int(version or 0))
+
+    async def key_owner_async(self, key_hash: str) -> str | None:
+        return as_str(await self.bounded(self.aio.hget(keys.API_KEYS, key_hash)))
+
+    def _label_call(self, config: AppConfig, event_id: str, context: dict, label: int, token):
+        name = config.name
+        keys_ = [keys.config(name), keys.stream(name), keys.stats(name)]
+        return keys_, [token, event_id, codec.pack(context), int(label)]
+
+    @staticmethod
+    def _labeled(result, config: AppConfig) -> str:
+        status = as_str(result[0])
+        if status == "gone":
+            raise Gone(f"app {config.name!r} not found")
+        if status == "stale":
+            raise Stale(f"the config of app {config.name!r} changed")
+        return as_str(result[1])
 
     def learn_labeled(self, config: AppConfig, event_id: str, context: dict, label: int) -> str:
         """Queue a labeled event (supervised kinds) in the app's learning stream; its stream id."""
-        name = config.name
-        result = self.scripts.label(
-            keys=[keys.config(name), keys.stream(name), keys.stats(name)],
-            args=[config.uid, event_id, codec.pack(context), int(label)],
-        )
-        if as_str(result[0]) == "gone":
-            raise NotFound(f"app {name!r} not found")
-        return as_str(result[1])
+        keys_, args = self._label_call(config, event_id, context, label, config.uid)
+        return self._labeled(self.scripts.label(keys=keys_, args=args), config)
 
-    def activate(self, config: AppConfig, event_id: str) -> None:
+    async def learn_labeled_async(
+        self, read: AppRead, event_id: str, context: dict, label: int
+    ) -> str:
+        keys_, args = self._label_call(read.config, event_id, context, label, read.token)
+        result = await self.bounded(self.ascripts.label(keys=keys_, args=args))
+        return self._labeled(result, read.config)
+
+    def _activate_call(self, config: AppConfig, event_id: str, token: str):
         name = config.name
-        result = self.scripts.activate(
-            keys=[keys.config(name), keys.decision(name, event_id), keys.deadlines(name)],
-            args=[config.uid, event_id, config.wait_ms, int(self.settings.decision_grace * 1000)],
-        )
+        keys_ = [keys.config(name), keys.decision(name, event_id), keys.deadlines(name)]
+        grace = int(self.settings.decision_grace * 1000)
+        return keys_, [token, event_id, config.wait_ms, grace]
+
+    def _activated(self, result, config: AppConfig, event_id: str) -> None:
         status = as_str(result[0])
         if status != "activated":
-            raise self._event_error(status, name, event_id)
+            raise self._event_error(status, config.name, event_id)
+
+    def activate(self, config: AppConfig, event_id: str) -> None:
+        keys_, args = self._activate_call(config, event_id, config.uid)
+        self._activated(self.scripts.activate(keys=keys_, args=args), config, event_id)
+
+    async def activate_async(self, read: AppRead, event_id: str) -> None:
+        keys_, args = self._activate_call(read.config, event_id, read.token)
+        result = await self.bounded(self.ascripts.activate(keys=keys_, args=args))
+        self._activated(result, read.config, event_id)
 
     @staticmethod
     def _event_error(status: str, name: str, event_id: str) -> StoreError:
         if status == "gone":
-            return NotFound(f"app {name!r} not found")
+            return Gone(f"app {name!r} not found")
         if status == "missing":
             return NotFound(f"eventId {event_id!r} is unknown or its reward wait time is over")
         if status == "expired":
@@ -274,6 +387,8 @@ class Store:
             )
         if status == "active":
             return Conflict(f"eventId {event_id!r} is already active")
+        if status == "stale":
+            return Stale(f"the config of app {name!r} changed")
         return StoreError(f"unexpected answer {status!r} for eventId {event_id!r}")
 
     # -- tree selection (pruning job -> trainer) -------------------------------------------------

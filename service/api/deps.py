@@ -34,9 +34,10 @@ __all__ = [
 
 # Dependencies without I/O are ``async``: FastAPI runs a sync dependency in a worker thread, and
 # a thread hop per dependency costs more than the whole decide on a busy machine.
-async def settings() -> Settings:
-    """The settings, read once (:func:`service.settings.get_settings` is an ``lru_cache``)."""
-    return get_settings()
+async def settings(request: Request) -> Settings:
+    """The app's settings: ``create_app(settings)``'s, else the environment's, read once
+    (:func:`service.settings.get_settings` is an ``lru_cache``)."""
+    return getattr(request.app.state, "settings", None) or get_settings()
 
 
 SettingsDep = Annotated[Settings, Depends(settings)]
@@ -54,10 +55,7 @@ async def get_models(request: Request) -> ModelCache:
 
 async def get_services(request: Request, settings: SettingsDep) -> Services:
     """The process's store and model cache with the request's settings (tests override them)."""
-    services: Services = request.app.state.services
-    if services.settings is not settings:
-        services = Services(services.store, services.models, settings)
-    return services
+    return request.app.state.services.with_settings(settings)
 
 
 StoreDep = Annotated[Store, Depends(get_store)]

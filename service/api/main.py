@@ -9,7 +9,8 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from service.api import deps, errors
+from service.api import errors
+from service.api.fast import FastRoutes
 from service.api.limits import BodyLimitMiddleware
 from service.api.model_cache import ModelCache
 from service.api.routes import (
@@ -24,7 +25,7 @@ from service.api.routes import (
 )
 from service.api.usecases import Services
 from service.personalizer.versions import MODEL_PATHS
-from service.redis_client import connect
+from service.redis_client import connect, connect_async
 from service.settings import Settings, get_settings
 from service.store import Store
 
@@ -36,12 +37,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         client = connect(chosen)  # lazy: no connection until the first request
-        app.state.store = Store(client, chosen)
+        # the request path's client (decide, reward, ...: no thread); the sync one serves the
+        # admin routes, which run in worker threads
+        aio = connect_async(chosen)
+        app.state.store = Store(client, chosen, aio=aio)
         app.state.models = ModelCache()
         app.state.metrics = metrics.Metrics(app.state.store)
         app.state.services = Services(app.state.store, app.state.models, chosen)
         yield
         client.close()
+        await aio.aclose()
 
     app = FastAPI(
         title="Grove",
@@ -49,12 +54,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         lifespan=lifespan,
     )
-    if settings is not None:
-
-        async def fixed_settings() -> Settings:
-            return settings
-
-        app.dependency_overrides[deps.settings] = fixed_settings
+    # read by deps.settings (not a dependency override: FastAPI re-analyses every dependency
+    # of every request while any override is set, which costs more than the whole decide)
+    app.state.settings = chosen
     errors.install(app)
     app.include_router(health.router)
     app.include_router(apps.router)
@@ -64,6 +66,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(metrics.router)
     app.include_router(jobs.router)
     personalizer.install(app)  # its routers, both path styles, 501 for the rest
+    app.add_middleware(FastRoutes)  # decide and reward without FastAPI's per-request work
     app.add_middleware(metrics.MetricsMiddleware)
     # added last: the outermost, so an oversized body is refused before anything else runs
     app.add_middleware(

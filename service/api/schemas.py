@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -65,8 +66,7 @@ def _action_specs(actions: list[str | ActionSpec] | None) -> list[ActionSpec] | 
     if actions is None:
         return None
     specs = [a if isinstance(a, ActionSpec) else ActionSpec(id=a) for a in actions]
-    ids = [a.id for a in specs]
-    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    duplicates = sorted(i for i, n in Counter(a.id for a in specs).items() if n > 1)
     if duplicates:
         raise ValueError(f"duplicate action ids: {duplicates}")
     return specs

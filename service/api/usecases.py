@@ -11,8 +11,15 @@ Errors are ``HTTPException`` (4xx with a message saying what is wrong) or
 both into the route family's error shape (Personalizer's ``{"error": {"code", "message"}}`` on
 its routes).
 
-All functions are coroutines: each does its blocking part (Redis, the model) in at most one
-thread-pool call, so the event loop never blocks.
+The request path (decide, reward, activate, learn) is one Redis round trip and no thread: the
+app's config comes from the process's cache (:mod:`service.api.app_cache`), the key and the
+reward's range are checked against it, the model decides in the event loop, and the one Lua
+script (asyncio client) records the decision or joins the reward after checking that the
+config is still the current one (its ``rev``); if it is not, the config is read again and the
+request tried again. A new model version named by the decide script is loaded in the background
+(:mod:`service.api.model_cache`). ``predict`` and ``interactions`` read the model version (one
+round trip) and run the model in one worker thread. The event log lines go through a queue
+(:mod:`service.logs`): no write on the request path.
 
 Example, a route::
 
@@ -24,21 +31,25 @@ Example, a route::
 
 from __future__ import annotations
 
+import asyncio
+import json
+import math
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 from fastapi import HTTPException
-from fastapi.concurrency import run_in_threadpool
 
-from service.api.auth import authorized, hash_key
+from service import keys
+from service.api.app_cache import AppCache
+from service.api.auth import authorized, hash_key, is_admin, same_key
 from service.api.model_cache import ModelCache, ServedModel
 from service.logs import events
 from service.models import Prediction, WrongKind, model_kind
 from service.records import AppConfig, NewDecision
 from service.settings import Settings
-from service.store import RewardOutcome, Store
+from service.store import AppRead, Gone, RewardOutcome, Stale, Store
 
 __all__ = [
     "Caller",
@@ -49,6 +60,7 @@ __all__ = [
     "Services",
     "activate",
     "app_for",
+    "app_of",
     "decide",
     "decide_batch",
     "interactions",
@@ -56,6 +68,14 @@ __all__ = [
     "predict",
     "reward",
 ]
+
+T = TypeVar("T")
+
+#: a JSON string literal (non-ASCII kept, as Starlette's JSONResponse writes it)
+_string = json.encoder.encode_basestring  # type: ignore[attr-defined]
+
+#: tries of a request whose app config changed under it (each change costs one more read)
+_ATTEMPTS = 3
 
 
 # -- what the functions take and give -------------------------------------------------------------
@@ -66,6 +86,12 @@ class Services:
     store: Store
     models: ModelCache
     settings: Settings
+    #: the configs of the apps this process serves (per rev)
+    apps: AppCache = field(default_factory=AppCache)
+
+    def with_settings(self, settings: Settings) -> Services:
+        """The same store and caches with other settings (tests override the settings)."""
+        return self if settings is self.settings else replace(self, settings=settings)
 
 
 @dataclass(frozen=True)
@@ -128,6 +154,49 @@ class Decision:
             "model_version": self.model_version,
         }
 
+    def as_json(self) -> bytes:
+        """The ``DecideResponse`` body (camelCase JSON), written straight from the ranking:
+        the decide route answers it without validating it again (see :func:`_ranking_json`)."""
+        return (
+            f'{{"eventId":{_string(self.event_id)},"action":{_string(self.action)},'
+            f'"probability":{_number(self.probability)},"ranking":{_ranking_json(self.ranking)},'
+            f'"modelVersion":{int(self.model_version)}}}'
+        ).encode()
+
+
+def _number(p: float) -> str:
+    if not math.isfinite(p):
+        raise ValueError(f"probability {p} is not a JSON number")
+    return repr(float(p))
+
+
+#: action id -> the start of its ranking entry (``{"id":"ad1","probability":``), kept per
+#: process: with 1,000 actions, rendering the ranking was most of a decide's CPU
+_ENTRY_START: dict[str, str] = {}
+
+
+def _ranking_json(ranking: Sequence[tuple[str, float]]) -> str:
+    """``[{"id": a, "probability": p}, ...]`` as JSON text, as ``json.dumps`` writes it.
+
+    Written by hand because it is most of a decide's CPU with 1,000 actions: each entry's
+    start is kept per action id, and each distinct probability is written once (a policy's
+    ranking holds a handful of distinct values: the exploration share, the exploited one, 0).
+    """
+    starts = _ENTRY_START
+    if len(starts) > 100_000:
+        starts.clear()
+    written: dict[float, str] = {}
+    parts = []
+    for a, p in ranking:
+        start = starts.get(a)
+        if start is None:
+            start = starts[a] = f'{{"id":{_string(a)},"probability":'
+        end = written.get(p)
+        if end is None:
+            end = written[p] = _number(p) + "}"
+        parts.append(start + end)
+    return f"[{','.join(parts)}]"
+
 
 @dataclass(frozen=True)
 class Predicted:
@@ -160,6 +229,89 @@ def app_for(services: Services, caller: Caller) -> tuple[AppConfig, int]:
     return _app_and_version(services, caller)
 
 
+def _opens(config: AppConfig, key: str, settings: Settings) -> bool:
+    return is_admin(key, settings) or same_key(key, config.api_key_hash)
+
+
+async def _read(services: Services, name: str) -> AppRead | None:
+    read = await services.store.read_app_async(name)
+    if read is None:
+        services.apps.forget(name)
+    else:
+        services.apps.put(name, read)
+    return read
+
+
+async def _open(services: Services, caller: Caller, fresh: bool = False) -> AppRead:
+    """The app ``caller`` may use, from the process's cache (``fresh``: read again first).
+
+    A refused key is checked against a fresh read before it is refused (the key may have been
+    changed by another process); the answers are :func:`service.api.auth.authorized`'s.
+    """
+    store, settings = services.store, services.settings
+    key_hash = None
+    if caller.app is None:
+        key_hash = hash_key(caller.key)
+        name = None if fresh else services.apps.owner(key_hash)
+        if name is None:
+            name = await store.key_owner_async(key_hash)
+            if name is None:
+                raise HTTPException(
+                    401, "unknown key: use the API key of a Grove app (not the admin key)"
+                )
+            services.apps.remember_owner(key_hash, name)
+    else:
+        name = caller.app
+    read = None if fresh else services.apps.get(name)
+    if read is not None and _opens(read.config, caller.key, settings):
+        return read
+    read = await _read(services, name)
+    if read is not None and _opens(read.config, caller.key, settings):
+        return read
+    if key_hash is not None:
+        services.apps.forget_owner(key_hash)
+    owner = await store.key_owner_async(hash_key(caller.key))
+    authorized(name, read.config if read else None, caller.key, settings, lambda _: owner)
+    raise HTTPException(401, f"wrong API key for app {name!r} (or no such app)")  # not reached
+
+
+async def app_of(services: Services, caller: Caller) -> AppConfig:
+    """The app ``caller`` may use (from the process's cache; 401/403/404 as :func:`app_for`)."""
+    return (await _open(services, caller)).config
+
+
+class _Refused(HTTPException):
+    """A refusal that rests on the app's config (a reward outside its range): said only after
+    a fresh read of the config agrees (the cached one may predate a change)."""
+
+
+async def _on_current_app(
+    services: Services, caller: Caller, attempt: Callable[[AppRead], Awaitable[T]]
+) -> T:
+    """``attempt(read)`` with the app's cached config, again with a fresh read if the script
+    says the config changed (``Stale``), the cached app was deleted (``Gone``: then 404 if it
+    is gone for good, or the new app of that name) or the cached config refused the request
+    (``_Refused``: refused again only if the fresh config does too)."""
+    for k in range(_ATTEMPTS):
+        read = await _open(services, caller, fresh=k > 0)
+        try:
+            return await attempt(read)
+        except _Refused as exc:
+            if k > 0:
+                raise HTTPException(exc.status_code, exc.detail) from None
+            services.apps.forget(read.config.name)
+        except Stale:
+            services.apps.forget(read.config.name)
+        except Gone:
+            services.apps.forget(read.config.name)
+            if k > 0:
+                raise
+    raise HTTPException(
+        503, "the app's configuration changed during the request, several times: retry",
+        headers={"Retry-After": "1"},
+    )
+
+
 def _require(config: AppConfig, operation: str):
     """The kind's ``operation`` callable, or 422 naming the routes this app serves."""
     try:
@@ -181,14 +333,14 @@ def _decide_one(
 ) -> tuple[NewDecision, Decision]:
     _check_size("the context", len(query.context), max_features)
     decide_fn = _require(config, "decide")
-    actions = list(query.actions) if query.actions is not None else config.action_ids
+    actions = query.actions if query.actions is not None else config.action_id_tuple
     if not actions:
         raise HTTPException(
             422,
             f"no actions to choose from: app {config.name!r} has none and the request gives none",
         )
     excluded = set(query.excluded)
-    if not [a for a in actions if a not in excluded]:
+    if excluded and all(a in excluded for a in actions):
         raise HTTPException(422, "every action is excluded (excludedActions)")
     try:
         with model.lock:
@@ -229,16 +381,14 @@ def _log_event(what: str, config: AppConfig, event_id: str, **fields: Any) -> No
     events.info(what, extra={"app": config.name, "eventId": event_id, **fields})
 
 
-def _decide_many(
-    services: Services,
-    caller: Caller,
+def _decide_all(
+    config: AppConfig,
+    model: ServedModel,
     queries: Sequence[DecideQuery],
     batch: bool,
-    distinct: bool = False,
-) -> list[Decision]:
-    config, version = _app_and_version(services, caller)
-    model = services.models.get(services.store, config, version)
-    max_features = services.settings.max_features
+    distinct: bool,
+    max_features: int,
+) -> list[tuple[NewDecision, Decision]]:
     pairs: list[tuple[NewDecision, Decision]] = []
     for i, query in enumerate(queries):
         if distinct and pairs:  # later queries exclude the actions chosen before them
@@ -251,17 +401,38 @@ def _decide_many(
                 raise
             # say which request of the batch is wrong
             raise HTTPException(exc.status_code, f"requests[{i}]: {exc.detail}") from None
-    services.store.record_decisions(config, [record for record, _ in pairs])
-    for _, decision in pairs:
-        _log_decision(config, decision)
-    return [decision for _, decision in pairs]
+    return pairs
+
+
+async def _decide_many(
+    services: Services,
+    caller: Caller,
+    queries: Sequence[DecideQuery],
+    batch: bool,
+    distinct: bool = False,
+) -> list[Decision]:
+    store, models = services.store, services.models
+
+    async def attempt(read: AppRead) -> list[Decision]:
+        config = read.config
+        model = await models.serve(store, config, read.version)
+        pairs = _decide_all(
+            config, model, queries, batch, distinct, services.settings.max_features
+        )
+        version = await store.record_decisions_async(read, [record for record, _ in pairs])
+        models.notice(store, config, version)  # a newer snapshot: loaded in the background
+        for _, decision in pairs:
+            _log_decision(config, decision)
+        return [decision for _, decision in pairs]
+
+    return await _on_current_app(services, caller, attempt)
 
 
 async def decide(services: Services, caller: Caller, query: DecideQuery) -> Decision:
     """Choose an action for ``query.context`` and record the decision (it then waits the app's
     ``rewardWaitTime`` for its reward). 409 if ``query.event_id`` exists, 422 for a context
     the app cannot take or a kind that does not decide."""
-    return (await run_in_threadpool(_decide_many, services, caller, [query], False))[0]
+    return (await _decide_many(services, caller, [query], False))[0]
 
 
 async def decide_batch(
@@ -278,20 +449,10 @@ async def decide_batch(
     given = [q.event_id for q in queries if q.event_id is not None]
     if len(given) != len(set(given)):
         raise HTTPException(422, "the batch repeats an eventId")
-    return await run_in_threadpool(_decide_many, services, caller, queries, True, distinct)
+    return await _decide_many(services, caller, queries, True, distinct)
 
 
 # -- reward and activate --------------------------------------------------------------------------
-def _reward(services: Services, caller: Caller, event_id: str, value: float) -> RewardOutcome:
-    config, _ = _app_and_version(services, caller)
-    low, high = config.reward_range
-    if not low <= value <= high:  # also refuses NaN
-        raise HTTPException(422, f"reward {value} is outside the app's rewardRange {[low, high]}")
-    outcome = services.store.reward(config, event_id, value)
-    _log_event("reward", config, event_id, reward=value, state=outcome.state)
-    return outcome
-
-
 async def reward(
     services: Services, caller: Caller, event_id: str, value: float
 ) -> RewardOutcome:
@@ -300,50 +461,53 @@ async def reward(
     422 outside the app's rewardRange; 404 for an unknown or expired eventId; 409 for a
     deferred decision not activated yet, or a second reward under 'earliest' aggregation.
     """
-    return await run_in_threadpool(_reward, services, caller, event_id, value)
 
+    async def attempt(read: AppRead) -> RewardOutcome:
+        low, high = read.config.reward_range
+        if not low <= value <= high:  # also refuses NaN
+            raise _Refused(422, f"reward {value} is outside the app's rewardRange {[low, high]}")
+        outcome = await services.store.reward_async(read, event_id, value)
+        _log_event("reward", read.config, event_id, reward=value, state=outcome.state)
+        return outcome
 
-def _activate(services: Services, caller: Caller, event_id: str) -> None:
-    config, _ = _app_and_version(services, caller)
-    services.store.activate(config, event_id)
-    _log_event("activate", config, event_id)
+    return await _on_current_app(services, caller, attempt)
 
 
 async def activate(services: Services, caller: Caller, event_id: str) -> None:
     """Start the reward wait time of a deferred decision. 404 unknown/expired, 409 if it is
     active already (callers for whom a repeat is fine catch :class:`service.store.Conflict`)."""
-    await run_in_threadpool(_activate, services, caller, event_id)
+
+    async def attempt(read: AppRead) -> None:
+        await services.store.activate_async(read, event_id)
+        _log_event("activate", read.config, event_id)
+
+    await _on_current_app(services, caller, attempt)
 
 
 # -- supervised kinds: predict, learn, interactions -----------------------------------------------
-def _predict(services: Services, caller: Caller, x: Mapping[str, Any]) -> Predicted:
-    config, version = _app_and_version(services, caller)
-    predict_fn = _require(config, "predict")
-    _check_size("x", len(x), services.settings.max_features)
-    model = services.models.get(services.store, config, version)
-    try:
-        with model.lock:  # the learner caches its extracted trees: one request at a time
-            answer = predict_fn(model.learner, dict(x))
-    except (ValueError, TypeError) as exc:
-        raise HTTPException(422, f"cannot predict for this x: {exc}") from None
-    return Predicted(answer, model.version)
+async def _newest_model(services: Services, config: AppConfig) -> ServedModel:
+    """The app's model at the version current now (one round trip; a load waits for it)."""
+    store = services.store
+    version = await store.bounded(store.aio.hget(keys.snapshot(config.name), "version"))
+    return await services.models.latest(services.store, config, int(version or 0))
 
 
 async def predict(services: Services, caller: Caller, x: Mapping[str, Any]) -> Predicted:
     """P(y = 1 | x) from the app's latest snapshot (kinds that ``predict``; else 422)."""
-    return await run_in_threadpool(_predict, services, caller, x)
-
-
-def _learn(
-    services: Services, caller: Caller, x: Mapping[str, Any], label: int, event_id: str | None
-) -> str:
-    config, _ = _app_and_version(services, caller)
-    _require(config, "learn_labeled")
+    config = await app_of(services, caller)
+    predict_fn = _require(config, "predict")
     _check_size("x", len(x), services.settings.max_features)
-    event_id = event_id or uuid.uuid4().hex
-    services.store.learn_labeled(config, event_id, dict(x), label)
-    _log_event("learn", config, event_id, label=label)
-    return event_id
+    model = await _newest_model(services, config)
+
+    def run() -> Prediction:
+        with model.lock:  # the learner caches its extracted trees: one request at a time
+            return predict_fn(model.learner, dict(x))
+
+    try:
+        answer = await asyncio.to_thread(run)
+    except (ValueError, TypeError) as exc:
+        raise HTTPException(422, f"cannot predict for this x: {exc}") from None
+    return Predicted(answer, model.version)
 
 
 async def learn(
@@ -354,22 +518,28 @@ async def learn(
     event_id: str | None = None,
 ) -> str:
     """Queue a labeled event (kinds that ``learn_labeled``; else 422); returns its eventId."""
-    return await run_in_threadpool(_learn, services, caller, x, label, event_id)
+    event_id = event_id or uuid.uuid4().hex
 
+    async def attempt(read: AppRead) -> str:
+        _require(read.config, "learn_labeled")
+        _check_size("x", len(x), services.settings.max_features)
+        await services.store.learn_labeled_async(read, event_id, dict(x), label)
+        _log_event("learn", read.config, event_id, label=label)
+        return event_id
 
-def _interactions(
-    services: Services, caller: Caller, top: int, alpha: float, leaves_only: bool
-) -> tuple[dict, int]:
-    config, version = _app_and_version(services, caller)
-    interactions_fn = _require(config, "interactions")
-    model = services.models.get(services.store, config, version)
-    with model.lock:
-        found = interactions_fn(model.learner, top, alpha, leaves_only)
-    return found, model.version
+    return await _on_current_app(services, caller, attempt)
 
 
 async def interactions(
     services: Services, caller: Caller, top: int, alpha: float, leaves_only: bool
 ) -> tuple[dict, int]:
     """The kind's selected interactions (``{"interactions", "trees"}``) and the model version."""
-    return await run_in_threadpool(_interactions, services, caller, top, alpha, leaves_only)
+    config = await app_of(services, caller)
+    interactions_fn = _require(config, "interactions")
+    model = await _newest_model(services, config)
+
+    def run() -> dict:
+        with model.lock:
+            return interactions_fn(model.learner, top, alpha, leaves_only)
+
+    return await asyncio.to_thread(run), model.version

@@ -234,9 +234,12 @@ def test_two_api_processes_serve_and_learn_one_model(redis_url, tmp_path):
             )
             version = status["modelVersion"]
             assert version > 0 and status["stats"] == {"decisions": n, "rewarded": n}
-            # both processes now serve that very snapshot, and agree on it
+            # both processes now serve that very snapshot, and agree on it (an API process loads
+            # new snapshots in the background; GET /apps/{app} waits until it serves the version
+            # it reports)
             answers = {}
             for url in urls:
+                assert client.get(url + "/apps/duo").json()["modelVersion"] == version
                 for x in (0, 1):
                     d = client.post(url + "/apps/duo/decide", json={"context": {"x": x}}).json()
                     assert d["modelVersion"] == version

@@ -179,6 +179,11 @@ def test_live_app_forest_is_pruned_published_and_still_decides(grove, live_app):
     assert _snapshot_trees(client, name) == K_LIVE
     command = Store(client, make_settings("redis://unused")).tree_selection(name)
     assert command["status"] == "applied" and command["trees"] == result["selectedTrees"]
+    # the API loads new snapshots in the background; GET /apps/{app} waits until this process
+    # serves the version it reports
+    assert http.get(f"/apps/{name}", headers=key).json()["modelVersion"] >= publication[
+        "modelVersion"
+    ]
     decided = http.post(f"/apps/{name}/decide", json={"context": {"x": 1}}, headers=key)
     assert decided.status_code == 200 and decided.json()["action"] in ("a", "b")
     assert decided.json()["modelVersion"] >= publication["modelVersion"]

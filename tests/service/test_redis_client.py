@@ -20,7 +20,7 @@ from service.redis_client import (
 from service.redis_server import RedisServer, free_port
 from service.settings import Settings
 
-from .conftest import ADMIN, make_settings
+from .conftest import ADMIN, app_body, make_settings
 
 
 def test_a_plain_server_gets_a_plain_client(redis_url):
@@ -49,6 +49,27 @@ def test_redis_not_up_yet_then_up(tmp_path):
             assert type(client.resolve()) is redis.Redis
             assert api.get("/apps", headers=ADMIN).status_code == 200
     client.close()
+
+
+def test_decide_and_reward_while_redis_is_down_are_503_then_served(tmp_path):
+    """The request path's asyncio client is built on first use too (and registers its scripts
+    before): 503 while Redis is away, then the one-round-trip decide and reward work."""
+    port = free_port()
+    settings = make_settings(f"redis://127.0.0.1:{port}/0", redis_timeout=0.2)
+    shop = {"Authorization": "Bearer some-key"}
+    with TestClient(create_app(settings)) as api:
+        down = api.post("/apps/shop/decide", json={"context": {}}, headers=shop)
+        assert down.status_code == 503 and "unavailable" in down.json()["detail"]
+        with RedisServer(tmp_path / "late", port=port, appendonly=False):
+            created = api.post("/apps", json=app_body("shop"), headers=ADMIN)
+            assert created.status_code == 201, created.text
+            shop = {"Authorization": f"Bearer {created.json()['apiKey']}"}
+            decided = api.post("/apps/shop/decide", json={"context": {"x": 1}}, headers=shop)
+            assert decided.status_code == 200, decided.text
+            body = {"eventId": decided.json()["eventId"], "reward": 1}
+            assert api.post("/apps/shop/reward", json=body, headers=shop).status_code == 200
+        gone = api.post("/apps/shop/decide", json={"context": {"x": 1}}, headers=shop)
+        assert gone.status_code == 503
 
 
 def test_scripts_registered_before_redis_is_up_run_after(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 import uuid
@@ -11,10 +12,13 @@ from fastapi import APIRouter, HTTPException, status
 from service import codec
 from service.api.deps import AdminDep, AppName, AppVersionDep, ModelsDep, StoreDep, hash_key
 from service.api.schemas import ActionSpec, AppCreate, AppCreated, AppPublic, AppUpdate, PolicySpec
+from service.codec import CodecError
 from service.models import model_kind
 from service.records import Action, AppConfig
+from service.store import StoreError
 
 router = APIRouter(prefix="/apps", tags=["apps"])
+log = logging.getLogger("grove.api")
 
 
 def to_public(config: AppConfig, store_status: dict) -> dict:
@@ -78,10 +82,20 @@ def list_apps(store: StoreDep, _: AdminDep) -> list[dict]:
 
 
 @router.get("/{app}", response_model=AppPublic)
-def get_app(app_version: AppVersionDep, store: StoreDep) -> dict:
-    """The app with its model version, events learned, pending decisions and trainer lag."""
+def get_app(app_version: AppVersionDep, store: StoreDep, models: ModelsDep) -> dict:
+    """The app with its model version, events learned, pending decisions and trainer lag.
+
+    Once it answered, this process serves (at least) the model version it reports: the API
+    loads new snapshots in the background, and a client that waits for the trainer (tests,
+    ``grove replay --sync-every``) waits here."""
     config, _ = app_version
-    return to_public(config, store.app_status(config.name))
+    status_ = store.app_status(config.name)
+    try:
+        models.get(store, config, status_["model_version"])
+    except (CodecError, StoreError) as exc:  # the status is still worth answering
+        log.warning("app %r: cannot load model version %s: %s", config.name,
+                    status_["model_version"], exc)
+    return to_public(config, status_)
 
 
 @router.patch("/{app}", response_model=AppPublic)

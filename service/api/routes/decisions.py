@@ -1,12 +1,16 @@
 """/apps/{app}/decide, /decide/batch, /reward and /activate (the app's API key).
 
 Each route translates its body into :mod:`service.api.usecases` arguments and the result back;
-the checks and the work live there.
+the checks and the work live there. ``decide`` and ``reward`` answer JSON built once (no second
+validation of the answer by its response model, which stays for the OpenAPI schema); the same
+two functions also serve the fast path of :mod:`service.api.fast`.
 """
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import json
+
+from fastapi import APIRouter, Response
 
 from service.api import usecases
 from service.api.deps import CallerDep, ServicesDep
@@ -25,11 +29,17 @@ from service.api.usecases import DecideQuery
 router = APIRouter(prefix="/apps/{app}", tags=["decisions"])
 
 
+def json_response(content: dict) -> Response:
+    """A 200 JSON answer, rendered as Starlette's JSONResponse renders."""
+    body = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return Response(body.encode(), media_type="application/json")
+
+
 @router.post("/decide", response_model=DecideResponse)
-async def decide(body: DecideRequest, caller: CallerDep, services: ServicesDep) -> dict:
+async def decide(body: DecideRequest, caller: CallerDep, services: ServicesDep) -> Response:
     """Choose an action for a context; the decision waits ``rewardWaitTime`` for its reward."""
     decision = await usecases.decide(services, caller, DecideQuery.of(body))
-    return decision.as_answer()
+    return Response(decision.as_json(), media_type="application/json")
 
 
 @router.post("/decide/batch", response_model=BatchDecideResponse)
@@ -41,15 +51,17 @@ async def decide_batch(body: BatchDecideRequest, caller: CallerDep, services: Se
 
 
 @router.post("/reward", response_model=RewardResponse)
-async def reward(body: RewardRequest, caller: CallerDep, services: ServicesDep) -> dict:
+async def reward(body: RewardRequest, caller: CallerDep, services: ServicesDep) -> Response:
     """Report the reward of a decision; it joins the decision atomically and is queued to learn."""
     outcome = await usecases.reward(services, caller, body.event_id, body.reward)
-    return {
-        "event_id": body.event_id,
-        "state": outcome.state,
-        "reward_sum": outcome.reward_sum,
-        "reward_count": outcome.reward_count,
-    }
+    return json_response(
+        {
+            "eventId": body.event_id,
+            "state": outcome.state,
+            "rewardSum": outcome.reward_sum,
+            "rewardCount": outcome.reward_count,
+        }
+    )
 
 
 @router.post("/activate", response_model=ActivateResponse)

@@ -31,7 +31,6 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Request, Response
-from fastapi.concurrency import run_in_threadpool
 from fastapi.security import APIKeyHeader
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.routing import Match
@@ -262,7 +261,7 @@ async def rank_multi_slot(
         raise bad_request(
             f"{exc.detail} (requests[i] is slots[i])", "InvalidRankRequest"
         ) from None
-    await run_in_threadpool(_remember_slots, services, caller, event_id, decisions)
+    await _remember_slots(services, caller, event_id, decisions)
     return {
         "eventId": event_id,
         "slots": [
@@ -272,26 +271,29 @@ async def rank_multi_slot(
     }
 
 
-def _remember_slots(
+async def _remember_slots(
     services: Services, caller: Caller, event_id: str, decisions: list[Decision]
 ) -> None:
     """The event's slot decisions, for multi-slot activate (which names the event only)."""
-    config, _ = usecases.app_for(services, caller)
-    services.store.redis.set(
-        keys.slots(config.name, event_id),
-        json.dumps([d.event_id for d in decisions]),
-        px=config.wait_ms + int(services.settings.decision_grace * 1000),
+    config = await usecases.app_of(services, caller)
+    store = services.store
+    await store.bounded(
+        store.aio.set(
+            keys.slots(config.name, event_id),
+            json.dumps([d.event_id for d in decisions]),
+            px=config.wait_ms + int(services.settings.decision_grace * 1000),
+        )
     )
 
 
 # -- reward and activate ------------------------------------------------------------------------
-def _accepted_value(services: Services, caller: Caller, value: float) -> float:
+async def _accepted_value(services: Services, caller: Caller, value: float) -> float:
     """The reward to hand to the use case. In [0, 1] it goes as is (the app's range is checked
     there); outside, an app on Grove's default range takes Personalizer's [-1, 1], a negative
     value clipped to 0 as the learner would (see the module doc)."""
     if 0.0 <= value <= 1.0:
         return value
-    config, _ = usecases.app_for(services, caller)
+    config = await usecases.app_of(services, caller)
     if tuple(config.reward_range) != DEFAULT_RANGE:
         return value
     low, high = PERSONALIZER_REWARDS
@@ -324,7 +326,7 @@ async def reward(
     """Personalizer's Reward: ``{"value": x}`` for the event."""
     value = body.value
     if not 0.0 <= value <= 1.0:
-        value = await run_in_threadpool(_accepted_value, services, caller, value)
+        value = await _accepted_value(services, caller, value)
     await _join_reward(services, caller, eventId, value)
     return Response(status_code=204)
 
@@ -342,9 +344,7 @@ async def reward_multi_slot(
         raise bad_request("the reward list repeats a slotId", "InvalidRewardRequest")
     values = [r.value for r in body.reward]
     if not all(0.0 <= v <= 1.0 for v in values):  # all checked before any is recorded
-        values = [
-            await run_in_threadpool(_accepted_value, services, caller, v) for v in values
-        ]
+        values = [await _accepted_value(services, caller, v) for v in values]
     for slot_id, value in zip(slot_ids, values, strict=True):
         await _join_reward(services, caller, slot_event_id(eventId, slot_id), value)
     return Response(status_code=204)
@@ -364,9 +364,10 @@ async def activate(eventId: EventId, caller: CallerDep, services: ServicesDep) -
     return Response(status_code=204)
 
 
-def _slot_events(services: Services, caller: Caller, event_id: str) -> list[str]:
-    config, _ = usecases.app_for(services, caller)
-    known = services.store.redis.get(keys.slots(config.name, event_id))
+async def _slot_events(services: Services, caller: Caller, event_id: str) -> list[str]:
+    config = await usecases.app_of(services, caller)
+    store = services.store
+    known = await store.bounded(store.aio.get(keys.slots(config.name, event_id)))
     if known is None:
         raise PersonalizerError(
             404,
@@ -381,7 +382,7 @@ async def activate_multi_slot(
     eventId: MultiSlotEventId, caller: CallerDep, services: ServicesDep
 ) -> Response:
     """Personalizer's multi-slot Activate: every slot of the event waits for its reward."""
-    for event_id in await run_in_threadpool(_slot_events, services, caller, eventId):
+    for event_id in await _slot_events(services, caller, eventId):
         await _activate(services, caller, event_id)
     return Response(status_code=204)
 

@@ -1,0 +1,42 @@
+"""The floor of the HTTP benchmark: FastAPI answering Grove's decide and reward with constants.
+
+No auth, no Redis, no model: what one uvicorn process running FastAPI can do with requests of
+the same shape (same paths, a JSON body parsed, a JSON answer with a ranking as long as the
+Grove app's). ``BENCH_ACTIONS`` (environment) sets the ranking's length (default 10).
+
+    python -m uvicorn bench.http.bare:app --port 8001 --no-access-log --log-level warning
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+from fastapi import FastAPI, Request
+
+app = FastAPI()
+_N = int(os.environ.get("BENCH_ACTIONS", "10"))
+_RANKING = [{"id": f"ad{k}", "probability": 1.0 / _N} for k in range(_N)]
+
+
+@app.post("/apps/{app_name}/decide")
+async def decide(app_name: str, request: Request) -> dict:
+    body = await request.json()
+    return {
+        "eventId": body.get("eventId") or uuid.uuid4().hex,
+        "action": "ad0",
+        "probability": 1.0 / _N,
+        "ranking": _RANKING,
+        "modelVersion": 1,
+    }
+
+
+@app.post("/apps/{app_name}/reward")
+async def reward(app_name: str, request: Request) -> dict:
+    body = await request.json()
+    return {"eventId": body["eventId"], "state": "joined", "rewardSum": 1.0, "rewardCount": 1}
+
+
+@app.get("/healthz")
+async def healthz() -> dict:
+    return {"status": "ok"}
