@@ -128,7 +128,9 @@ def test_a_switch_shows_in_the_switches_list_and_in_metrics(client, trainer):
     assert set(both) == {"bandit-forest", "linucb"}
     assert both["linucb"]["lower"] > both["bandit-forest"]["upper"]  # the switching rule
     assert _switch_metric(client, "ads") == 1.0
-    # LinUCB now serves the problem well
+    # LinUCB now serves the problem well (once this API process has loaded the new snapshot:
+    # a decide serves the old one while the new one loads; GET /apps/{app} waits for it)
+    client.get("/apps/ads", headers=headers)
     assert _play(client, headers, "ads", 300, rng) >= 0.8
 
 
