@@ -17,15 +17,17 @@ from online.bandit.layout import SLOT, as_forest
 __all__ = ["decide_probabilities", "finished_actions", "greedy_actions"]
 
 
+# Reading a field of a NamedTuple (``forest.nodes``, ``slots.A``) counts a reference to each
+# array it holds, in and out: the kernels read them once, before their loops over the trees, and
+# give the small per-tree helpers the arrays themselves.
+
+
 @njit(cache=True)
-def leaf_vote(x, node, forest):
-    """The one action left in the cell of leaf ``node`` for x (its learning is finished), or -1."""
-    nodes, active = forest.nodes, forest.active
-    l = nodes.ref[node]
-    v = x[nodes.var[node]] if nodes.var[node] >= 0 else 0
+def leaf_vote(leaf_A, l, v, active):
+    """The one action left in cell (l, v) of the leaves (the path's learning is finished), or -1."""
     last = -1
     for k in range(active.shape[0]):
-        if forest.leaves.A[l, v, k] and active[k]:
+        if leaf_A[l, v, k] and active[k]:
             if last >= 0:
                 return -1
             last = k
@@ -38,30 +40,33 @@ def paths_status(x, forest, explore, votes, paths):
 
     ``explore[k]`` is set for the remaining actions of the exploring paths; ``votes[k]`` counts
     the finished paths (one remaining action) voting for k; ``paths[theta]`` is the node of
-    tree theta's path (for :func:`learn_event`).
+    tree theta's path (for :func:`~online.bandit.kernels.learn_event`).
     """
-    nodes, active = forest.nodes, forest.active
+    roots, active = forest.roots, forest.active
+    nodes = forest.nodes
+    kind, child, var, ref = nodes.kind, nodes.child, nodes.var, nodes.ref
+    union, leaf_A = forest.slots.union, forest.leaves.A
     K = active.shape[0]
     exploring = 0
-    for theta in range(forest.roots.shape[0]):
-        node = find_path(x, forest.roots[theta], nodes)
+    for theta in range(roots.shape[0]):
+        node = find_path(x, roots[theta], kind, child, var)
         paths[theta] = node
-        if nodes.kind[node] == SLOT:
-            s = nodes.ref[node]
+        if kind[node] == SLOT:
+            s = ref[node]
             exploring += 1
             for k in range(K):
-                if forest.slots.union[s, k] and active[k]:
+                if union[s, k] and active[k]:
                     explore[k] = True
         else:
-            vote = leaf_vote(x, node, forest)
+            l = ref[node]
+            v = x[var[node]] if var[node] >= 0 else 0
+            vote = leaf_vote(leaf_A, l, v, active)
             if vote >= 0:
                 votes[vote] += 1
             else:
                 exploring += 1
-                l = nodes.ref[node]
-                v = x[nodes.var[node]] if nodes.var[node] >= 0 else 0
                 for k in range(K):
-                    if forest.leaves.A[l, v, k] and active[k]:
+                    if leaf_A[l, v, k] and active[k]:
                         explore[k] = True
     return exploring
 
@@ -71,11 +76,15 @@ def finished_actions(x, forest, out):
     """``out[theta]``: the one action left on tree theta's path for x (a finished path, which
     votes in :func:`decide_probabilities`), or -1 while the path is still exploring."""
     forest = as_forest(forest)
-    for theta in range(forest.roots.shape[0]):
-        node = find_path(x, forest.roots[theta], forest.nodes)
+    roots, active, leaf_A = forest.roots, forest.active, forest.leaves.A
+    nodes = forest.nodes
+    kind, child, var, ref = nodes.kind, nodes.child, nodes.var, nodes.ref
+    for theta in range(roots.shape[0]):
+        node = find_path(x, roots[theta], kind, child, var)
         out[theta] = -1
-        if forest.nodes.kind[node] != SLOT:
-            out[theta] = leaf_vote(x, node, forest)
+        if kind[node] != SLOT:
+            v = x[var[node]] if var[node] >= 0 else 0
+            out[theta] = leaf_vote(leaf_A, ref[node], v, active)
 
 
 @njit(cache=True)
@@ -85,36 +94,42 @@ def greedy_actions(x, forest, allowed, out):
     An exploring stump uses its current best variable i' (the argmax of mu^i at its last round).
     """
     forest = as_forest(forest)
-    nodes, slots, leaves, active = forest.nodes, forest.slots, forest.leaves, forest.active
+    roots, active = forest.roots, forest.active
+    kind, child, var_of, ref = (forest.nodes.kind, forest.nodes.child, forest.nodes.var,
+                                forest.nodes.ref)
+    slots, leaves = forest.slots, forest.leaves
+    S, best_var, A, W, R, W1, R1 = (slots.S, slots.best_var, slots.A, slots.W, slots.R, slots.W1,
+                                    slots.R1)
+    leaf_A, leaf_W, leaf_R = leaves.A, leaves.W, leaves.R
     K = active.shape[0]
-    for theta in range(forest.roots.shape[0]):
-        node = find_path(x, forest.roots[theta], nodes)
+    for theta in range(roots.shape[0]):
+        node = find_path(x, roots[theta], kind, child, var_of)
         best = -1
         best_mean = -np.inf
-        if nodes.kind[node] == SLOT:
-            s = nodes.ref[node]
-            i = slots.best_var[s]
+        if kind[node] == SLOT:
+            s = ref[node]
+            i = best_var[s]
             if i < 0:
-                i = slots.S[s, 0]
+                i = S[s, 0]
             v = x[i]
             for k in range(K):
-                if slots.A[s, k, v, i] and active[k] and allowed[k]:
+                if A[s, k, v, i] and active[k] and allowed[k]:
                     if v == 1:
-                        wk, rk = slots.W1[s, k, i], slots.R1[s, k, i]
+                        wk, rk = W1[s, k, i], R1[s, k, i]
                     else:
-                        wk = slots.W[s, k] - slots.W1[s, k, i]
-                        rk = slots.R[s, k] - slots.R1[s, k, i]
+                        wk = W[s, k] - W1[s, k, i]
+                        rk = R[s, k] - R1[s, k, i]
                     mean = rk / wk if wk > 0 else 0.0
                     if mean > best_mean:
                         best, best_mean = k, mean
         else:
-            l = nodes.ref[node]
-            var = nodes.var[node]
+            l = ref[node]
+            var = var_of[node]
             v = x[var] if var >= 0 else 0
             for k in range(K):
-                if leaves.A[l, v, k] and active[k] and allowed[k]:
-                    wk = leaves.W[l, v, k]
-                    mean = leaves.R[l, v, k] / wk if wk > 0 else 0.0
+                if leaf_A[l, v, k] and active[k] and allowed[k]:
+                    wk = leaf_W[l, v, k]
+                    mean = leaf_R[l, v, k] / wk if wk > 0 else 0.0
                     if mean > best_mean:
                         best, best_mean = k, mean
         out[theta] = best

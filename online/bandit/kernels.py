@@ -49,9 +49,10 @@ class Events(NamedTuple):
 
 
 @njit(cache=True)
-def find_path(x, root, nodes):
-    """Index of the node of path c_theta(x) (Algorithm 6, line 4)."""
-    kind, child, var = nodes.kind, nodes.child, nodes.var
+def find_path(x, root, kind, child, var):
+    """Index of the node of path c_theta(x) (Algorithm 6, line 4): ``kind``, ``child``, ``var``
+    of :class:`~online.bandit.layout.Nodes` (the arrays, read once by the caller: a field of a
+    NamedTuple counts a reference per array, per tree here)."""
     n = root
     while kind[n] == SPLIT:
         n = child[n, x[var[n]]]
@@ -285,7 +286,7 @@ def _learn_event(x, k, y, w, forest, bound, paths, n_paths, ready):
     L = forest.roots.shape[0]
     nodes, slots, leaves, active = forest.nodes, forest.slots, forest.leaves, forest.active
     # the arrays as locals, read once: each ``slots.X`` is a reference count in and out
-    kind, ref, var_of, roots = nodes.kind, nodes.ref, nodes.var, forest.roots
+    kind, ref, var_of, child, roots = nodes.kind, nodes.ref, nodes.var, nodes.child, forest.roots
     T, W, R, T1, W1, R1 = slots.T, slots.W, slots.R, slots.T1, slots.W1, slots.R1
     in_S, plays = slots.in_S, slots.plays
     leaf_T, leaf_W, leaf_R, leaf_A = leaves.T, leaves.W, leaves.R, leaves.A
@@ -295,6 +296,7 @@ def _learn_event(x, k, y, w, forest, bound, paths, n_paths, ready):
     capacity = in_S.shape[1]
     width = min(capacity, bound.M)
     work = round_work(width, active.shape[0])
+    cell_t, cell_mean = work.t, work.mean  # a leaf's cell for eliminate_actions
     ones = np.empty(x.shape[0], np.int64)  # the variables x sets (the only ones updated)
     n_ones = 0
     for i in range(min(x.shape[0], capacity)):
@@ -306,7 +308,7 @@ def _learn_event(x, k, y, w, forest, bound, paths, n_paths, ready):
         if theta < n_paths:
             node = paths[theta]
         else:
-            node = find_path(x, roots[theta], nodes)
+            node = find_path(x, roots[theta], kind, child, var_of)
         if kind[node] == SLOT:
             s = ref[node]
             T[s, k] += 1
@@ -343,10 +345,10 @@ def _learn_event(x, k, y, w, forest, bound, paths, n_paths, ready):
             leaf_W[l, v, k] += w
             leaf_R[l, v, k] += wy
             if leaf_cell(leaf_T[l, v], leaf_W[l, v], leaf_R[l, v], leaf_A[l, v], active,
-                         work.t, work.mean) >= 2:
-                if eliminate_actions(work.t, work.mean, 1, epsilon[theta], L, bound):
+                         cell_t, cell_mean) >= 2:
+                if eliminate_actions(cell_t, cell_mean, 1, epsilon[theta], L, bound):
                     for a in range(active.shape[0]):
-                        if work.t[0, a] < 0:
+                        if cell_t[0, a] < 0:
                             leaf_A[l, v, a] = False
     return n_ready
 
