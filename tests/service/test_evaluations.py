@@ -128,8 +128,12 @@ def test_a_switch_shows_in_the_switches_list_and_in_metrics(client, trainer):
     assert set(both) == {"bandit-forest", "linucb"}
     assert both["linucb"]["lower"] > both["bandit-forest"]["upper"]  # the switching rule
     assert _switch_metric(client, "ads") == 1.0
-    # LinUCB now serves the problem well
-    assert _play(client, headers, "ads", 300, rng) >= 0.8
+    # LinUCB now serves the problem well, and the two do not trade places afterwards
+    for _ in range(4):
+        assert _play(client, headers, "ads", 300, rng) >= 0.8
+        drain(trainer)
+    assert len(_evaluations(client, "ads")["switches"]) == 1
+    assert _switch_metric(client, "ads") == 1.0
 
 
 def test_patch_candidates_keeps_what_the_others_learned(client, trainer, store):
