@@ -150,6 +150,7 @@ class HttpAuto(HttpForest):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.figures = AutoFigures()
+        self._evaluations()  # fail before the run if the app is not an auto app
 
     def _evaluations(self) -> dict:
         return self.client.request("GET", f"/apps/{self.app}/evaluations", self.key)

@@ -129,9 +129,14 @@ def test_a_switch_shows_in_the_switches_list_and_in_metrics(client, trainer):
     assert both["linucb"]["lower"] > both["bandit-forest"]["upper"]  # the switching rule
     assert _switch_metric(client, "ads") == 1.0
     # LinUCB now serves the problem well (once this API process has loaded the new snapshot:
-    # a decide serves the old one while the new one loads; GET /apps/{app} waits for it)
-    client.get("/apps/ads", headers=headers)
-    assert _play(client, headers, "ads", 300, rng) >= 0.8
+    # a decide serves the old one while the new one loads; GET /apps/{app} waits for it), and
+    # the two do not trade places afterwards
+    for _ in range(4):
+        client.get("/apps/ads", headers=headers)
+        assert _play(client, headers, "ads", 300, rng) >= 0.8
+        drain(trainer)
+    assert len(_evaluations(client, "ads")["switches"]) == 1
+    assert _switch_metric(client, "ads") == 1.0
 
 
 def test_patch_candidates_keeps_what_the_others_learned(client, trainer, store):
