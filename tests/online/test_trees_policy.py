@@ -263,3 +263,16 @@ def test_state_round_trip_gives_identical_decisions_and_learning():
     serving = TreeEnsemblePolicy.from_state(policy.to_state(statistics=False))
     assert serving.probabilities(contexts[1]) == policy.probabilities(contexts[1])
     assert "window" not in policy.to_state(statistics=False)["model"]
+
+
+def test_states_are_versioned_arrays():
+    policy = small()
+    play(policy, favorite_stream(300, seed=1))
+    state = policy.to_state()
+    assert state["format"] == "grove.trees" and state["version"] == TreeEnsemblePolicy.VERSION
+    ensemble = state["model"]["ensemble"]
+    assert ensemble["format"] == "grove.compiled-ensemble" and ensemble["version"] == 1
+    with pytest.raises(ValueError, match="version"):
+        TreeEnsemblePolicy.from_state({**state, "version": 99})
+    with pytest.raises(ValueError, match="compiled-ensemble"):
+        CompiledEnsemble.from_state({**ensemble, "version": 2})
