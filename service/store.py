@@ -88,14 +88,34 @@ class Store:
 
     async def bounded(self, call: Awaitable[T]) -> T:
         """``call`` on the asyncio client, failing like a socket timeout after
-        ``GROVE_REDIS_TIMEOUT`` (one timer per call: the client has no socket timeout)."""
+        ``GROVE_REDIS_TIMEOUT`` (one timer per call: the client has no socket timeout).
+
+        The timer gives up one loop turn after it is due, not at once: if the event loop was
+        held up (the process descheduled, another thread holding the GIL) the answer may be
+        waiting in the socket, and it is taken (``asyncio.timeout`` would cancel first, since
+        a due timer runs before the task it would wake)."""
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        state = {"done": False, "expired": False}
+
+        def expire() -> None:
+            if not state["done"]:
+                state["expired"] = True
+                task.cancel()
+
+        timer = loop.call_at(loop.time() + self.settings.redis_timeout, loop.call_soon, expire)
         try:
-            async with asyncio.timeout(self.settings.redis_timeout):
-                return await call
-        except TimeoutError:
+            return await call
+        except asyncio.CancelledError:
+            if not state["expired"]:
+                raise
+            task.uncancel()
             raise redis.TimeoutError(
                 f"Redis did not answer within {self.settings.redis_timeout:g}s"
             ) from None
+        finally:
+            state["done"] = True
+            timer.cancel()
 
     # -- apps --------------------------------------------------------------------------------
     def create_app(

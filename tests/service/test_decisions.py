@@ -195,3 +195,23 @@ def test_each_api_process_explores_with_its_own_randomness(client, shop, store):
     a, b = draws(first), draws(second)
     assert [d.ranking for d in a] == [d.ranking for d in b]
     assert [d.action for d in a] != [d.action for d in b]
+
+
+def test_the_decide_answer_is_written_as_json_dumps_would():
+    import json
+
+    from service.api.usecases import Decision
+
+    ranking = [('a"x', 0.5), ("é", 0.25), ("b", 1e-05), ("c", 1e-05), ("d", 0.0)]
+    ranking += [(f"ad{i}", 1 / (i + 3)) for i in range(20)]
+    decision = Decision("e1", 'a"x', 0.5, ranking, 7)
+    want = {
+        "eventId": "e1",
+        "action": 'a"x',
+        "probability": 0.5,
+        "ranking": [{"id": a, "probability": p} for a, p in ranking],
+        "modelVersion": 7,
+    }
+    assert decision.as_json() == json.dumps(
+        want, ensure_ascii=False, separators=(",", ":")
+    ).encode()

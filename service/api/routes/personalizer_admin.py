@@ -9,9 +9,7 @@ both are served.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
-from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -19,6 +17,7 @@ from fastapi.concurrency import run_in_threadpool
 from service import candidates, keys
 from service.api import usecases
 from service.api.deps import ServicesDep
+from service.api.personalizer_policy import json_body, set_policy
 from service.api.routes.personalizer import CallerDep
 from service.api.schemas import PolicySpec
 from service.api.usecases import Caller, Services
@@ -32,16 +31,6 @@ router = APIRouter(prefix=PREFIX, tags=["personalizer"])
 
 def _iso_ms(ms: int | float) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat().replace("+00:00", "Z")
-
-
-async def _json_body(request: Request) -> dict[str, Any]:
-    try:
-        body = json.loads(await request.body() or b"null")
-    except ValueError as exc:
-        raise bad_request(f"the body is not JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise bad_request("the body must be a JSON object")
-    return body
 
 
 def _app(services: Services, caller: Caller) -> AppConfig:
@@ -80,7 +69,7 @@ async def update_service_configuration(
     request: Request, caller: CallerDep, services: ServicesDep
 ) -> dict:
     """Update the fields given (checked all first; see the mapping in the module doc)."""
-    body = await _json_body(request)
+    body = await json_body(request)
     return await run_in_threadpool(_update_service, services, caller, body)
 
 
@@ -97,47 +86,6 @@ def _policy(config: AppConfig) -> dict:
 async def get_policy(caller: CallerDep, services: ServicesDep) -> dict:
     """The app's policy as Personalizer's learning settings (``--kind ... --epsilon ...``)."""
     return _policy(await run_in_threadpool(_app, services, caller))
-
-
-def _set_policy(
-    services: Services,
-    config: AppConfig,
-    name: str,
-    kind: str,
-    params: dict,
-    exploration: float | None,
-) -> AppConfig:
-    """Switch ``config``'s app to ``kind``/``params``: a fresh model if they change, else only
-    the settings (name, exploration floor)."""
-    extra: dict[str, Any] = {"policyName": name}
-    if exploration is not None:
-        extra["explorationPercentage"] = exploration
-    # the floor (--epsilon, explorationPercentage) is a parameter of kinds that have one
-    floor = exploration if exploration is not None else configuration.exploration_floor(config)
-    if "explorationPercentage" in configuration.stored(config) or exploration is not None:
-        params = configuration.with_floor(kind, params, floor)
-    if kind == config.policy_kind and params == config.policy_params:
-        return services.store.update_app(config.name, extra=configuration.touched(config, **extra))
-    try:
-        learner = model_file.fresh(kind, params, config.action_ids)
-    except (TypeError, ValueError) as exc:
-        accepted = ", ".join("--" + p for p in learning_settings.parameters(kind))
-        raise bad_request(
-            f"policy {kind!r} refuses these parameters: {exc} (it takes {accepted})",
-            "InvalidPolicyConfiguration",
-        ) from None
-    extra["modelCreatedAt"] = configuration.now()
-    try:
-        return model_file.replace(
-            services.store.redis,
-            config.name,
-            learner,
-            policy_kind=kind,
-            policy_params=dict(params),
-            extra=configuration.touched(config, **extra),
-        )
-    except KeyError:
-        raise HTTPException(404, f"app {config.name!r} not found") from None
 
 
 def _update_policy(services: Services, caller: Caller, body: dict) -> dict:
@@ -157,14 +105,14 @@ def _update_policy(services: Services, caller: Caller, body: dict) -> dict:
         raise bad_request(str(exc), "InvalidPolicyConfiguration") from None
     kind = parsed.kind or config.policy_kind
     params = parsed.params if parsed.kind or parsed.params else config.policy_params
-    return _policy(_set_policy(services, config, name, kind, params, parsed.exploration))
+    return _policy(set_policy(services, config, name, kind, params, parsed.exploration))
 
 
 @router.put("/configurations/policy")
 @router.patch("/configurations/policy", include_in_schema=False)
 async def update_policy(request: Request, caller: CallerDep, services: ServicesDep) -> dict:
     """Set the app's policy from learning settings; a new kind or params start a fresh model."""
-    body = await _json_body(request)
+    body = await json_body(request)
     return await run_in_threadpool(_update_policy, services, caller, body)
 
 
@@ -172,7 +120,7 @@ def _reset_policy(services: Services, caller: Caller) -> dict:
     config = _app(services, caller)
     default = PolicySpec()  # what POST /apps gives an app that names no policy
     extra = configuration.stored(config)
-    config = _set_policy(
+    config = set_policy(
         services, config, default.kind, default.kind, dict(default.params), None
     )
     if "explorationPercentage" in extra:  # back to the default floor too

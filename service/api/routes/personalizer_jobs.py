@@ -32,9 +32,9 @@ from fastapi.concurrency import run_in_threadpool
 from service import keys
 from service.api import usecases
 from service.api.deps import ServicesDep
+from service.api.personalizer_policy import json_body, set_policy
 from service.api.routes.jobs import JobsDep
 from service.api.routes.personalizer import CallerDep
-from service.api.routes.personalizer_admin import _json_body, _set_policy
 from service.api.usecases import Caller, Services
 from service.jobs.queue import JobQueue
 from service.personalizer import learning_settings
@@ -204,7 +204,7 @@ async def create_evaluation(
     evaluationId: str, request: Request, caller: CallerDep, services: ServicesDep, jobs: JobsDep
 ) -> Response:
     """Submit an offline evaluation under the client's id (2022-09-01-preview)."""
-    body = await _json_body(request)
+    body = await json_body(request)
     _check_id(evaluationId, EVALUATIONS)
     await run_in_threadpool(_create_evaluation, services, jobs, caller, evaluationId, body)
     return Response(status_code=200)
@@ -215,7 +215,7 @@ async def create_evaluation_v1(
     request: Request, caller: CallerDep, services: ServicesDep, jobs: JobsDep
 ) -> Response:
     """Submit an offline evaluation; Grove names it (v1.0 and v1.1-preview)."""
-    body = await _json_body(request)
+    body = await json_body(request)
     evaluation_id = uuid.uuid4().hex
     record = await run_in_threadpool(
         _create_evaluation, services, jobs, caller, evaluation_id, body
@@ -379,7 +379,7 @@ def _apply(services, jobs, caller, body: dict) -> None:
     parsed = learning_settings.parse(chosen["arguments"], config.policy_kind)
     kind = parsed.kind or config.policy_kind
     params = parsed.params if (parsed.kind or parsed.params) else dict(config.policy_params)
-    _set_policy(services, config, policy_name, kind, params, parsed.exploration)
+    set_policy(services, config, policy_name, kind, params, parsed.exploration)
     _save(services, config, EVALUATIONS, {**record, "status": "OptimalPolicyApplied",
                                           "applied": policy_name})
 
@@ -389,7 +389,7 @@ async def apply_from_evaluation(
     request: Request, caller: CallerDep, services: ServicesDep, jobs: JobsDep
 ) -> Response:
     """Switch the app to a policy of a finished evaluation (its model starts fresh)."""
-    body = await _json_body(request)
+    body = await json_body(request)
     await run_in_threadpool(_apply, services, jobs, caller, body)
     return Response(status_code=204)
 
@@ -416,7 +416,7 @@ async def create_feature_importance(
     jobs: JobsDep,
 ) -> Response:
     """Submit a feature importance job under the client's id."""
-    body = await _json_body(request)
+    body = await json_body(request)
     _check_id(featureImportanceId, IMPORTANCES)
     await run_in_threadpool(
         _create_importance, services, jobs, caller, featureImportanceId, body

@@ -1,0 +1,69 @@
+"""What several Personalizer route modules share: reading a JSON object body, and switching an
+app to another policy (``/configurations/policy`` and an evaluation's apply both do).
+
+Routes import these from here, never from one another's private functions.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import HTTPException, Request
+
+from service.api.usecases import Services
+from service.personalizer import configuration, learning_settings, model_file
+from service.personalizer.errors import bad_request
+from service.records import AppConfig
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    try:
+        body = json.loads(await request.body() or b"null")
+    except ValueError as exc:
+        raise bad_request(f"the body is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise bad_request("the body must be a JSON object")
+    return body
+
+
+
+def set_policy(
+    services: Services,
+    config: AppConfig,
+    name: str,
+    kind: str,
+    params: dict,
+    exploration: float | None,
+) -> AppConfig:
+    """Switch ``config``'s app to ``kind``/``params``: a fresh model if they change, else only
+    the settings (name, exploration floor)."""
+    extra: dict[str, Any] = {"policyName": name}
+    if exploration is not None:
+        extra["explorationPercentage"] = exploration
+    # the floor (--epsilon, explorationPercentage) is a parameter of kinds that have one
+    floor = exploration if exploration is not None else configuration.exploration_floor(config)
+    if "explorationPercentage" in configuration.stored(config) or exploration is not None:
+        params = configuration.with_floor(kind, params, floor)
+    if kind == config.policy_kind and params == config.policy_params:
+        return services.store.update_app(config.name, extra=configuration.touched(config, **extra))
+    try:
+        learner = model_file.fresh(kind, params, config.action_ids)
+    except (TypeError, ValueError) as exc:
+        accepted = ", ".join("--" + p for p in learning_settings.parameters(kind))
+        raise bad_request(
+            f"policy {kind!r} refuses these parameters: {exc} (it takes {accepted})",
+            "InvalidPolicyConfiguration",
+        ) from None
+    extra["modelCreatedAt"] = configuration.now()
+    try:
+        return model_file.replace(
+            services.store.redis,
+            config.name,
+            learner,
+            policy_kind=kind,
+            policy_params=dict(params),
+            extra=configuration.touched(config, **extra),
+        )
+    except KeyError:
+        raise HTTPException(404, f"app {config.name!r} not found") from None
