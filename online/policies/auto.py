@@ -16,8 +16,7 @@ from collections.abc import Hashable, Iterable
 import numpy as np
 
 from online.confidence import OffPolicyEstimates, dr_lower_bounds
-from online.policies.base import Policy, _check_action, _check_feedback, rng_from_state
-from online.policies.features import FeatureEncoder
+from online.policies.base import Policy, _check_action, _check_feedback
 from online.policies.registry import policy_kind
 
 __all__ = ["AutoPolicy", "CandidateConflict", "DEFAULT_CANDIDATES"]
@@ -578,10 +577,7 @@ class AutoPolicy(Policy):
 
     @classmethod
     def from_state(cls, state: dict) -> AutoPolicy:
-        if state.get("format") != cls.FORMAT:
-            raise ValueError(f"not a {cls.FORMAT} state (format={state.get('format')!r})")
-        if state.get("version") != cls.VERSION:
-            raise ValueError(f"unsupported {cls.FORMAT} state version {state.get('version')!r}")
+        cls._check_state(state)
         model = state["model"]
         params = state["params"]
         # built field by field: the candidates come from their states, not rebuilt from specs
@@ -591,13 +587,7 @@ class AutoPolicy(Policy):
         policy.alpha = float(params["alpha"])
         policy.min_events = int(params["min_events"])
         policy.estimator = params["estimator"]
-        policy._encoder = FeatureEncoder.from_state(state["encoder"])
-        policy._actions = list(state["actions"])
-        policy._index = {a: k for k, a in enumerate(policy._actions)}
-        policy._active = np.asarray(state["active"], bool).copy()
-        policy._n_learned = int(state["n_learned"])
-        policy._rng = rng_from_state(state["rng"])
-        policy._n_columns = policy._encoder.n_columns
+        policy._restore_inventory(state)
         policy._candidates_ = [
             _Candidate(c["name"], c["kind"], dict(c["params"]), int(c["serial"]),
                        policy_kind(c["kind"]).cls.from_state(c["state"]), int(c["created_at"]))

@@ -342,20 +342,29 @@ class Policy(bandit.base.ContextualPolicy):
 
     @classmethod
     def from_state(cls, state: dict) -> Policy:
+        cls._check_state(state)
+        policy = cls(**state["params"])
+        policy._restore_inventory(state)
+        policy._load_model_state(state["model"])
+        return policy
+
+    @classmethod
+    def _check_state(cls, state: dict) -> None:
+        """``ValueError`` unless ``state`` is this class's format, at a version it reads."""
         if state.get("format") != cls.FORMAT:
             raise ValueError(f"not a {cls.FORMAT} state (format={state.get('format')!r})")
         if state.get("version") != cls.VERSION:
             raise ValueError(f"unsupported {cls.FORMAT} state version {state.get('version')!r}")
-        policy = cls(**state["params"])
-        policy._encoder = FeatureEncoder.from_state(state["encoder"])
-        policy._actions = list(state["actions"])
-        policy._index = {a: k for k, a in enumerate(policy._actions)}
-        policy._active = np.asarray(state["active"], bool).copy()
-        policy._n_learned = int(state["n_learned"])
-        policy._rng = rng_from_state(state["rng"])
-        policy._n_columns = policy._encoder.n_columns
-        policy._load_model_state(state["model"])
-        return policy
+
+    def _restore_inventory(self, state: dict) -> None:
+        """What every policy's state holds: encoder, actions, events learned, the draws."""
+        self._encoder = FeatureEncoder.from_state(state["encoder"])
+        self._actions = list(state["actions"])
+        self._index = {a: k for k, a in enumerate(self._actions)}
+        self._active = np.asarray(state["active"], bool).copy()
+        self._n_learned = int(state["n_learned"])
+        self._rng = rng_from_state(state["rng"])
+        self._n_columns = self._encoder.n_columns
 
 
 def _check_feedback(reward, probability) -> tuple[float, float]:
