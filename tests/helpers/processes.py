@@ -13,7 +13,7 @@ import httpx
 
 from service.redis_server import free_port
 
-from .conftest import ADMIN_KEY
+from .factories import ADMIN_KEY
 
 REPO = Path(__file__).resolve().parents[2]
 

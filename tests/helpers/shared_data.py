@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 DATA = Path(os.environ.get("GROVE_BENCH_DATA",
-                           Path(__file__).resolve().parents[2] / "shared" / "data"))
+                           Path(__file__).resolve().parents[3] / "shared" / "data"))
 
 
 def shared_file(name: str) -> Path:

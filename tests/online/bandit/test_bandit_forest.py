@@ -16,7 +16,7 @@ from online.bandit import kernels
 from online.bandit.bounds import action_radius, variable_radius
 from online.bandit.layout import Bound
 from online.bandit.storage import ForestStorage
-from tests.online.test_bandit_forest_golden import state_hash
+from tests.helpers.golden import state_hash
 
 # -- the paper's Table 1 toy problem ---------------------------------------------------------------
 

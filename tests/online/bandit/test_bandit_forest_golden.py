@@ -1,18 +1,17 @@
 """Bandit Forest's decisions must not change when its code is made faster.
 
-A golden trace recorded with the code before the speed work (tests/online/data/
+A golden trace recorded with the code before the speed work (tests/online/bandit/data/
 bandit_forest_golden.json) is replayed: seeded streams with L=20 and L=100 trees, excluded
 actions, explicit action lists, an action added and one removed at run time, a
 ``to_state``/``from_state`` round trip mid-way, and ``predict_one``. Every chosen
 action, every propensity (rounded to 1e-12) and a hash of the final ``to_state()`` must match.
 
 Regenerate (only when a change of the trace is intended, e.g. a bug fix, and say so in the
-commit):  python -m tests.online.test_bandit_forest_golden
+commit):  python -m tests.online.bandit.test_bandit_forest_golden
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import numpy as np
 import pytest
 
 from online import BanditForest
+from tests.helpers.golden import state_hash
 
 GOLDEN = Path(__file__).parent / "data" / "bandit_forest_golden.json"
 
@@ -31,28 +31,6 @@ SCENARIOS = {
     "L10-all-finished": (3000, 20, 3, {"n_trees": 10, "max_depth": 1, "epsilon": 0.8,
                                        "voting": "all-finished", "delta": 0.2}),
 }
-
-
-def state_hash(state) -> str:
-    """sha256 of a ``to_state()`` dict: arrays by dtype, shape and bytes; the rest as JSON."""
-    h = hashlib.sha256()
-
-    def visit(node, path):
-        if isinstance(node, np.ndarray):
-            a = np.ascontiguousarray(node)
-            h.update(f"{path}:{a.dtype.str}:{a.shape}".encode())
-            h.update(a.tobytes())
-        elif isinstance(node, dict):
-            for key in sorted(node, key=str):
-                visit(node[key], f"{path}/{key}")
-        elif isinstance(node, (list, tuple)):
-            for j, value in enumerate(node):
-                visit(value, f"{path}[{j}]")
-        else:
-            h.update(f"{path}={json.dumps(node, default=str)}".encode())
-
-    visit(state, "")
-    return h.hexdigest()
 
 
 def context(rng: np.random.Generator, n_binary: int) -> dict:

@@ -16,8 +16,7 @@ import pytest
 
 from online import MCTSInteractions
 from service import codec
-
-from ..shared_data import shared_file
+from tests.helpers.shared_data import shared_file
 
 
 def sample(name: str) -> tuple[pd.DataFrame, np.ndarray]:

@@ -1,14 +1,15 @@
 """MCTS-IS's learning must not change when its code is made faster.
 
-A golden trace recorded with the numpy code before the compiled kernel (tests/online/data/
-mcts_is_golden.json) is replayed with ``learn_one``: seeded streams with pruning (c_F = 0),
+A golden trace recorded with the numpy code before the compiled kernel
+(tests/online/interactions/data/mcts_is_golden.json) is replayed with ``learn_one``: seeded
+streams with pruning (c_F = 0),
 categories and fields that appear late, missing fields, ``max_categories``, ``max_depth``, a
 spent ``max_nodes`` budget, grouping (Appendix B.2) and a ``to_state``/``from_state`` round trip
 mid-way. Probabilities on probe rows every 100 samples (rounded to 1e-12), the top interactions,
 the node counts and a hash of the final ``to_state()`` must match.
 
 Regenerate (only when a change of the trace is intended, e.g. a bug fix, and say so in the
-commit):  python -m tests.online.test_mcts_is_golden
+commit):  python -m tests.online.interactions.test_mcts_is_golden
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from online import MCTSInteractions
-from tests.online.test_bandit_forest_golden import state_hash
+from tests.helpers.golden import state_hash
 
 GOLDEN = Path(__file__).parent / "data" / "mcts_is_golden.json"
 

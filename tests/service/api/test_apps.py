@@ -3,8 +3,7 @@
 import hashlib
 
 from service import keys
-
-from .conftest import ADMIN, app_body, create
+from tests.helpers.factories import ADMIN, app_body, create
 
 
 def test_create_returns_the_app_and_its_key_once(client, store):
@@ -116,8 +115,7 @@ def test_without_a_configured_admin_key_admin_routes_say_so(redis_url):
     from fastapi.testclient import TestClient
 
     from service.api.main import create_app
-
-    from .conftest import make_settings
+    from tests.helpers.factories import make_settings
 
     with TestClient(create_app(make_settings(redis_url, admin_key=None))) as client:
         answer = client.post("/apps", json=app_body(), headers={"Authorization": "Bearer x"})

@@ -8,8 +8,7 @@ from fastapi.testclient import TestClient
 
 from service import keys
 from service.api.main import create_app
-
-from .conftest import ADMIN, create
+from tests.helpers.factories import ADMIN, create
 
 
 @pytest.fixture

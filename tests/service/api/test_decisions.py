@@ -5,8 +5,7 @@ import math
 import pytest
 
 from service import keys
-
-from .conftest import create, drain
+from tests.helpers.factories import create, drain
 
 
 @pytest.fixture

@@ -9,8 +9,7 @@ import pytest
 
 from service import codec
 from service.models import model_kind
-
-from .conftest import ADMIN, create, drain
+from tests.helpers.factories import ADMIN, create, drain
 
 ACTIONS = [f"a{i}" for i in range(5)]
 FOREST = {"kind": "bandit-forest", "params": {"n_trees": 5, "warmup": 20}}

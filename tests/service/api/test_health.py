@@ -10,8 +10,7 @@ from service.api.main import create_app
 from service.redis_client import connect
 from service.redis_server import RedisServer
 from service.trainer import Trainer
-
-from .conftest import ADMIN, app_body, make_settings
+from tests.helpers.factories import ADMIN, app_body, make_settings
 
 
 def test_healthz_and_readyz_need_a_trainer(client, trainer):
@@ -84,7 +83,7 @@ def test_redis_down_answers_503_fast_and_recovers_by_itself(tmp_path):
 
 
 def test_metrics_report_requests_and_app_state(client):
-    from .conftest import create
+    from tests.helpers.factories import create
 
     shop = create(client, "shop")
     client.post("/apps/shop/decide", json={"context": {"x": 1}}, headers=shop)

@@ -6,8 +6,7 @@ import logging
 import re
 
 from service.logs import JsonFormatter
-
-from .conftest import create, drain
+from tests.helpers.factories import create, drain
 
 
 def metric(text: str, name: str, **labels) -> float:

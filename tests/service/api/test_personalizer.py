@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from service import codec, keys
-
-from .conftest import ADMIN, create, drain
+from tests.helpers.factories import ADMIN, create, drain
 
 EXAMPLES = json.loads((Path(__file__).parent / "data" / "personalizer_examples.json").read_text())
 

@@ -14,8 +14,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from service import keys
 from service.api.main import create_app
-
-from .conftest import ADMIN, create, make_settings
+from tests.helpers.factories import ADMIN, create, make_settings
 
 #: examples per operation: about 25 operations, the whole file stays well under a minute
 EXAMPLES = 12

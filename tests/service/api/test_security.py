@@ -7,8 +7,7 @@ from fastapi.testclient import TestClient
 
 from service import keys
 from service.api.main import create_app
-
-from .conftest import ADMIN, create, make_settings
+from tests.helpers.factories import ADMIN, create, make_settings
 
 
 @pytest.fixture

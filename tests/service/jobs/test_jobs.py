@@ -18,82 +18,24 @@ import sys
 import time
 import uuid
 
-import httpx
 import numpy as np
 import pandas as pd
 import pytest
-import redis
 
 from service.jobs import keys as job_keys
-from service.redis_server import free_port
-
-from .conftest import ADMIN, app_body
-from .processes import REPO, service_env, spawn, wait_until
+from tests.helpers.factories import ADMIN, app_body
+from tests.helpers.jobs import (
+    LOST_AFTER,
+    MAX_UPLOAD,
+    RETENTION,
+    _worker_pid,
+    csv_bytes,
+    follow,
+    submit,
+)
+from tests.helpers.processes import REPO, wait_until
 
 pytestmark = pytest.mark.slow
-
-MAX_UPLOAD = 200_000
-LOST_AFTER = 2.0
-RETENTION = 120
-
-
-@pytest.fixture(scope="module")
-def grove(redis_server, tmp_path_factory):
-    """(http client with base URL, redis client, serve process, log path)."""
-    log = tmp_path_factory.mktemp("grove-jobs") / "serve.log"
-    port = free_port()
-    env = service_env(
-        redis_server.url,
-        GROVE_JOB_HEARTBEAT="0.5",
-        GROVE_JOB_LOST_AFTER=str(LOST_AFTER),
-        GROVE_JOB_MAX_UPLOAD=str(MAX_UPLOAD),
-        GROVE_JOB_RETENTION=str(RETENTION),
-        GROVE_JOB_QUEUE=f"test-jobs-{uuid.uuid4().hex[:8]}",
-    )
-    proc = spawn(["-m", "service.cli", "serve", "--port", str(port)], env, log)
-    url = f"http://127.0.0.1:{port}"
-    http = httpx.Client(base_url=url, timeout=10)
-    client = redis.Redis.from_url(redis_server.url)
-
-    def worker_ready():
-        try:
-            return http.get("/healthz").status_code == 200 and _worker_pid(client, env) is not None
-        except httpx.HTTPError:
-            return False
-
-    wait_until(worker_ready, proc, log, timeout=60, what="grove serve with its job worker")
-    yield http, client, proc, log, env
-    for job in http.get("/jobs", headers=ADMIN).json():  # leave no running job behind
-        if job["state"] in ("queued", "running"):
-            http.delete(f"/jobs/{job['id']}", headers=ADMIN)
-    proc.send_signal(signal.SIGTERM)
-    try:
-        assert proc.wait(40) == 0, log.read_text()[-3000:]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        http.close()
-        client.close()
-
-
-def _worker_pid(client: redis.Redis, env: dict) -> int | None:
-    """pid of the (live) rq worker listening on this module's queue."""
-    from rq import Queue, Worker
-
-    queue = Queue(env["GROVE_JOB_QUEUE"], connection=client)
-    for worker in Worker.all(queue=queue):
-        if worker.pid and _alive(worker.pid):
-            return worker.pid
-    return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-
 
 def synthetic(n: int = 160, d: int = 10, informative=(1, 4, 7), seed: int = 0) -> pd.DataFrame:
     """3 of d features carry the label."""
@@ -103,35 +45,6 @@ def synthetic(n: int = 160, d: int = 10, informative=(1, 4, 7), seed: int = 0) -
     frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(d)])
     frame["label"] = y
     return frame
-
-
-def csv_bytes(frame: pd.DataFrame) -> bytes:
-    return frame.to_csv(index=False).encode()
-
-
-def submit(
-    http, data: bytes, params: dict, headers=ADMIN, filename="data.csv",
-    kind="feature-selection", **fields,
-):
-    return http.post(
-        f"/jobs/{kind}",
-        files={"file": (filename, data)},
-        data={"params": json.dumps(params), **fields},
-        headers=headers,
-    )
-
-
-def follow(http, job_id: str, until=("done", "failed", "cancelled"), timeout=40.0, headers=ADMIN):
-    """Poll the job until its state is in ``until``; returns (last answer, answers seen)."""
-    seen = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = http.get(f"/jobs/{job_id}", headers=headers).json()
-        seen.append(job)
-        if job["state"] in until:
-            return job, seen
-        time.sleep(0.05)
-    raise AssertionError(f"job {job_id} still {seen[-1]['state']} after {timeout}s: {seen[-1]}")
 
 
 def long_job(http, headers=ADMIN, **fields) -> str:

@@ -19,8 +19,7 @@ from service.jobs.progress import JobCancelled, JobLost, Reporter
 from service.jobs.queue import JobQueue
 from service.jobs.records import JobState
 from service.redis_client import connect_jobs
-
-from .conftest import make_settings
+from tests.helpers.factories import make_settings
 
 
 @pytest.fixture

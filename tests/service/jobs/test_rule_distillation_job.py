@@ -17,10 +17,9 @@ import pytest
 
 from service.models import model_kind
 from service.store import Store
-
-from .conftest import ADMIN, app_body, make_settings
-from .test_jobs import csv_bytes, follow, grove, submit  # noqa: F401  (grove: the fixture)
-from .traffic import feed
+from tests.helpers.factories import ADMIN, app_body, make_settings
+from tests.helpers.jobs import csv_bytes, follow, submit
+from tests.helpers.traffic import feed
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,7 @@ import httpx
 import pytest
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 
-from .processes import service_env, spawn, stop_all, wait_until
-from .test_personalizer_sdk import admin, client, key, server  # noqa: F401 (fixtures)
+from tests.helpers.processes import service_env, spawn, stop_all, wait_until
 
 ACTIONS = [{"id": f"a{i}", "features": [{"arm": f"a{i}"}]} for i in range(3)]
 

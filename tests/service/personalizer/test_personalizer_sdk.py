@@ -8,12 +8,7 @@ the real redis-server of the fixtures; the trainer is stepped by :func:`drain`.
 
 from __future__ import annotations
 
-import threading
-import time
-
 import pytest
-import uvicorn
-from azure.ai.personalizer import PersonalizerAdministrationClient
 from azure.ai.personalizer import PersonalizerClient as Client
 from azure.cognitiveservices.personalizer import PersonalizerClient as OldClient
 from azure.cognitiveservices.personalizer.models import (
@@ -30,60 +25,14 @@ from azure.core.exceptions import (
 from msrest.authentication import CognitiveServicesCredentials
 
 from service import keys
-from service.api.main import create_app
-from service.redis_server import free_port
-
-from .conftest import ADMIN, drain
+from tests.helpers.factories import ADMIN, drain
+from tests.helpers.personalizer_sdk import make_app
 
 ACTIONS = [
     {"id": "NewsArticle", "features": [{"type": "News"}]},
     {"id": "SportsArticle", "features": [{"type": "Sports"}]},
     {"id": "EntertainmentArticle", "features": [{"type": "Entertainment"}]},
 ]
-
-
-@pytest.fixture
-def server(settings):
-    """uvicorn serving Grove's API on a free port, in a thread; its base URL."""
-    port = free_port()
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-    served = uvicorn.Server(config)
-    thread = threading.Thread(target=served.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not served.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    served.should_exit = True
-    thread.join(10)
-
-
-def make_app(server: str, name: str = "news", **overrides) -> str:
-    """An app created with only a name (and ``overrides``) through Grove's API; its key."""
-    import httpx
-
-    body = {"name": name, **overrides}
-    answer = httpx.post(server + "/apps", json=body, headers=ADMIN, timeout=120)
-    assert answer.status_code == 201, answer.text
-    return answer.json()["apiKey"]
-
-
-@pytest.fixture
-def key(server) -> str:
-    return make_app(server)
-
-
-@pytest.fixture
-def client(server, key) -> Client:
-    with Client(server, AzureKeyCredential(key), retry_total=0) as sdk:
-        yield sdk
-
-
-@pytest.fixture
-def admin(server, key) -> PersonalizerAdministrationClient:
-    with PersonalizerAdministrationClient(server, AzureKeyCredential(key), retry_total=0) as sdk:
-        yield sdk
 
 
 def test_rank_reward_activate_with_the_current_sdk(client, store):

@@ -20,9 +20,8 @@ from service.redis_server import free_port
 from service.replay.command import execute
 from service.replay.policies import Choice, InProcessForest
 from service.replay.sources import supervised_stream
-
-from .processes import REPO, service_env, spawn, wait_until
-from .replay_data import write_flag_labeled, write_labeled, write_obd, write_plain
+from tests.helpers.processes import REPO, service_env, spawn, wait_until
+from tests.helpers.replay_data import write_flag_labeled, write_labeled, write_obd, write_plain
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
