@@ -103,7 +103,7 @@ class BanditForest(ForestDecisions, ForestPaths, ForestState, bandit.base.Contex
       loses its meaning. Both coincide when every p is 1. On the benchmark streams plain IPS
       learned faster where rewards are rare (Letter, 300k steps: 0.195 vs 0.101 average
       reward; Shuttle and Adult unchanged, bench/bandit_forest/README.md), but on a clean
-      depth-2 problem (tests/online/test_bandit_forest.py) it converged worse (last 5k of 40k
+      depth-2 problem (tests/online/bandit/test_bandit_forest.py) it converged worse (last 5k of 40k
       events: 0.61 vs 0.80): under the mixture vote the voted action is played with p near 1
       and the others with small p, so their y/p means are inflated and exploring stumps keep
       favouring rarely played actions. Hence self-normalised by default.

@@ -16,7 +16,7 @@ Between the two, the kernel checks that the node tables have room for what phase
 if not it returns, the caller enlarges the tables and calls again to resume at phase B.
 
 Floating point follows the order of the numpy reference this kernel replaced (golden trace in
-tests/online/test_mcts_is_golden.py): gamma^-k by repeated products, ``math.log``.
+tests/online/interactions/test_mcts_is_golden.py): gamma^-k by repeated products, ``math.log``.
 
 Eq. (8)'s argmin: a random number is drawn only when the minimum is tied (then one of the tied
 feature nodes, uniformly: the same distribution as a random tie-break key per feature node,

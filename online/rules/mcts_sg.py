@@ -22,7 +22,7 @@ Choices where the paper is silent or ambiguous
 - Eq. 6 (and the exploitation term of eq. 2) use the *mean* reward Q(v)/C(v), as the paper
   writes it, not the best reward seen below a child. On deceptive spaces this prefers a Select
   whose random completions are all fair over one whose few completions are the best (see the
-  recovery test in tests/online/test_rudi.py); more simulations reduce it only slowly.
+  recovery test in tests/online/rules/test_rudi.py); more simulations reduce it only slowly.
 - Eq. 5/9 as written favours statistics of many dimensions (by about sqrt(p / B) with no
   signal). ``adjusted=True`` (off by default, not the paper) uses the adjusted R^2 instead;
   bench/rudi/reward_bias.py measures both.

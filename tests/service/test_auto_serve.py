@@ -12,9 +12,8 @@ import httpx
 import pytest
 
 from service.redis_server import free_port
-
-from .conftest import ADMIN
-from .processes import service_env, spawn, wait_until
+from tests.helpers.factories import ADMIN
+from tests.helpers.processes import service_env, spawn, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -11,9 +11,8 @@ import redis
 
 from service.cli import admin_key_from
 from service.redis_server import free_port
-
-from .conftest import app_body
-from .processes import REPO, service_env, spawn, wait_until
+from tests.helpers.factories import app_body
+from tests.helpers.processes import REPO, service_env, spawn, wait_until
 
 
 def test_admin_key_is_generated_once_and_kept_private(tmp_path):

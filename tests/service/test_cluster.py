@@ -26,9 +26,15 @@ from service.redis_cluster import LocalCluster, free_cluster_port
 from service.redis_server import RedisServer
 from service.settings import Settings
 from service.trainer import Trainer
-
-from .conftest import ADMIN, create, drain, make_settings
-from .processes import kill, service_env, start_apis, start_trainer, stop_all, wait_until
+from tests.helpers.factories import ADMIN, create, drain, make_settings
+from tests.helpers.processes import (
+    kill,
+    service_env,
+    start_apis,
+    start_trainer,
+    stop_all,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -313,6 +319,6 @@ def test_a_restarted_master_answers_503_meanwhile_and_recovers(tmp_path):
 
 
 def _body(name: str) -> dict:
-    from .conftest import app_body
+    from tests.helpers.factories import app_body
 
     return app_body(name, rewardWaitTime=600)

@@ -14,9 +14,8 @@ import pytest
 
 from service import logs
 from service.redis_server import free_port
-
-from .conftest import app_body
-from .processes import REPO, service_env, wait_until
+from tests.helpers.factories import app_body
+from tests.helpers.processes import REPO, service_env, wait_until
 
 
 def _json_lines(text: str) -> list[dict]:

@@ -12,9 +12,8 @@ import pytest
 from service import codec, keys
 from service.redis_server import free_port
 from service.trainer import Trainer
-
-from .conftest import ADMIN, create, drain, make_settings
-from .processes import service_env, spawn, wait_until
+from tests.helpers.factories import ADMIN, create, drain, make_settings
+from tests.helpers.processes import service_env, spawn, wait_until
 
 #: a small lambda screens out the noise field quickly (as in MCTSInteractions' doctest)
 MCTS = {"kind": "mcts-is", "params": {"seed": 1, "lambda_": 0.2}}
@@ -272,7 +271,7 @@ def test_real_criteo_records_through_the_api(client, trainer, store):
 
     import pandas as pd
 
-    from ..shared_data import shared_file
+    from tests.helpers.shared_data import shared_file
 
     frame = pd.read_csv(shared_file("criteo_sample.csv.gz"))
     labels = frame.pop("label").tolist()

@@ -8,8 +8,7 @@ import random
 from online.policies.registry import DEFAULT_POLICY_KIND, POLICY_KINDS
 from service import codec
 from service.models import MODEL_KINDS, model_kind
-
-from .conftest import ADMIN, drain
+from tests.helpers.factories import ADMIN, drain
 
 ACTIONS = [f"a{i}" for i in range(5)]
 

@@ -17,9 +17,15 @@ import pytest
 import redis
 
 from service import keys
-
-from .conftest import ADMIN, app_body
-from .processes import kill, service_env, start_apis, start_trainer, stop_all, wait_until
+from tests.helpers.factories import ADMIN, app_body
+from tests.helpers.processes import (
+    kill,
+    service_env,
+    start_apis,
+    start_trainer,
+    stop_all,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 

@@ -19,8 +19,7 @@ from service.redis_client import (
 )
 from service.redis_server import RedisServer, free_port
 from service.settings import Settings
-
-from .conftest import ADMIN, app_body, make_settings
+from tests.helpers.factories import ADMIN, app_body, make_settings
 
 
 def test_a_plain_server_gets_a_plain_client(redis_url):

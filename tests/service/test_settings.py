@@ -2,8 +2,7 @@ from pathlib import Path
 
 from service.records import AppConfig
 from service.settings import Settings, get_settings
-
-from .conftest import make_config
+from tests.helpers.factories import make_config
 
 
 def test_settings_come_from_the_environment(monkeypatch):

@@ -7,8 +7,7 @@ import pytest
 from service import codec, keys
 from service.records import Aggregation, NewDecision
 from service.store import Conflict, NotFound
-
-from .conftest import make_config
+from tests.helpers.factories import make_config
 
 
 def decision(event_id: str, deferred: bool = False) -> NewDecision:

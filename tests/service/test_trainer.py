@@ -7,8 +7,7 @@ import pytest
 from service import codec, keys
 from service.redis_client import connect
 from service.trainer import Trainer
-
-from .conftest import create, drain, make_settings
+from tests.helpers.factories import create, drain, make_settings
 
 
 def decide(client, headers, n, app="shop", **extra):
@@ -106,7 +105,7 @@ def test_sum_aggregation_learns_the_sum_at_the_deadline(client, trainer, store):
 
 
 def test_new_actions_reach_the_learner_and_deleted_apps_are_dropped(client, trainer):
-    from .conftest import ADMIN
+    from tests.helpers.factories import ADMIN
 
     create(client, "shop")
     trainer.refresh_leases()

@@ -1,0 +1,124 @@
+"""Azure Personalizer v1.0 compatibility: the documentation's examples replayed, the feature
+mapping, keys, and the error shape."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from service import codec, keys
+from tests.helpers.factories import ADMIN, create, drain
+
+EXAMPLES = json.loads((Path(__file__).parent / "data" / "personalizer_examples.json").read_text())
+
+
+def subscription(headers: dict) -> dict:
+    """The app's key as Personalizer clients send it."""
+    return {"Ocp-Apim-Subscription-Key": headers["Authorization"].removeprefix("Bearer ")}
+
+
+@pytest.fixture
+def news(client):
+    # an app with no actions of its own: Personalizer clients send them with every rank
+    return subscription(create(client, "news", actions=[]))
+
+
+def _check_rank(answer: dict, request: dict, documented: dict) -> None:
+    assert set(answer) == set(documented)
+    assert answer["eventId"] == documented["eventId"]
+    ids = [a["id"] for a in request["actions"]]
+    excluded = set(request.get("excludedActions") or [])
+    assert sorted(r["id"] for r in answer["ranking"]) == sorted(ids)  # every action, once
+    assert answer["rewardActionId"] in set(ids) - excluded
+    assert answer["ranking"][0]["id"] == answer["rewardActionId"]
+    probability = {r["id"]: r["probability"] for r in answer["ranking"]}
+    assert all(probability[a] == 0.0 for a in excluded)
+    assert math.isclose(sum(probability.values()), 1.0)
+    assert probability[answer["rewardActionId"]] > 0
+
+
+def test_the_documented_examples_replay(client, news, store):
+    for example in EXAMPLES["examples"]:
+        request, documented = example["request"], example["response"]
+        answer = client.request(
+            request["method"], request["path"], json=request.get("body"), headers=news
+        )
+        assert answer.status_code == documented["status"], (example["name"], answer.text)
+        if "body" in documented:
+            _check_rank(answer.json(), request["body"], documented["body"])
+        else:
+            assert answer.content == b""
+    # both events are joined and queued for learning, the deferred one after its activation
+    assert store.redis.xlen(keys.stream("news")) == 2
+
+
+def test_namespaced_features_become_dotted_context_keys(client, news, store):
+    body = EXAMPLES["examples"][2]["request"]["body"]
+    answer = client.post("/personalizer/v1.0/rank", json={**body, "eventId": "e-1"}, headers=news)
+    assert answer.status_code == 201, answer.text
+    record = store.redis.hgetall(keys.decision("news", "e-1"))
+    assert codec.unpack(record[b"context"]) == {
+        "user.profileType": "AnonymousUser",
+        "user.latLong": "47.6,-122.1",
+        "environment.dayOfMonth": "28",
+        "environment.monthOfYear": "8",
+        "environment.weather": "Sunny",
+        "device.mobile": True,
+        "device.windows": True,
+        "recentActivity.itemsInCart": 3,
+    }
+
+
+def test_rank_reward_learns_through_the_trainer(client, news, trainer, store):
+    body = {"contextFeatures": [{"user": {"tier": "pro"}}], "actions": [{"id": "x"}, {"id": "y"}]}
+    for i in range(30):
+        answer = client.post(
+            "/personalizer/v1.0/rank", json={**body, "eventId": f"ev{i}"}, headers=news
+        )
+        assert answer.status_code == 201
+        reward = client.post(
+            f"/personalizer/v1.0/events/ev{i}/reward", json={"value": 1.0}, headers=news
+        )
+        assert reward.status_code == 204
+    drain(trainer)
+    assert store.snapshot_info("news").events_learned == 30
+
+
+def test_keys_and_errors_in_personalizers_shape(client, news):
+    body = {"actions": [{"id": "x"}]}
+    missing = client.post("/personalizer/v1.0/rank", json=body)
+    assert missing.status_code == 401 and missing.json()["error"]["code"] == "Unauthorized"
+    admin = {"Ocp-Apim-Subscription-Key": ADMIN["Authorization"].removeprefix("Bearer ")}
+    assert client.post("/personalizer/v1.0/rank", json=body, headers=admin).status_code == 401
+    bearer = {"Authorization": "Bearer " + news["Ocp-Apim-Subscription-Key"]}
+    assert client.post("/personalizer/v1.0/rank", json=body, headers=bearer).status_code == 201
+    bad = client.post("/personalizer/v1.0/rank", json={"actions": []}, headers=news)
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "BadRequest"
+    assert "actions" in bad.json()["error"]["message"]
+    unknown = client.post("/personalizer/v1.0/events/nope/reward", json={"value": 1}, headers=news)
+    assert unknown.status_code == 404 and "nope" in unknown.json()["error"]["message"]
+    deep = {"contextFeatures": [{"a": {"b": {"c": {"d": {"e": 1}}}}}], "actions": [{"id": "x"}]}
+    answer = client.post("/personalizer/v1.0/rank", json=deep, headers=news)
+    assert answer.status_code == 400 and "deeper" in answer.json()["error"]["message"]
+    assert answer.json()["error"]["code"] == "InvalidRankRequest"
+    twice = {"contextFeatures": [{"a": 1}, {"a": 2}], "actions": [{"id": "x"}]}
+    assert client.post("/personalizer/v1.0/rank", json=twice, headers=news).status_code == 400
+
+
+def test_activate_is_idempotent_and_reward_needs_activation(client, news, store):
+    body = {"actions": [{"id": "x"}, {"id": "y"}], "eventId": "d1", "deferActivation": True}
+    assert client.post("/personalizer/v1.0/rank", json=body, headers=news).status_code == 201
+    # Personalizer ignored the reward of an event not activated (204): so does Grove
+    early = client.post("/personalizer/v1.0/events/d1/reward", json={"value": 1}, headers=news)
+    assert early.status_code == 204
+    assert store.redis.xlen(keys.stream("news")) == 0
+    for _ in range(2):
+        answer = client.post("/personalizer/v1.0/events/d1/activate", headers=news)
+        assert answer.status_code == 204
+    assert (
+        client.post(
+            "/personalizer/v1.0/events/d1/reward", json={"value": 1}, headers=news
+        ).status_code
+        == 204
+    )
