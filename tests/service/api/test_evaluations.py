@@ -231,7 +231,7 @@ def test_bad_candidate_changes_are_4xx_naming_the_problem(client, body, status, 
     assert says in answer.text
     figures = _evaluations(client, "ads")  # all or nothing: the app is as it was
     assert [c["name"] for c in figures["candidates"]] == ["bandit-forest", "linucb"]
-    assert figures["serving"] == "bandit-forest" and figures["floor"] == 0.1
+    assert figures["serving"] == "bandit-forest" and figures["floor"] == 0.01
 
 
 def test_candidate_changes_need_the_admin_key_and_an_auto_app(client):
