@@ -160,6 +160,20 @@ def test_trainers_share_the_apps_in_process(api, settings):
     b.shutdown()
 
 
+def _wait_learned(api: TestClient, n: int, trainers: list, logs: list) -> None:
+    """Every app has learned ``n`` events; on a time-out (or a trainer that died) the error
+    shows each app's count (more than ``n`` would be an event learned twice) and the trainers'
+    logs."""
+    try:
+        for proc, log in zip(trainers, logs):
+            wait_until(lambda: all(learned(api, a) == n for a in APPS), proc, log, timeout=90,
+                       what=f"{n} events learned per app")
+    except AssertionError as exc:
+        counts = {a: learned(api, a) for a in APPS}
+        tails = "\n".join(f"--- {log.name}\n{log.read_text()[-2000:]}" for log in logs)
+        raise AssertionError(f"{exc}\nlearned: {counts}\n{tails}") from None
+
+
 def lease_owners(client, names: list[str]) -> dict[str, str | None]:
     return {n: (v.decode() if (v := client.get(keys.lease(n))) else None) for n in names}
 
@@ -180,7 +194,7 @@ def test_two_trainers_share_apps_and_one_killed_is_taken_over(api, settings, clu
         wait_until(shared, trainers[0], logs[0], timeout=90, what="apps shared 3 / 3")
         for name in APPS:
             decide_and_reward(api, headers[name], name, 10)
-        wait_until(lambda: all(learned(api, n) == 10 for n in APPS), timeout=90, what="learned")
+        _wait_learned(api, 10, trainers, logs)
 
         kill(trainers[0], signal.SIGKILL)
         survivor = str(trainers[1].pid)
@@ -192,7 +206,7 @@ def test_two_trainers_share_apps_and_one_killed_is_taken_over(api, settings, clu
         wait_until(taken_over, trainers[1], logs[1], timeout=90, what="take-over")
         for name in APPS:
             decide_and_reward(api, headers[name], name, 10, start=10)
-        wait_until(lambda: all(learned(api, n) == 20 for n in APPS), timeout=90, what="learned")
+        _wait_learned(api, 20, trainers[1:], logs[1:])
         time.sleep(1.0)  # and not more: nothing the dead trainer had read is learned twice
         assert all(learned(api, n) == 20 for n in APPS)
     finally:
