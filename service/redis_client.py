@@ -197,6 +197,18 @@ def connect_async(settings: Settings, url: str | None = None):
         return Deferred(lambda: _build_async(settings, url), AsyncScript)
 
 
+def connect_scripts(settings: Settings, aio):
+    """What the API's request-path scripts run on: a :class:`service.redis_pipe.ScriptPipe`
+    (one pipelined connection, a fraction of redis-py's CPU per call) when ``aio`` is a plain
+    Redis; None for a cluster (redis-py's cluster client follows the slots) or a Redis that was
+    down when ``aio`` was built (whether it is a cluster is not known yet: redis-py's client)."""
+    from service.redis_pipe import ScriptPipe
+
+    if isinstance(aio, redis.asyncio.Redis):
+        return ScriptPipe(_require_url(settings, None), connect_timeout=settings.redis_timeout)
+    return None
+
+
 def jobs_url(settings: Settings) -> str:
     """The Redis of the batch-job queue: ``GROVE_JOB_REDIS_URL``, else ``REDIS_URL``."""
     return _require_url(settings, settings.job_redis_url)

@@ -78,13 +78,16 @@ T = TypeVar("T")
 class Store:
     """Grove's records in one Redis (or one Redis Cluster: an app's keys share a slot)."""
 
-    def __init__(self, client: redis.Redis, settings: Settings, aio=None):
+    def __init__(self, client: redis.Redis, settings: Settings, aio=None, aio_scripts=None):
         self.redis = client
         self.settings = settings
         self.scripts = Scripts(client)
         #: asyncio client of the same Redis (API processes: the decide/reward path, no thread)
         self.aio = aio
-        self.ascripts = Scripts(aio) if aio is not None else None
+        #: the request path's scripts: on ``aio_scripts`` (a :class:`service.redis_pipe.
+        #: ScriptPipe`, the plain Redis's pipelined connection) if given, else on ``aio``
+        scripts_on = aio_scripts if aio_scripts is not None else aio
+        self.ascripts = Scripts(scripts_on) if scripts_on is not None else None
 
     async def bounded(self, call: Awaitable[T]) -> T:
         """``call`` on the asyncio client, failing like a socket timeout after

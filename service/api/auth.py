@@ -8,6 +8,7 @@ otherwise (the same 401 for a missing app and a wrong key, so app names cannot b
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 from collections.abc import Callable
@@ -28,8 +29,13 @@ def same_key(key: str, expected_hash: str) -> bool:
     return hmac.compare_digest(hash_key(key), expected_hash)
 
 
+@functools.lru_cache(maxsize=4)
+def _admin_hash(admin_key: str) -> str:
+    return hash_key(admin_key)
+
+
 def is_admin(key: str, settings: Settings) -> bool:
-    return bool(settings.admin_key) and same_key(key, hash_key(settings.admin_key))
+    return bool(settings.admin_key) and same_key(key, _admin_hash(settings.admin_key))
 
 
 def authorized(

@@ -3,25 +3,30 @@ called without FastAPI's per-request machinery.
 
 Profiled under wrk, FastAPI's routing, dependency resolution and body handling cost an API
 process more CPU per decide than the decide itself (the use case, its Redis script and the
-model; see bench/http/README.md). This ASGI middleware serves the two routes of the online
-loop directly: it matches the path, reads the body, validates it with the route's own pydantic
+model; see bench/http/README.md). :class:`FastRoutes` wraps the whole middleware stack of the
+app (:class:`GroveAPI`) and serves the two routes of the online loop directly: it matches the
+path, reads the body (within ``GROVE_MAX_BODY``), validates it with the route's own pydantic
 model, builds the route's own dependencies (:class:`service.api.usecases.Caller`, the
-process's :class:`~service.api.usecases.Services`) and awaits the route function of
-:mod:`service.api.routes.decisions`, whose answer it sends.
+process's :class:`~service.api.usecases.Services`), awaits the route function of
+:mod:`service.api.routes.decisions`, sends its answer and counts it in the metrics as the
+metrics middleware would.
 
-Anything unusual goes to FastAPI unchanged, with the body it has read, so that every error
-answer stays FastAPI's own: a malformed or invalid body, a missing or non-Bearer key, an app
-name outside the pattern, another method. Errors of the use case (401/403/404/409/422, Redis
-unavailable, ...) are answered by the app's registered exception handlers, as FastAPI would.
+Anything unusual goes to the app's stack unchanged, with the body it has read, so that every
+error answer stays the app's own: a body over the limit (its 413), a malformed or invalid body,
+a missing or non-Bearer key, an app name outside the pattern, another method. Errors of the use
+case (401/403/404/409/422, Redis unavailable, ...) are answered by the app's registered
+exception handlers, as FastAPI would.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from fastapi import FastAPI
 from pydantic import BaseModel, ValidationError
 from starlette._exception_handler import _lookup_exception_handler
 from starlette.requests import Request
@@ -39,12 +44,17 @@ _PATH = re.compile(r"^/apps/([^/]+)/(decide|reward)$")
 _APP = re.compile(APP_NAME)
 
 
-def _bearer(scope: dict) -> str | None:
+def _bearer(scope: dict, limit: int) -> str | None:
+    """The Bearer key of the request; None without one or with a declared body over ``limit``
+    (the stack refuses it, 413, before reading it)."""
+    key = None
     for name, value in scope["headers"]:
         if name == b"authorization":
             scheme, _, key = value.decode("latin-1").partition(" ")
-            return key.strip() or None if scheme.lower() == "bearer" else None
-    return None
+            key = key.strip() or None if scheme.lower() == "bearer" else None
+        elif name == b"content-length" and (not value.isdigit() or int(value) > limit):
+            return None
+    return key
 
 
 @dataclass(frozen=True)
@@ -55,56 +65,71 @@ class _Served:
     path: str
 
 
-class FastRoutes:
-    """Serves decide and reward before FastAPI's router (see the module doc)."""
+class GroveAPI(FastAPI):
+    """FastAPI with :class:`FastRoutes` outside its middleware stack (see the module doc)."""
 
-    def __init__(self, app) -> None:
-        self.app = app
+    def build_middleware_stack(self):
+        return FastRoutes(super().build_middleware_stack(), self)
+
+
+class FastRoutes:
+    """Serves decide and reward before the app's stack (see the module doc)."""
+
+    def __init__(self, stack, api: FastAPI) -> None:
+        self.stack = stack
+        self.api = api
 
     async def __call__(self, scope, receive, send):
         match = None
         if scope["type"] == "http" and scope["method"] == "POST":
             match = _PATH.match(scope["path"])
-        key = _bearer(scope) if match else None
+        limit = self.api.state.settings.max_body
+        key = _bearer(scope, limit) if match else None
         if match is None or key is None or not _APP.match(match.group(1)):
-            return await self.app(scope, receive, send)
-        chunks = []
+            return await self.stack(scope, receive, send)
+        start = time.perf_counter()
+        chunks, seen = [], 0
         while True:
             message = await receive()
             if message["type"] != "http.request":  # the client went away
                 return None
-            chunks.append(message.get("body", b""))
+            chunks.append(message)
+            seen += len(message.get("body", b""))
+            if seen > limit:  # the stack's body limit refuses it
+                return await self.stack(scope, _replay(chunks, receive), send)
             if not message.get("more_body", False):
                 break
-        body = b"".join(chunks)
+        body = b"".join(m.get("body", b"") for m in chunks)
         model, route, template = _ROUTES[match.group(2)]
         try:
             parsed = model.model_validate_json(body)
         except ValidationError:  # FastAPI answers it, in its own words
-            return await self.app(scope, _replay(body, receive), send)
-        app = scope["app"]
+            return await self.stack(scope, _replay(chunks, receive), send)
+        api = self.api
+        scope["app"] = api
         scope["route"] = _Served(template)
         scope["path_params"] = {"app": match.group(1)}
         try:
-            response = await route(parsed, Caller(key, match.group(1)), app.state.services)
+            response = await route(parsed, Caller(key, match.group(1)), api.state.services)
         except Exception as exc:
-            handler = _lookup_exception_handler(app.exception_handlers, exc)
+            handler = _lookup_exception_handler(api.exception_handlers, exc)
             if handler is None:
                 raise
             response = await handler(Request(scope, receive), exc)
         await response(scope, receive, send)
+        metrics = getattr(api.state, "metrics", None)
+        if metrics is not None:
+            metrics.note(template, response.status_code, time.perf_counter() - start)
         return None
 
 
-def _replay(body: bytes, receive):
-    """``receive`` that first gives back the body already read."""
-    given = False
+def _replay(messages: list[dict], receive):
+    """``receive`` that first gives back the messages already read."""
+    pending = list(messages)
 
     async def replayed():
-        nonlocal given
-        if not given:
-            given = True
-            return {"type": "http.request", "body": body, "more_body": False}
+        if pending:
+            return pending.pop(0)
         return await receive()
 
     return replayed

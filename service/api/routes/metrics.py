@@ -141,6 +141,27 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(AppCollector(store))
+        self._children: dict[tuple[str, int], tuple] = {}
+
+    def note(self, path: str, status: int, elapsed: float) -> None:
+        """One answered request: its route template, status and seconds."""
+        children = self._children.get((path, status))
+        if children is None:  # labelled children, looked up once per (route, status)
+            operation = _OPERATIONS.get(path)
+            children = self._children[(path, status)] = (
+                self.latency.labels(path),
+                self.requests.labels(path, str(status)),
+                self.errors.labels(str(status)) if status >= 400 else None,
+                self.operations.labels(operation)
+                if operation is not None and status < 400 else None,
+            )
+        latency, requests, errors, operation = children
+        latency.observe(elapsed)
+        requests.inc()
+        if errors is not None:
+            errors.inc()
+        if operation is not None:
+            operation.observe(elapsed)
 
 
 class MetricsMiddleware:
@@ -167,14 +188,7 @@ class MetricsMiddleware:
             if metrics is not None:
                 # the route template (/apps/{app}/decide), set in this scope by the router
                 path = getattr(scope.get("route"), "path", "unmatched")
-                elapsed = time.perf_counter() - start
-                metrics.latency.labels(path).observe(elapsed)
-                metrics.requests.labels(path, str(status)).inc()
-                if status >= 400:
-                    metrics.errors.labels(str(status)).inc()
-                operation = _OPERATIONS.get(path)
-                if operation is not None and status < 400:
-                    metrics.operations.labels(operation).observe(elapsed)
+                metrics.note(path, status, time.perf_counter() - start)
 
 
 @router.get("/metrics", include_in_schema=False)
