@@ -339,6 +339,15 @@ def main(argv: list[str] | None = None) -> int:
                       f"{line['grove_rps']:11.0f} {line['rps_ratio']:5.2f}x "
                       f"{line['bare_p99_ms']:7.1f}ms {line['grove_p99_ms']:7.1f}ms "
                       f"{line['p99_ratio']:8.2f}x {pace}")
+    base = min(args.actions)
+    for line in summary:  # the target: decide latency with many actions <= 2x
+        if line["actions"] != base and line["mode"] == "decide":
+            ref = next(x for x in summary if x["actions"] == base and x["mode"] == "decide"
+                       and x["conns"] == line["conns"])
+            line["p50_vs_fewest_actions"] = line["grove_p50_ms"] / ref["grove_p50_ms"]
+            print(f"decide p50 with {line['actions']} actions / with {base}, {line['conns']} "
+                  f"connections: {line['grove_p50_ms']:.1f} / {ref['grove_p50_ms']:.1f} ms = "
+                  f"{line['p50_vs_fewest_actions']:.2f}x")
     for n, (spent, lag, learned) in caught_up.items():
         print(f"{n} actions: trainer lag {lag} after {spent:.1f}s of waiting "
               f"({learned} events learned in all)")

@@ -34,8 +34,10 @@ class ForestDecisions:
             xb, self._kernel_forest(), known, self.voting == "all-finished", probs, drawn, order,
             paths)
         # learn_one(x) right after (the usual pair) reuses this encoding if x is unchanged, and
-        # the trees' paths for x if nothing was learned in between (the trees are the same)
-        self._encoded = (dict(x), xb, paths, self._n_learned) if complete else None
+        # the trees' paths for x if nothing was learned in between (the trees are the same); a
+        # serving copy (restored without statistics) never learns: nothing to keep
+        learns = self._store.has_statistics
+        self._encoded = (dict(x), xb, paths, self._n_learned) if complete and learns else None
         rng = self._rng_decide
         explored = share == 1.0 or (share > 0.0 and rng.random() < share)
         if explored:  # uniform among the pool (positions in candidate order)
@@ -44,7 +46,8 @@ class ForestDecisions:
             j = winner
         decision = Decision(candidates[j], float(probs[j]), None, explored,
                             _ranking=(candidates, probs, order))
-        self._last_decision = decision
+        if learns:
+            self._last_decision = decision
         return decision
 
     def predict_one(self, x: dict, actions: Iterable | None = None, excluded: Iterable = ()):
