@@ -46,7 +46,11 @@ class Decision:
     @property
     def ranking(self) -> list[tuple[Hashable, float]]:
         """(action, probability) pairs, most probable first."""
-        return list(self.probabilities.items())
+        if self._probabilities is None:  # from the arrays, without the dict (no Python loop)
+            order = self._order.tolist()
+            return list(zip(map(self._candidates.__getitem__, order),
+                            self._probs[self._order].tolist()))
+        return list(self._probabilities.items())
 
     def __eq__(self, other):
         if not isinstance(other, Decision):
