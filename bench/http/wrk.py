@@ -87,7 +87,7 @@ def run_wrk(url: str, env: dict, conns: int, seconds: float) -> dict:
 class Bench:
     """The processes of one run and the apps it created."""
 
-    def __init__(self, work: Path, trees: int):
+    def __init__(self, work: Path, trees: int, extra_env: dict | None = None):
         from service.redis_server import RedisServer
 
         self.work, self.trees = work, trees
@@ -98,6 +98,7 @@ class Bench:
             "GROVE_ADMIN_KEY": ADMIN_KEY,
             "GROVE_ACCESS_LOG": "false",
             "PYTHONPATH": str(ROOT),
+            **(extra_env or {}),
         }
         self.procs: dict[str, subprocess.Popen] = {}
         self.procs["trainer"] = _start(
