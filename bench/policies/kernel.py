@@ -30,8 +30,14 @@ from bench.common.paths import OUT
 from bench.common.streams import BanditStream
 from bench.policies.compare import load
 from bench.policies.speed import SparseTreesPlayer
-from online.policies.tree_arrays import (CATEGORICAL_MASK, DEFAULT_LEFT_MASK, MISSING_NAN,
-                                         MISSING_ZERO, ZERO_THRESHOLD, CompiledEnsemble)
+from online.policies.tree_arrays import (
+    CATEGORICAL_MASK,
+    DEFAULT_LEFT_MASK,
+    MISSING_NAN,
+    MISSING_ZERO,
+    ZERO_THRESHOLD,
+    CompiledEnsemble,
+)
 from online.policies.trees import TreeEnsemblePolicy
 
 

@@ -201,28 +201,30 @@ def parse_lightgbm(model_string: str) -> CompiledEnsemble:
 
 # -- the kernel's layout ---------------------------------------------------------------------------
 #
-# Deciding is a walk down 26 x 100 trees (Letter: 155k nodes, 5 MB, beyond L2), ~5 steps each,
-# every step a load that depends on the one before: the old kernel (one tree at a time, LightGBM's
-# node order, threshold and leaf value in their own arrays) spent ~60 cycles a step waiting for
-# memory. The packed layout makes a step one 16-byte record and a compare:
+# Deciding walks 26 x 100 trees (Letter: 155k nodes + 157k leaves), ~5 steps each. The old kernel
+# (LightGBM's node order; node rows, thresholds and leaf values in three arrays: 5 MB) read ~8k
+# cache lines per decision out of a set that does not stay in L2 from one decision to the next
+# (a 2 MB L2 here): most of its time was waiting for memory. The packed layout halves that:
 #
-# - one record per node *and* per leaf, each tree's in depth-first order (a node's left child is
-#   the next record, its right child ``right`` records further), so a walk reads forward;
-# - a numerical node's missing-value rule is folded into which copy of ``x`` it reads: the kernel
-#   builds five copies per call (NaN kept, NaN -> -inf, NaN -> 0, "zero" -> NaN, "zero" -> -inf,
-#   see ``_VIEWS``) so that every rule of ``Tree::NumericalDecision`` becomes ``v <= threshold``
+# - one 8-byte word per node *and* per leaf, each tree's in depth-first order: a node's left child
+#   is the next word, its right child ``right`` words further; a leaf's word is its value;
+# - a node's word: the slot of x it reads (bits 0-19), its threshold's index in ``thresholds``
+#   (the ensemble's distinct thresholds, a table that stays in L1; bits 20-43), ``right``
+#   (bits 44-61), whether the left / right child is a leaf (bits 62 / 63);
+# - a numerical node's missing-value rule is folded into the slot it reads: the kernel builds five
+#   copies of x per call (NaN kept, NaN -> -inf, NaN -> 0, "zero" -> NaN, "zero" -> -inf, see
+#   ``_VIEWS``) so that every rule of ``Tree::NumericalDecision`` becomes ``v <= threshold``
 #   (NaN compares false: right; -inf compares true: left);
-# - a leaf is a record that reads an always-NaN slot with ``right = 0``: it loops on itself, and
-#   its ``threshold`` is the leaf value;
-# - ``K`` trees of a model are walked together, one step of each in turn, so that their loads
-#   overlap; their leaves are added in tree order (bit-identical sums);
-# - a categorical node (or any node the compare cannot express) has ``feature = -1`` and its
-#   global node index in ``threshold``: the kernel decides it with LightGBM's rule on the
-#   flat arrays.
+# - a categorical node (or one whose threshold is NaN) reads the slot ``SPECIAL``, and its node
+#   index in the flat arrays in place of the threshold's: LightGBM's rule on the flat arrays;
+# - ``K`` trees of a model are walked together, one step of each in turn (their loads overlap);
+#   their leaves are added in tree order, so that sums are bit-identical to the tree-by-tree sum.
 
-RECORD = np.dtype([("threshold", np.float64), ("feature", np.int32), ("right", np.int32)])
-K = 8  # trees walked together
-# x's copy read by a numerical node, by (missing type, default left): index into the copies
+K = 4  # trees walked together
+SLOT_BITS, INDEX_BITS, RIGHT_BITS = 20, 24, 18
+SPECIAL = (1 << SLOT_BITS) - 1
+LEFT_LEAF, RIGHT_LEAF = np.uint64(1 << 62), np.uint64(1 << 63)
+# the copy of x a numerical node reads, by (missing type, default left)
 _VIEWS = {(MISSING_NONE, False): 2, (MISSING_NONE, True): 2, (MISSING_NAN, False): 0,
           (MISSING_NAN, True): 1, (MISSING_ZERO, False): 3, (MISSING_ZERO, True): 4}
 N_VIEWS = 5
@@ -232,10 +234,12 @@ class Packed(NamedTuple):
     """``CompiledEnsemble``'s arrays as the kernel reads them (see the comment above)."""
 
     model_trees: np.ndarray  # int64 (n_models + 1)
-    roots: np.ndarray  # int64 (n_trees + 1): record of each tree's root; the last: a 0.0 leaf
-    records: np.ndarray  # RECORD (n_nodes + n_leaves + 1)
-    n_features: int  # columns of each copy of x (the last slot of the copies is NaN)
-    feature: np.ndarray  # the flat arrays, for the nodes with feature = -1
+    roots: np.ndarray  # int64 (n_trees): each tree's first word (~word: a single leaf)
+    words: np.ndarray  # uint64 (n_nodes + n_leaves + 1); the last: a node that loops on itself
+    values: np.ndarray  # float64 view of words (the leaves' values)
+    thresholds: np.ndarray  # float64: the distinct thresholds
+    n_features: int  # columns of each copy of x (the copies are followed by a NaN slot)
+    feature: np.ndarray  # the flat arrays, for the SPECIAL nodes
     threshold: np.ndarray
     decision_type: np.ndarray
     cat_row: np.ndarray  # int64 (n_nodes): the node's row of cat_boundaries (-1: numerical)
@@ -246,62 +250,72 @@ class Packed(NamedTuple):
 def pack(e: CompiledEnsemble) -> Packed:
     """The kernel's layout of ``e``'s arrays."""
     n_features = int(e.feature.max()) + 1 if len(e.feature) else 0
-    n_records = len(e.feature) + len(e.leaf_value) + 1
-    threshold, feature, right = np.empty(n_records), np.empty(n_records, np.int32), \
-        np.empty(n_records, np.int32)
-    roots = np.empty(e.n_trees + 1, np.int64)
-    cat_row = np.full(len(e.feature), -1, np.int64)
-    view = np.full(16, -1, np.int32)  # decision_type >> 1 (default left, missing type) -> copy
+    n_words = len(e.feature) + len(e.leaf_value) + 1
+    numerical = (e.decision_type & CATEGORICAL_MASK) == 0
+    thresholds = np.unique(np.concatenate([e.threshold[numerical & ~np.isnan(e.threshold)],
+                                           [0.0]]))
+    index = np.searchsorted(thresholds, e.threshold)
+    if (N_VIEWS * n_features >= SPECIAL or max(len(thresholds), len(e.feature)) >= 1 << INDEX_BITS
+            or int(np.diff(e.tree_nodes).max(initial=0)) * 2 >= 1 << RIGHT_BITS):
+        raise ValueError(f"an ensemble too large for the kernel's words: {n_features} "
+                         f"features, {len(e.feature)} nodes")
+    view = np.full(8, -1, np.int64)  # (decision_type >> 1) & 7 = missing type, default left
     for (missing, left), v in _VIEWS.items():
         view[(missing << 1) | left] = v
+    words = np.empty(n_words, np.uint64)
+    roots = np.empty(e.n_trees, np.int64)
+    cat_row = np.full(len(e.feature), -1, np.int64)
     _lay_out(e.tree_nodes, e.tree_leaves, e.tree_cats, e.feature, e.threshold, e.decision_type,
-             e.left, e.right, e.leaf_value, view, n_features, (threshold, feature, right),
-             roots, cat_row)
-    records = np.empty(n_records, RECORD)
-    records["threshold"], records["feature"], records["right"] = threshold, feature, right
-    return Packed(e.model_trees, roots, records, n_features, e.feature, e.threshold,
-                  e.decision_type, cat_row, e.cat_boundaries, e.cat_threshold)
+             e.left, e.right, e.leaf_value, index, view, n_features, words,
+             words.view(np.float64), roots, cat_row)
+    return Packed(e.model_trees, roots, words, words.view(np.float64), thresholds, n_features,
+                  e.feature, e.threshold, e.decision_type, cat_row, e.cat_boundaries,
+                  e.cat_threshold)
 
 
 @numba.njit(cache=True)
 def _lay_out(tree_nodes, tree_leaves, tree_cats, feature, threshold, decision_type, left, right,
-             leaf_value, view, n_features, out, roots, cat_row):
-    """Fill ``out`` (threshold, feature, right of each record), ``roots`` and ``cat_row``."""
-    r_thr, r_feat, r_right = out
-    nan_slot = N_VIEWS * n_features
-    stack = np.empty(feature.shape[0] + 2, np.int64)
+             leaf_value, index, view, n_features, words, values, roots, cat_row):
+    """Fill ``words`` (and ``values``, the same memory), ``roots`` and ``cat_row``."""
+    stack = np.empty(feature.shape[0] + 2, np.int64)  # child codes: c >= 0 node, c < 0 leaf ~c
     parent = np.empty_like(stack)
     pos = 0
     for t in range(tree_nodes.shape[0] - 1):
         n0, l0 = tree_nodes[t], tree_leaves[t]
-        roots[t] = pos
-        # a child code c >= 0 is node c of the tree, c < 0 the leaf ~c; a single-leaf tree is ~0
+        single = tree_nodes[t + 1] == n0
+        roots[t] = ~pos if single else pos
         top = 0
-        stack[0], parent[0] = (0 if tree_nodes[t + 1] > n0 else -1), -1
+        stack[0], parent[0] = (-1 if single else 0), -1
         while top >= 0:
             c, p = stack[top], parent[top]
             top -= 1
-            if p >= 0 and pos != p + 1:  # a right child: the parent jumps here
-                r_right[p] = pos - p
+            if p >= 0:
+                if pos == p + 1:
+                    if c < 0:
+                        words[p] |= LEFT_LEAF
+                else:
+                    words[p] |= np.uint64(pos - p) << np.uint64(SLOT_BITS + INDEX_BITS)
+                    if c < 0:
+                        words[p] |= RIGHT_LEAF
             if c < 0:
-                r_thr[pos], r_feat[pos], r_right[pos] = leaf_value[l0 + ~c], nan_slot, 0
+                values[pos] = leaf_value[l0 + ~c]
             else:
                 i = n0 + c
                 d = decision_type[i]
-                v = view[(d >> 1) & 15] if (d & CATEGORICAL_MASK) == 0 else -1
+                v = view[(d >> 1) & 7] if (d & CATEGORICAL_MASK) == 0 else -1
                 if v < 0 or np.isnan(threshold[i]):
-                    r_thr[pos], r_feat[pos] = np.float64(i), -1
+                    slot, key = SPECIAL, i
                     if d & CATEGORICAL_MASK:
                         cat_row[i] = tree_cats[t] + np.int64(threshold[i])
                 else:
-                    r_thr[pos], r_feat[pos] = threshold[i], v * n_features + feature[i]
+                    slot, key = v * n_features + feature[i], index[i]
+                words[pos] = np.uint64(slot) | (np.uint64(key) << np.uint64(SLOT_BITS))
                 stack[top + 1], parent[top + 1] = right[i], pos
                 stack[top + 2], parent[top + 2] = left[i], pos
                 top += 2
             pos += 1
-    # the last record: a 0.0 leaf, for the walk's unused lanes
-    roots[-1] = pos
-    r_thr[pos], r_feat[pos], r_right[pos] = 0.0, nan_slot, 0
+    # the last word: a node that reads the NaN slot (goes right) with right = 0: it loops
+    words[pos] = np.uint64(N_VIEWS * n_features)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -335,8 +349,9 @@ def score_models(x, models, packed, out):
     """out[j] = sum of model ``models[j]``'s trees at ``x`` (0 for ``models[j] < 0``).
 
     ``packed``: ``CompiledEnsemble``'s ``Packed`` layout."""
-    model_trees, roots, records = packed.model_trees, packed.roots, packed.records
-    n_f = packed.n_features
+    model_trees, roots, words, values = packed.model_trees, packed.roots, packed.words, \
+        packed.values
+    thresholds, n_f = packed.thresholds, packed.n_features
     feature, threshold, decision_type = packed.feature, packed.threshold, packed.decision_type
     cat_row, cat_b, cat_t = packed.cat_row, packed.cat_boundaries, packed.cat_threshold
     # the copies of x (see _VIEWS), then one NaN slot
@@ -351,8 +366,12 @@ def score_models(x, models, packed, out):
         xs[3 * n_f + f] = np.nan if zero else v
         xs[4 * n_f + f] = -np.inf if zero else v
     xs[N_VIEWS * n_f] = np.nan
-    pad = roots[roots.shape[0] - 1]
-    cur = np.empty(K, np.int64)
+    loop = words.shape[0] - 1
+    slot_mask, index_mask = np.uint64(SPECIAL), np.uint64((1 << INDEX_BITS) - 1)
+    right_mask = np.uint64((1 << RIGHT_BITS) - 1)
+    index_shift, right_shift = np.uint64(SLOT_BITS), np.uint64(SLOT_BITS + INDEX_BITS)
+    cur = np.empty(K, np.int64)  # each lane's node (``loop`` once it has reached its leaf)
+    leaf = np.empty(K, np.int64)
     for j in range(models.shape[0]):
         m = models[j]
         s = 0.0
@@ -360,24 +379,34 @@ def score_models(x, models, packed, out):
             t, t1 = model_trees[m], model_trees[m + 1]
             while t < t1:
                 n_k = min(K, t1 - t)
-                for k in range(K):
-                    cur[k] = roots[t + k] if k < n_k else pad
-                moved = True
-                while moved:
-                    moved = False
-                    for k in range(K):
-                        n = cur[k]
-                        f = records[n].feature
-                        if f >= 0:
-                            go_left = xs[f] <= records[n].threshold
+                done = K
+                for q in range(K):
+                    r = roots[t + q] if q < n_k else ~loop
+                    leaf[q] = 0
+                    if r >= 0:
+                        cur[q], done = r, done - 1
+                    else:
+                        cur[q], leaf[q] = loop, ~r
+                while done < K:
+                    for q in range(K):
+                        n = cur[q]
+                        w = words[n]
+                        slot = np.int64(w & slot_mask)
+                        if slot != SPECIAL:
+                            go_left = xs[slot] <= thresholds[(w >> index_shift) & index_mask]
                         else:
                             go_left = _flat_decision(
-                                x, np.int64(records[n].threshold), feature, threshold,
-                                decision_type, cat_row, cat_b, cat_t)
-                        step = 1 if go_left else records[n].right
-                        moved |= step != 0
-                        cur[k] = n + step
-                for k in range(n_k):
-                    s += records[cur[k]].threshold
+                                x, np.int64((w >> index_shift) & index_mask), feature,
+                                threshold, decision_type, cat_row, cat_b, cat_t)
+                        # branch-free (a mispredicted branch would flush the other lanes'
+                        # loads): left is the next word, right ``right`` words on
+                        g = np.int64(go_left)
+                        child = n + g + (1 - g) * np.int64((w >> right_shift) & right_mask)
+                        at_leaf = np.int64((w >> np.uint64(63 - g)) & np.uint64(1))
+                        leaf[q] += at_leaf * (child - leaf[q])
+                        cur[q] = child + at_leaf * (loop - child)
+                        done += at_leaf
+                for q in range(n_k):
+                    s += values[leaf[q]]
                 t += n_k
         out[j] = s
