@@ -7,9 +7,10 @@ side by side on a trained policy's ensemble.
    (scratch, delete it to retrain).
 2. Kernel alone: for ``--contexts`` contexts of the stream (encoded once), the old kernel
    (``score_models_v1`` below: one tree at a time on LightGBM's node order, the threshold and
-   the leaf value in their own arrays) and the new one score all actions, alternating which
-   goes first; each call timed in the thread's CPU time (``thread_time_ns``). Their outputs must
-   be bit-identical (checked on every context).
+   the leaf value in their own arrays) and the new one score all actions, in turns of one
+   context (each call finds the caches filled by the other kernel's arrays) and of 1,000
+   contexts (each kernel keeps the caches to itself); each call timed in the thread's CPU time
+   (``thread_time_ns``). Their outputs must be bit-identical (checked).
 3. Decide latency: ``policy.decide`` among all actions, as ``bench.policies.speed`` measures it,
    with the ensemble's ``predict`` swapped between the old kernel and the new one, alternating.
 
@@ -119,8 +120,10 @@ def percentiles(ns) -> dict:
     return {f"p{q}": float(np.percentile(ns, q)) / 1e3 for q in (50, 99, 99.9)}
 
 
-def kernel_alone(policy, contexts) -> dict:
-    """CPU time (us) of one call of each kernel per context, alternating which goes first."""
+def kernel_alone(policy, contexts, block: int = 1) -> dict:
+    """CPU time (us) of one call of each kernel per context: in turns of ``block`` contexts
+    (block 1: old and new on the same context, alternating which goes first, each evicting the
+    other's arrays from the caches; block 1000: each kernel keeps the caches for 1,000 calls)."""
     e = policy._ensemble
     models = policy._candidates(None, ())[1]
     models = np.where(models < e.n_models, models, -1)
@@ -142,13 +145,13 @@ def kernel_alone(policy, contexts) -> dict:
     for x in xs[:200]:  # compile and warm
         old(x), new(x)
     t_old, t_new = np.empty(len(xs)), np.empty(len(xs))
-    for i, x in enumerate(xs):
-        if i % 2:
-            t_old[i], t_new[i] = old(x), new(x)
-        else:
-            t_new[i], t_old[i] = new(x), old(x)
-        if not np.array_equal(a, b):
-            raise AssertionError(f"context {i}: old {a} != new {b}")
+    for lo in range(0, len(xs), block):
+        turns = ((t_old, old), (t_new, new)) if (lo // block) % 2 else ((t_new, new), (t_old, old))
+        for times, kernel in turns:
+            for i in range(lo, min(lo + block, len(xs))):
+                times[i] = kernel(xs[i])
+        if not np.array_equal(a, b):  # both scored the block's last context
+            raise AssertionError(f"context {lo}: old {a} != new {b}")
     return {"old": percentiles(t_old), "new": percentiles(t_new),
             "p50 old / new": float(np.median(t_old) / np.median(t_new))}
 
@@ -205,7 +208,8 @@ def main(argv=None):
             contexts = [dict.fromkeys(names[row].tolist(), 1) for row in X.view(bool)]
         else:
             contexts = [dict(zip(data.feature_names, row)) for row in X.tolist()]
-        report[f"kernel_us_{kind}"] = kernel_alone(policy, contexts)
+        for block in (1, 1000):
+            report[f"kernel_us_{kind}_block{block}"] = kernel_alone(policy, contexts, block)
         report[f"decide_us_{kind}"] = decide_latency(policy, contexts)
     print(json.dumps(report, indent=1))
 

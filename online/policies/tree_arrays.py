@@ -69,6 +69,7 @@ class CompiledEnsemble:
     cat_threshold: np.ndarray  # uint32 words
 
     def __post_init__(self):
+        # the kernel's copy (8-byte words, see pack): derived, never stored
         self._packed = pack(self)
 
     @classmethod
