@@ -81,6 +81,39 @@ def test_compiled_ensemble_predicts_exactly_as_lightgbm(zero_as_missing):
     np.testing.assert_array_equal([again.predict(t, np.array([0, 1])) for t in T], expected)
 
 
+def test_compiled_ensemble_deep_trees_single_leaves_and_empty_models():
+    """The packed kernel (trees walked several at a time) on 63-leaf trees, numerical + categorical
+    + NaN, a model whose trees are single leaves, tree counts that are not a multiple of the
+    kernel's group, an empty model."""
+    rng = np.random.default_rng(1)
+    n = 4000
+    X = rng.random((n, 5))
+    X[:, 2] = rng.integers(0, 70, n)  # a category over 3 bitset words
+    X[rng.random(n) < 0.3, 0] = np.nan
+    X[rng.random(n) < 0.1, 2] = np.nan
+    y = np.sin(8 * np.nan_to_num(X[:, 0], nan=-1)) + (X[:, 2] % 7 == 3) + X[:, 1] * X[:, 3]
+    params = {"objective": "regression", "verbose": -1, "num_leaves": 63, "min_data_in_leaf": 3,
+              "min_data_per_group": 3, "cat_smooth": 1}
+    boosters = [lightgbm.train(params, lightgbm.Dataset(X, y, categorical_feature=[2]), 37),
+                lightgbm.train(params, lightgbm.Dataset(X, np.full(n, 0.25)), 3),
+                lightgbm.train(params, lightgbm.Dataset(X, -y, categorical_feature=[2]), 1)]
+    parts = [parse_lightgbm(b.model_to_string()) for b in boosters]
+    assert len(parts[1].feature) == 0 and parts[0].n_trees == 37  # a single leaf; 37 = 4 * 9 + 1
+    ens = CompiledEnsemble.concatenate([parts[0], CompiledEnsemble.empty(1), *parts[1:]])
+    T = rng.random((500, 5))
+    T[:, 2] = rng.integers(-3, 100, 500)
+    T[rng.random(500) < 0.3, 0] = np.nan
+    T[rng.random(500) < 0.2, 2] = np.nan
+    T[rng.random(500) < 0.1, 3] = np.nan
+    expected = np.column_stack([boosters[0].predict(T), np.zeros(500), boosters[1].predict(T),
+                                boosters[2].predict(T)])
+    models = np.array([0, 1, 2, 3])
+    np.testing.assert_array_equal([ens.predict(t, models) for t in T], expected)
+    np.testing.assert_array_equal([ens.predict(t, models[::-1]) for t in T], expected[:, ::-1])
+    np.testing.assert_array_equal(CompiledEnsemble.empty(2).predict(T[0], np.array([1, -1, 0])),
+                                  np.zeros(3))
+
+
 def _plain(value):
     """numpy arrays -> lists; fails on anything that is not arrays + JSON values (no pickle)."""
     if isinstance(value, np.ndarray):
