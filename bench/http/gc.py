@@ -6,8 +6,8 @@ shipped) and without it, alternating, one command.
 Each round starts a fresh stack (redis-server, trainer, ``grove api``; ``bench.http.wrk``'s
 ``Bench``) with the probe of ``bench/http/gc_probe`` loaded into the API (it times every
 collection from the end of startup on; in the ``no-freeze`` arm it makes ``gc.freeze()`` a
-no-op), creates an app (10 actions, Bandit Forest with 100 trees), runs wrk's decide load (16
-connections) and reports requests/s, p50, p99 and the collections of each generation: how many,
+no-op), creates an app (10 actions, Bandit Forest with 100 trees), runs wrk's load (16 connections;
+decide then reward by default, so that the trainer publishes snapshots and the API loads them) and reports requests/s, p50, p99 and the collections of each generation: how many,
 their longest and total pause (wall and the thread's CPU time). Figures: bench/http/README.md.
 """
 
@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 ARMS = ("freeze", "no-freeze")
 
 
-def one_round(arm: str, seconds: float, conns: int, work: Path) -> dict:
+def one_round(arm: str, args: argparse.Namespace, work: Path) -> dict:
     out = work / f"gc-{arm}.json"
     env = {"PYTHONPATH": f"{HERE / 'gc_probe'}{os.pathsep}{HERE.parent.parent}",
            "GROVE_GC_PROBE": str(out)}
@@ -37,7 +37,9 @@ def one_round(arm: str, seconds: float, conns: int, work: Path) -> dict:
     bench = Bench(work / arm, trees=100, extra_env=env)
     try:
         app, key = bench.create_app(10)
-        figures = run_wrk(bench.grove, _wrk_env(app, key, "decide", 10), conns, seconds)
+        bench.procs["grove"].send_signal(signal.SIGUSR2)  # the probe counts from here
+        figures = run_wrk(bench.grove, _wrk_env(app, key, args.mode, 10), args.conns,
+                          args.seconds)
         bench.procs["grove"].send_signal(signal.SIGUSR1)
         deadline = time.monotonic() + 10
         while not out.exists() and time.monotonic() < deadline:
@@ -55,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--seconds", type=float, default=8.0)
     p.add_argument("--conns", type=int, default=16)
+    p.add_argument("--mode", choices=("decide", "reward"), default="reward",
+                   help="wrk's workload: decide only, or decide then reward (the trainer "
+                        "publishes snapshots, which the API loads)")
     p.add_argument("--json", help="write every round's figures here")
     args = p.parse_args(argv)
     rows = []
@@ -62,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(args.rounds):
             for arm in ARMS:
                 (Path(tmp) / str(r)).mkdir(exist_ok=True)
-                row = one_round(arm, args.seconds, args.conns, Path(tmp) / str(r))
+                row = one_round(arm, args, Path(tmp) / str(r))
                 rows.append(row)
                 full = row["by_generation"]["2"]
                 print(f"round {r + 1} {arm:9s} {row['rps']:6.0f} req/s p50 {row['p50_ms']:5.1f} "
@@ -70,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
                       f", longest {full['wall_ms_max']:.1f} ms wall / {full['cpu_ms_max']:.1f} ms"
                       f" CPU | objects tracked {row['tracked_objects']}, frozen "
                       f"{row['frozen_objects']}", flush=True)
-    print(f"\nwrk -t1 -c{args.conns}, decide, 10 actions, {args.rounds} rounds x {args.seconds:g}"
+    print(f"\nwrk -t1 -c{args.conns}, {args.mode}, 10 actions, {args.rounds} rounds x {args.seconds:g}"
           f" s; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; medians:")
     print(f"{'arm':9s} {'req/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'gen-2 runs':>10} "
           f"{'longest ms':>10} {'gen-2 total ms':>14} {'gen-0/1 total ms':>16}")

@@ -2,10 +2,10 @@
 ``PYTHONPATH`` (Python imports ``sitecustomize`` at startup). Does nothing unless
 ``GROVE_GC_PROBE`` names a file.
 
-From the API's ``gc.freeze()`` on (the end of its startup), it times every collection with the
+From SIGUSR2 on (the bench sends it when the load starts), it times every collection with the
 ``gc.callbacks`` hook (wall and thread CPU, per generation); on SIGUSR1 it writes the figures
-as JSON to that file. ``GROVE_GC_PROBE_NO_FREEZE=1`` turns ``gc.freeze()`` into a no-op (the
-probe still starts counting there): the comparison arm, without the freeze.
+as JSON to that file. ``GROVE_GC_PROBE_NO_FREEZE=1`` turns ``gc.freeze()`` into a no-op: the
+comparison arm, without the freeze.
 """
 
 from __future__ import annotations
@@ -31,14 +31,11 @@ if _OUT:
                              time.thread_time() - _started[1]))
 
     gc.callbacks.append(_note)
-    _freeze = gc.freeze
+    if os.environ.get("GROVE_GC_PROBE_NO_FREEZE"):
+        gc.freeze = lambda: None
 
-    def _probe_freeze() -> None:
-        if not os.environ.get("GROVE_GC_PROBE_NO_FREEZE"):
-            _freeze()
+    def _start(*_args) -> None:
         _counting[0] = True
-
-    gc.freeze = _probe_freeze
 
     def _dump(*_args) -> None:
         figures = {}
@@ -56,3 +53,4 @@ if _OUT:
                        "frozen_objects": gc.get_freeze_count(), "by_generation": figures}, f)
 
     signal.signal(signal.SIGUSR1, _dump)
+    signal.signal(signal.SIGUSR2, _start)
