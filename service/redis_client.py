@@ -200,11 +200,12 @@ def connect_async(settings: Settings, url: str | None = None):
 def connect_scripts(settings: Settings, aio):
     """What the API's request-path scripts run on: a :class:`service.redis_pipe.ScriptPipe`
     (one pipelined connection, a fraction of redis-py's CPU per call) when ``aio`` is a plain
-    Redis; None for a cluster (redis-py's cluster client follows the slots) or a Redis that was
-    down when ``aio`` was built (whether it is a cluster is not known yet: redis-py's client)."""
+    Redis (or ``GROVE_REDIS_CLUSTER=no``); None for a cluster (redis-py's cluster client follows
+    the slots) or, with ``auto``, a Redis that was down when ``aio`` was built (whether it is a
+    cluster is not known yet: redis-py's client serves the scripts)."""
     from service.redis_pipe import ScriptPipe
 
-    if isinstance(aio, redis.asyncio.Redis):
+    if isinstance(aio, redis.asyncio.Redis) or settings.redis_cluster == "no":
         return ScriptPipe(_require_url(settings, None), connect_timeout=settings.redis_timeout)
     return None
 

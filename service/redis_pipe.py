@@ -161,7 +161,7 @@ class ScriptPipe:
                     lambda: _Protocol(self._lost), target.get("host", "localhost"),
                     int(target.get("port", 6379)), ssl=context)
             _, protocol = await asyncio.wait_for(opening, self._connect_timeout)
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             raise redis.ConnectionError(f"cannot connect to Redis at {self._url}: {exc}") from exc
         try:
             await self._hello(protocol)

@@ -5,10 +5,14 @@ shipped) and without it, alternating, one command.
 
 Each round starts a fresh stack (redis-server, trainer, ``grove api``; ``bench.http.wrk``'s
 ``Bench``) with the probe of ``bench/http/gc_probe`` loaded into the API (it times every
-collection from the end of startup on; in the ``no-freeze`` arm it makes ``gc.freeze()`` a
-no-op), creates an app (10 actions, Bandit Forest with 100 trees), runs wrk's load (16 connections;
-decide then reward by default, so that the trainer publishes snapshots and the API loads them) and reports requests/s, p50, p99 and the collections of each generation: how many,
+collection from the start of the load on; in the ``no-freeze`` arm it makes ``gc.freeze()`` a
+no-op), creates an app (10 actions, Bandit Forest with 100 trees), runs wrk's load (16
+connections; decide then reward by default, so that the trainer publishes snapshots and the API
+loads them) and reports requests/s, p50, p99 and the collections of each generation: how many,
 their longest and total pause (wall and the thread's CPU time). Figures: bench/http/README.md.
+
+Run from another checkout (copy ``bench/http/{gc.py,wrk.py,gc_probe}`` into it and run there)
+to measure an older commit: the probe needs nothing of the code it measures.
 """
 
 from __future__ import annotations
@@ -75,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
                       f", longest {full['wall_ms_max']:.1f} ms wall / {full['cpu_ms_max']:.1f} ms"
                       f" CPU | objects tracked {row['tracked_objects']}, frozen "
                       f"{row['frozen_objects']}", flush=True)
-    print(f"\nwrk -t1 -c{args.conns}, {args.mode}, 10 actions, {args.rounds} rounds x {args.seconds:g}"
-          f" s; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; medians:")
+    print(f"\nwrk -t1 -c{args.conns}, {args.mode}, 10 actions, {args.rounds} rounds x "
+          f"{args.seconds:g} s; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; medians:")
     print(f"{'arm':9s} {'req/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'gen-2 runs':>10} "
           f"{'longest ms':>10} {'gen-2 total ms':>14} {'gen-0/1 total ms':>16}")
     for arm in ARMS:
@@ -85,13 +89,15 @@ def main(argv: list[str] | None = None) -> int:
         def med(get, mine=mine):
             return statistics.median(get(row) for row in mine)
 
-        g = "by_generation"
+        def gen(r: dict, g: str) -> dict:
+            return r["by_generation"][g]
+
         print(f"{arm:9s} {med(lambda r: r['rps']):7.0f} {med(lambda r: r['p50_ms']):7.1f} "
               f"{med(lambda r: r['p99_ms']):7.1f} "
-              f"{med(lambda r: r[g]['2']['collections']):10.0f} "
-              f"{med(lambda r: r[g]['2']['wall_ms_max']):10.1f} "
-              f"{med(lambda r: r[g]['2']['wall_ms_total']):14.1f} "
-              f"{med(lambda r: r[g]['0']['wall_ms_total'] + r[g]['1']['wall_ms_total']):16.1f}")
+              f"{med(lambda r: gen(r, '2')['collections']):10.0f} "
+              f"{med(lambda r: gen(r, '2')['wall_ms_max']):10.1f} "
+              f"{med(lambda r: gen(r, '2')['wall_ms_total']):14.1f} "
+              f"{med(lambda r: gen(r, '0')['wall_ms_total'] + gen(r, '1')['wall_ms_total']):16.1f}")
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "rounds": rows}, indent=1))
     return 0
