@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
                       f" CPU | objects tracked {row['tracked_objects']}, frozen "
                       f"{row['frozen_objects']}", flush=True)
     print(f"\nwrk -t1 -c{args.conns}, {args.mode}, 10 actions, {args.rounds} rounds x "
-          f"{args.seconds:g} s; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; medians:")
+          f"{args.seconds:g} s; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} "
+          "cores; medians:")
     print(f"{'arm':9s} {'req/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'gen-2 runs':>10} "
           f"{'longest ms':>10} {'gen-2 total ms':>14} {'gen-0/1 total ms':>16}")
     def young(r: dict) -> float:  # generations 0 and 1
