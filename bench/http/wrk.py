@@ -87,10 +87,11 @@ def run_wrk(url: str, env: dict, conns: int, seconds: float) -> dict:
 class Bench:
     """The processes of one run and the apps it created."""
 
-    def __init__(self, work: Path, trees: int, extra_env: dict | None = None):
+    def __init__(self, work: Path, trees: int, extra_env: dict | None = None,
+                 kind: str = "bandit-forest"):
         from service.redis_server import RedisServer
 
-        self.work, self.trees = work, trees
+        self.work, self.trees, self.kind = work, trees, kind
         self.redis = RedisServer(work / "redis").start()
         self.env = {
             **os.environ,
@@ -134,7 +135,8 @@ class Bench:
                 "name": name,
                 "actions": [f"ad{k}" for k in range(actions)],
                 "rewardWaitTime": 3600,
-                "policy": {"kind": "bandit-forest", "params": {"n_trees": self.trees, "seed": 1}},
+                "policy": {"kind": "bandit-forest", "params": {"n_trees": self.trees, "seed": 1}}
+                if self.kind == "bandit-forest" else {"kind": self.kind},
             },
             headers=ADMIN,
             timeout=60.0,
@@ -234,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=2, help="alternating bare/Grove rounds")
     p.add_argument("--seconds", type=float, default=10.0, help="per wrk run")
     p.add_argument("--trees", type=int, default=100, help="n_trees of the Bandit Forest")
+    p.add_argument("--kind", default="bandit-forest",
+                   help="the app's policy kind (bandit-forest: the issue's app, with --trees; "
+                        "others with their defaults, e.g. auto, the default of a new app)")
     p.add_argument("--profile", action="store_true",
                    help="then py-spy Grove under decide-then-reward (first --conns, --actions)")
     p.add_argument("--json", default=None, help="write every round's figures here")
@@ -243,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     work = Path(tempfile.mkdtemp(prefix="grove-bench-http-"))
-    bench = Bench(work, args.trees)
+    bench = Bench(work, args.trees, kind=args.kind)
     rows: list[dict] = []
     try:
         apps = {n: bench.create_app(n) for n in args.actions}
@@ -301,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         bench.stop()
 
-    print(f"\nwrk -t1, Bandit Forest n_trees={args.trees}, 5 context features, "
+    policy = f"Bandit Forest n_trees={args.trees}" if args.kind == "bandit-forest" else args.kind
+    print(f"\nwrk -t1, {policy}, 5 context features, "
           f"{args.rounds} alternating rounds x {args.seconds:g}s; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{'actions':>7} {'workload':15} {'conns':>5} {'bare req/s':>10} {'Grove req/s':>11} "
