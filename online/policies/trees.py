@@ -10,6 +10,7 @@ import numpy as np
 from online.policies.base import Policy
 from online.policies.features import FeatureEncoder
 from online.policies.refit import RefitJob, RefitResult, booster_params
+from online.policies.ridge import RidgeBase
 from online.policies.squarecb import gamma as igw_gamma
 from online.policies.squarecb import inverse_gap_weights
 from online.policies.tree_arrays import CompiledEnsemble
@@ -122,18 +123,21 @@ class TreeEnsemblePolicy(Policy):
     """
 
     FORMAT = "grove.trees"
-    VERSION = 1
+    VERSION = 2  # 2: the linear base (a version-1 state loads with zero linear weights)
 
     def __init__(self, gamma_scale: float = 4.0, window: int = 100_000,
                  refit_fraction: float = 0.25, refit_min: int = 32, n_trees: int = 100,
                  learning_rate: float = 0.1, num_leaves: int = 63, min_data_in_leaf: int = 5,
-                 l2: float = 1.0, auto_refit: bool = True, seed: int | None = None):
+                 l2: float = 1.0, linear_l2: float | None = 1.0, auto_refit: bool = True,
+                 seed: int | None = None):
         for name, value in (("gamma_scale", gamma_scale), ("refit_fraction", refit_fraction),
                             ("learning_rate", learning_rate)):
             if not value > 0:
                 raise ValueError(f"{name} must be > 0, got {value!r}")
         if not l2 >= 0:
             raise ValueError(f"l2 must be >= 0, got {l2!r}")
+        if linear_l2 is not None and not linear_l2 > 0:
+            raise ValueError(f"linear_l2 must be > 0 or None, got {linear_l2!r}")
         for name, value, low in (("window", window, 1), ("refit_min", refit_min, 1),
                                  ("n_trees", n_trees, 1), ("num_leaves", num_leaves, 2),
                                  ("min_data_in_leaf", min_data_in_leaf, 1)):
@@ -148,10 +152,12 @@ class TreeEnsemblePolicy(Policy):
         self.num_leaves = num_leaves
         self.min_data_in_leaf = min_data_in_leaf
         self.l2 = l2
+        self.linear_l2 = linear_l2
         self.auto_refit = auto_refit
         super().__init__(seed=seed)
         self._window = EventWindow(window)
         self._ensemble = CompiledEnsemble.empty()
+        self._linear = RidgeBase.empty()
         self._plays = np.zeros(0, np.int64)  # per action index: plays in the fitted window
         self._fitted_events = 0  # window events the current ensemble was fitted up to
         self._refits = 0
@@ -166,7 +172,7 @@ class TreeEnsemblePolicy(Policy):
         """Predicted reward of each candidate, and which candidates the oracle has no data for."""
         n_models = self._ensemble.n_models
         models = np.where(known < n_models, known, -1)
-        scores = self._ensemble.predict(x, models)
+        scores = self._ensemble.predict(x, models) + self._linear.predict(x, models)
         unseen = (models < 0) | (self._plays[np.maximum(models, 0)] == 0) if n_models else \
             np.ones(len(models), np.bool_)
         return scores, unseen
@@ -217,11 +223,13 @@ class TreeEnsemblePolicy(Policy):
         categorical = [j for j, kind in enumerate(self._encoder.column_kinds) if kind == "code"]
         params = booster_params(self.n_trees, self.learning_rate, self.num_leaves,
                                 self.min_data_in_leaf, self.l2, (self.seed or 0) + self._refits)
-        return RefitJob(X, a, r, len(self._actions), categorical, params, self._window.n_events)
+        return RefitJob(X, a, r, len(self._actions), categorical, params, self._window.n_events,
+                        self._encoder.column_kinds, self.linear_l2)
 
     def finish_refit(self, result: RefitResult) -> None:
         """Decide from the refitted oracle from now on (a swap of arrays)."""
         self._ensemble = result.ensemble
+        self._linear = result.linear
         self._plays = result.plays
         self._fitted_events = result.n_events
         self._refits += 1
@@ -242,17 +250,26 @@ class TreeEnsemblePolicy(Policy):
 
     def memory_usage(self) -> int:
         """Bytes of the window's and the ensemble's arrays."""
-        return self._window.nbytes() + self._ensemble.nbytes()
+        return self._window.nbytes() + self._ensemble.nbytes() + self._linear.nbytes()
 
     def _model_state(self, statistics: bool) -> dict:
-        state = {"ensemble": self._ensemble.to_state(), "plays": self._plays.copy(),
+        state = {"ensemble": self._ensemble.to_state(), "linear": self._linear.to_state(),
+                 "plays": self._plays.copy(),
                  "fitted_events": self._fitted_events, "refits": self._refits}
         if statistics:  # the window: what the next refits learn from
             state["window"] = self._window.to_state(self._encoder.n_columns)
         return state
 
+    @classmethod
+    def _check_state(cls, state: dict) -> None:
+        """Versions 1 (trees only) and 2 (a linear base under the trees) are read."""
+        super()._check_state({**state, "version": cls.VERSION}
+                             if state.get("version") == 1 else state)
+
     def _load_model_state(self, state: dict) -> None:
         self._ensemble = CompiledEnsemble.from_state(state["ensemble"])
+        self._linear = RidgeBase.from_state(state["linear"]) if "linear" in state else \
+            RidgeBase.empty(self._ensemble.n_models)  # version 1: trees only
         self._plays = np.asarray(state["plays"], np.int64).copy()
         self._fitted_events = int(state["fitted_events"])
         self._refits = int(state["refits"])
