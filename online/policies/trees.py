@@ -128,7 +128,7 @@ class TreeEnsemblePolicy(Policy):
     def __init__(self, gamma_scale: float = 4.0, window: int = 100_000,
                  refit_fraction: float = 0.25, refit_min: int = 32, n_trees: int = 100,
                  learning_rate: float = 0.1, num_leaves: int = 63, min_data_in_leaf: int = 5,
-                 l2: float = 1.0, linear_l2: float | None = 1.0, auto_refit: bool = True,
+                 l2: float = 1.0, linear_l2: float | None = 10.0, auto_refit: bool = True,
                  seed: int | None = None):
         for name, value in (("gamma_scale", gamma_scale), ("refit_fraction", refit_fraction),
                             ("learning_rate", learning_rate)):

@@ -30,8 +30,8 @@ def test_the_linear_base_alone_recovers_a_known_linear_reward():
     base = RidgeBase.fit(X, actions, r, 3, ["number", "number", "code"], l2=1e-3)
     T, expected = linear_rows(50, seed=1)
     got = np.array([base.predict(t, np.array([0, 1, 2, -1])) for t in T])
-    np.testing.assert_allclose(got[:, 0], expected, atol=1e-6)
-    np.testing.assert_allclose(got[:, 1], 1.0 - expected, atol=1e-6)
+    np.testing.assert_allclose(got[:, 0], expected, atol=1e-4)
+    np.testing.assert_allclose(got[:, 1], 1.0 - expected, atol=1e-4)
     np.testing.assert_array_equal(got[:, 2:], 0.0)  # never played, and unknown: 0
     # the compiled dot product is the coded rows' dot product
     np.testing.assert_allclose(got[:, 0], base.design(T) @ base.weights[0], atol=1e-12)
@@ -41,7 +41,7 @@ def test_ridge_penalty_shrinks_towards_the_mean_and_ignores_unseen_codes():
     X, r = linear_rows(200)
     kinds = ["number", "number", "code"]
     loose = RidgeBase.fit(X, np.zeros(200, np.int32), r, 1, kinds, l2=1e-3)
-    tight = RidgeBase.fit(X, np.zeros(200, np.int32), r, 1, kinds, l2=1e6)
+    tight = RidgeBase.fit(X, np.zeros(200, np.int32), r, 1, kinds, l2=1e9)
     t = np.array([1.0, 100.0, 1.0])  # 1.1, the mean ~0.48
     assert abs(tight.predict(t, np.array([0]))[0] - r.mean()) < 1e-3
     assert abs(loose.predict(t, np.array([0]))[0] - r.mean()) > 0.2
@@ -94,7 +94,7 @@ def test_a_version_1_state_loads_and_decides_as_before():
     assert [(d.action, d.probability) for d in map(loaded.decide, contexts)] == [
         (d.action, d.probability) for d in map(old.decide, contexts)]
     # it learns on, now with the linear base (the constructor's default) at its next refit
-    assert loaded.linear_l2 == 1.0
+    assert loaded.linear_l2 == 10.0
     play(loaded, favorite_stream(400, seed=7))
     assert loaded._linear.weights.any()
 
