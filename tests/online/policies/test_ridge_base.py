@@ -63,9 +63,11 @@ def test_trees_fit_the_residuals_of_the_linear_base():
     models = np.arange(len(actions))
     linear = policy._linear.predict(x, models)
     trees = policy._ensemble.predict(x, models)
-    # the favorite is a category: the linear base alone gets it, the trees add ~nothing
-    assert np.argmax(linear) == actions.index("a2") and linear.max() > 0.8
-    assert np.abs(trees).max() < 0.1
+    # the favorite is a category: the linear base gets most of it; the trees fit what is left
+    # (were they fitted to the rewards instead of the residuals, the sum would count it twice)
+    assert np.argmax(linear) == actions.index("a2") and linear.max() > 0.5
+    truth = np.array([float(a == "a2") for a in actions])
+    np.testing.assert_allclose(linear + trees, truth, atol=0.2)
     np.testing.assert_allclose(list(policy.scores({"favorite": "a2", "device": "tv",
                                                    "hour": 3.0}).values()), linear + trees)
 
