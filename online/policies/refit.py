@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from online.policies.ridge import RidgeBase
 from online.policies.tree_arrays import CompiledEnsemble, parse_lightgbm
 
 __all__ = ["RefitJob", "RefitResult", "booster_params"]
@@ -47,9 +48,11 @@ def booster_params(n_trees: int, learning_rate: float, num_leaves: int, min_data
 
 @dataclass
 class RefitResult:
-    """What a refit produced: model ``k`` of ``ensemble`` is action index ``k``'s regressor."""
+    """What a refit produced: action index ``k``'s regressor predicts ``linear`` model ``k`` plus
+    ``ensemble`` model ``k`` (the trees fit the linear base's residuals)."""
 
     ensemble: CompiledEnsemble
+    linear: RidgeBase
     plays: np.ndarray  # int64 per action index: plays in the window the models were fitted on
     n_events: int  # events the window held up to (the policy's event count at start_refit)
     seconds: float
@@ -66,6 +69,8 @@ class RefitJob:
     categorical: list[int]  # columns holding category codes
     params: dict
     n_events: int
+    kinds: list[str]  # the encoder's column kinds ("number", "code"), for the linear base
+    linear_l2: float | None = None  # the linear base's ridge penalty; None: no linear base
 
     def __call__(self) -> RefitResult:
         import lightgbm
@@ -73,6 +78,8 @@ class RefitJob:
         t0 = time.perf_counter()
         plays = np.bincount(self.actions, minlength=self.n_actions).astype(np.int64)
         parts = [CompiledEnsemble.empty(1) for _ in range(self.n_actions)]
+        linear = RidgeBase.empty(self.n_actions) if self.linear_l2 is None else RidgeBase.fit(
+            self.X, self.actions, self.rewards, self.n_actions, self.kinds, self.linear_l2)
         if len(self.actions):
             params = dict(self.params)
             rounds = params.pop("num_iterations")
@@ -84,7 +91,11 @@ class RefitJob:
             full.construct()
             for k in np.flatnonzero(plays).tolist():
                 rows = np.flatnonzero(self.actions == k)
-                booster = lightgbm.train(params, full.subset(rows), num_boost_round=rounds)
+                data = full.subset(rows)
+                if self.linear_l2 is not None:  # boost from the linear base: fit its residuals
+                    data.construct()  # (a subset's init score set before construct is ignored)
+                    data.set_init_score(linear.design(self.X[rows]) @ linear.weights[k])
+                booster = lightgbm.train(params, data, num_boost_round=rounds)
                 parts[k] = parse_lightgbm(booster.model_to_string())
-        return RefitResult(CompiledEnsemble.concatenate(parts), plays, self.n_events,
+        return RefitResult(CompiledEnsemble.concatenate(parts), linear, plays, self.n_events,
                            time.perf_counter() - t0)

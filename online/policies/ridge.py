@@ -1,0 +1,163 @@
+"""The linear base of the tree-ensemble policy's oracle: one ridge regression per action.
+
+Each action's reward is regressed on a linear coding of the encoded context: number columns as
+they are (NaN, missing, as 0), category-code columns one-hot (a code column's first
+``MAX_CODES`` codes; a missing or later code is all zeros), and a bias. Fitted on the window's
+events of the action at each refit (a closed-form solve per action, like the trees a pure
+function of the window: no sufficient statistics to downdate as events leave the window).
+
+The penalty is on the raw columns, as LinUCB's (``l2 |w|^2``, the bias not penalised: the
+columns are centred over the action's events, so the bias is the action's mean reward minus
+the centred part). For 0/1 variables this shrinks a rare variable (set in few of the action's
+events) more than a common one, which is what the first fits, on a few dozen events per
+action, need: a ridge on standardised columns (every column's variance 1, so rare variables
+barely penalised) lost 0.02-0.07 reward at 1k steps on every held-out stream against trees
+alone, the raw penalty did not (figures in the policy's docstring). A number on a large scale
+(a price in dollars) is penalised little, as in LinUCB.
+Predicting for one context among several actions is one compiled loop over the candidates
+(:func:`linear_scores`), no Python per action.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+__all__ = ["RidgeBase", "MAX_CODES"]
+
+FORMAT = "grove.ridge-base"
+VERSION = 1
+MAX_CODES = 64  # one-hot columns per category-code column (bounds the d^3 solve)
+
+
+@dataclass
+class RidgeBase:
+    """``n_models`` linear models over the coding ``[1, x[numbers], onehot(x[codes])]``.
+
+    >>> X = np.array([[0.0, 1.0], [1.0, 0.0], [1.0, 2.0], [0.0, np.nan]] * 50)
+    >>> r = X[:, 0] * 0.5 + 0.25
+    >>> base = RidgeBase.fit(X, np.zeros(200, np.int32), r, 1, ["number", "code"], l2=1e-6)
+    >>> base.predict(np.array([1.0, 2.0]), np.array([0, -1])).round(3).tolist()
+    [0.75, 0.0]
+    >>> base.predict(np.array([0.0, np.nan]), np.array([0])).round(3).tolist()
+    [0.25]
+    """
+
+    numbers: np.ndarray  # int64: columns of x read as numbers
+    codes: np.ndarray  # int64: category-code columns, one-hot
+    n_codes: np.ndarray  # int64 per code column: codes with a one-hot column (0..n-1)
+    weights: np.ndarray  # float64 (n_models, 1 + len(numbers) + n_codes.sum()): bias first
+
+    def __post_init__(self):
+        # index in a coded row of each code column's code 0 (kept for the decide path)
+        self.offsets = 1 + len(self.numbers) + np.concatenate(
+            [[0], np.cumsum(self.n_codes)[:-1]]).astype(np.int64)[: len(self.codes)]
+
+    @property
+    def n_models(self) -> int:
+        return len(self.weights)
+
+    @classmethod
+    def empty(cls, n_models: int = 0) -> RidgeBase:
+        """``n_models`` models predicting 0 (what a state of version 1 had: no linear base)."""
+        z = np.zeros(0, np.int64)
+        return cls(z, z.copy(), z.copy(), np.zeros((n_models, 1)))
+
+    def design(self, X: np.ndarray) -> np.ndarray:
+        """The coded rows (float64, bias column first) of the encoded rows ``X``."""
+        n, d = X.shape
+        Z = np.zeros((n, self.weights.shape[1]))
+        Z[:, 0] = 1.0
+        for i, c in enumerate(self.numbers.tolist()):
+            if c < d:
+                Z[:, 1 + i] = np.nan_to_num(X[:, c], nan=0.0)
+        for c, offset, m in zip(self.codes.tolist(), self.offsets.tolist(),
+                                self.n_codes.tolist()):
+            if c < d:
+                v = X[:, c]
+                rows = np.flatnonzero((v >= 0) & (v < m))  # NaN compares False: all zeros
+                Z[rows, offset + v[rows].astype(np.int64)] = 1.0
+        return Z
+
+    def predict(self, x: np.ndarray, models: np.ndarray) -> np.ndarray:
+        """Prediction of each model in ``models`` (indices; -1 predicts 0) for one vector."""
+        out = np.zeros(len(models))
+        linear_scores(x, models, self.numbers,
+                      self.codes, self.offsets, self.n_codes, self.weights, out)
+        return out
+
+    @classmethod
+    def fit(cls, X: np.ndarray, actions: np.ndarray, rewards: np.ndarray, n_actions: int,
+            kinds: list[str], l2: float) -> RidgeBase:
+        """One ridge regression per action index on its rows of ``X`` (``kinds``: the encoder's
+        ``column_kinds``); an action without events gets zero weights."""
+        kinds = list(kinds)[: X.shape[1]]
+        numbers = np.array([j for j, k in enumerate(kinds) if k != "code"], np.int64)
+        codes = np.array([j for j, k in enumerate(kinds) if k == "code"], np.int64)
+        top = [np.nanmax(X[:, c], initial=-1.0) if len(X) else -1.0 for c in codes.tolist()]
+        n_codes = np.array([min(MAX_CODES, int(t) + 1) for t in top], np.int64)
+        base = cls(numbers, codes, n_codes, np.zeros((n_actions, 1 + len(numbers) +
+                                                      int(n_codes.sum()))))
+        if not len(X):
+            return base
+        Z = base.design(X)
+        for k in np.unique(actions).tolist():
+            rows = actions == k
+            base.weights[k] = ridge_weights(Z[rows, 1:], rewards[rows], l2)
+        return base
+
+    def nbytes(self) -> int:
+        return self.weights.nbytes + 3 * 8 * (len(self.codes) + len(self.numbers))
+
+    def to_state(self) -> dict:
+        return {"format": FORMAT, "version": VERSION, "numbers": self.numbers.copy(),
+                "codes": self.codes.copy(), "n_codes": self.n_codes.copy(),
+                "weights": self.weights.copy()}
+
+    @classmethod
+    def from_state(cls, state: dict) -> RidgeBase:
+        if state.get("format") != FORMAT or state.get("version") != VERSION:
+            raise ValueError(f"not a {FORMAT} state of version {VERSION}: "
+                             f"{state.get('format')!r} {state.get('version')!r}")
+        return cls(np.asarray(state["numbers"], np.int64).copy(),
+                   np.asarray(state["codes"], np.int64).copy(),
+                   np.asarray(state["n_codes"], np.int64).copy(),
+                   np.asarray(state["weights"], np.float64).reshape(
+                       -1, 1 + len(state["numbers"]) + int(np.sum(state["n_codes"]))).copy())
+
+
+def ridge_weights(Z: np.ndarray, r: np.ndarray, l2: float) -> np.ndarray:
+    """``[bias, w]`` minimising ``|r - bias - Z w|^2 + l2 |w|^2``: the bias is not penalised
+    (the columns are centred, so it is the mean reward minus the centred part)."""
+    mean = Z.mean(axis=0)
+    C = Z - mean
+    A = C.T @ C
+    A[np.diag_indices_from(A)] += l2
+    rbar = float(r.mean())
+    w = np.linalg.solve(A, C.T @ (r - rbar))
+    return np.concatenate([[rbar - float(w @ mean)], w])
+
+
+@numba.njit(cache=True, nogil=True)
+def linear_scores(x, models, numbers, codes, offsets, n_codes, weights, out):
+    """``out[j] = weights[models[j]] . coding(x)`` (0 where ``models[j] < 0``)."""
+    d = x.shape[0]
+    for j in range(models.shape[0]):
+        m = models[j]
+        if m < 0:
+            out[j] = 0.0
+            continue
+        s = weights[m, 0]
+        for i in range(numbers.shape[0]):
+            c = numbers[i]
+            if c < d and not np.isnan(x[c]):
+                s += weights[m, 1 + i] * x[c]
+        for i in range(codes.shape[0]):
+            c = codes[i]
+            if c < d:
+                v = x[c]
+                if v >= 0 and v < n_codes[i]:
+                    s += weights[m, offsets[i] + int(v)]
+        out[j] = s

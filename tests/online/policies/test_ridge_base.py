@@ -1,0 +1,112 @@
+"""The linear base of the tree-ensemble policy: ridge fits, trees on its residuals, old states."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from online.policies.ridge import MAX_CODES, RidgeBase
+from online.policies.trees import TreeEnsemblePolicy
+from tests.online.policies.test_trees_policy import _plain, favorite_stream, play, small
+
+
+def linear_rows(n, seed=0):
+    """Encoded rows (number, number with NaN, category code) and a known linear reward."""
+    rng = np.random.default_rng(seed)
+    X = np.column_stack([rng.random(n), rng.random(n) * 100, rng.integers(0, 4, n)])
+    X[rng.random(n) < 0.2, 1] = np.nan  # missing: 0 for the linear part
+    effect = np.array([0.0, 0.3, -0.2, 0.1])
+    r = 0.1 + 0.5 * X[:, 0] + 0.002 * np.nan_to_num(X[:, 1]) + effect[X[:, 2].astype(int)]
+    return X, r
+
+
+def test_the_linear_base_alone_recovers_a_known_linear_reward():
+    X, r = linear_rows(3000)
+    actions = np.zeros(len(X), np.int32)
+    actions[1500:] = 1
+    r[1500:] = 1.0 - r[1500:]  # action 1: the opposite slopes
+    base = RidgeBase.fit(X, actions, r, 3, ["number", "number", "code"], l2=1e-3)
+    T, expected = linear_rows(50, seed=1)
+    got = np.array([base.predict(t, np.array([0, 1, 2, -1])) for t in T])
+    np.testing.assert_allclose(got[:, 0], expected, atol=1e-4)
+    np.testing.assert_allclose(got[:, 1], 1.0 - expected, atol=1e-4)
+    np.testing.assert_array_equal(got[:, 2:], 0.0)  # never played, and unknown: 0
+    # the compiled dot product is the coded rows' dot product
+    np.testing.assert_allclose(got[:, 0], base.design(T) @ base.weights[0], atol=1e-12)
+
+
+def test_ridge_penalty_shrinks_towards_the_mean_and_ignores_unseen_codes():
+    X, r = linear_rows(200)
+    kinds = ["number", "number", "code"]
+    loose = RidgeBase.fit(X, np.zeros(200, np.int32), r, 1, kinds, l2=1e-3)
+    tight = RidgeBase.fit(X, np.zeros(200, np.int32), r, 1, kinds, l2=1e9)
+    t = np.array([1.0, 100.0, 1.0])  # 1.1, the mean ~0.48
+    assert abs(tight.predict(t, np.array([0]))[0] - r.mean()) < 1e-3
+    assert abs(loose.predict(t, np.array([0]))[0] - r.mean()) > 0.2
+    # a code past those fitted, a NaN code, or a vector shorter than the fit reads as absent
+    for v in ([1.0, 50.0, 9.0], [1.0, 50.0, np.nan], [1.0, 50.0]):
+        with_code = loose.predict(np.array(v), np.array([0]))[0]
+        no_code = loose.design(np.array([[1.0, 50.0, np.nan]])) @ loose.weights[0]
+        assert with_code == pytest.approx(no_code[0])
+    many = np.column_stack([np.arange(500.0) % 300])
+    assert RidgeBase.fit(many, np.zeros(500, np.int32), np.zeros(500), 1, ["code"],
+                         1.0).weights.shape == (1, 1 + MAX_CODES)
+
+
+def test_trees_fit_the_residuals_of_the_linear_base():
+    policy = small(n_trees=30)
+    play(policy, favorite_stream(1500, seed=2))
+    x, _ = policy._encoder.encode({"favorite": "a2", "device": "tv", "hour": 3.0})
+    actions = policy.actions
+    models = np.arange(len(actions))
+    linear = policy._linear.predict(x, models)
+    trees = policy._ensemble.predict(x, models)
+    # the favorite is a category: the linear base gets most of it; the trees fit what is left
+    # (were they fitted to the rewards instead of the residuals, the sum would count it twice)
+    assert np.argmax(linear) == actions.index("a2") and linear.max() > 0.5
+    truth = np.array([float(a == "a2") for a in actions])
+    np.testing.assert_allclose(linear + trees, truth, atol=0.2)
+    np.testing.assert_allclose(list(policy.scores({"favorite": "a2", "device": "tv",
+                                                   "hour": 3.0}).values()), linear + trees)
+
+
+def test_without_the_linear_base_weights_stay_zero():
+    policy = small(linear_l2=None)
+    play(policy, favorite_stream(300, seed=2))
+    assert policy.n_refits > 0 and not policy._linear.weights.any()
+    with pytest.raises(ValueError, match="linear_l2"):
+        TreeEnsemblePolicy(linear_l2=0.0)
+
+
+def test_a_version_1_state_loads_and_decides_as_before():
+    """A deployed app's stored state (trees only, no linear part) keeps loading: its linear
+    weights are zero, so it decides exactly as the trees-only policy that wrote it."""
+    old = small(linear_l2=None)
+    play(old, favorite_stream(600, seed=5))
+    state = json.loads(json.dumps(_plain(old.to_state())))
+    state["version"] = 1
+    del state["model"]["linear"]
+    del state["params"]["linear_l2"]
+    loaded = TreeEnsemblePolicy.from_state(state)
+    assert not loaded._linear.weights.any() and loaded._linear.n_models == len(old.actions)
+    contexts = list(favorite_stream(100, seed=6))
+    assert [loaded.probabilities(x) for x in contexts] == [old.probabilities(x) for x in contexts]
+    assert [(d.action, d.probability) for d in map(loaded.decide, contexts)] == [
+        (d.action, d.probability) for d in map(old.decide, contexts)]
+    # it learns on, now with the linear base (the constructor's default) at its next refit
+    assert loaded.linear_l2 == 10.0
+    play(loaded, favorite_stream(400, seed=7))
+    assert loaded._linear.weights.any()
+
+
+def test_round_trip_keeps_the_linear_base_exactly():
+    policy = small()
+    play(policy, favorite_stream(500, seed=1))
+    assert policy._linear.weights.any()
+    state = json.loads(json.dumps(_plain(policy.to_state(statistics=False))))
+    copy = TreeEnsemblePolicy.from_state(state)
+    np.testing.assert_array_equal(copy._linear.weights, policy._linear.weights)
+    contexts = list(favorite_stream(50, seed=9))
+    assert [copy.probabilities(x) for x in contexts] == [policy.probabilities(x) for x in contexts]
