@@ -7,9 +7,63 @@ distribution the action was drawn from.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 
-__all__ = ["Decision"]
+import numpy as np
+
+__all__ = ["Decision", "Ranking"]
+
+
+class Ranking(Sequence):
+    """(action, probability) pairs, most probable first, kept as the arrays they come from.
+
+    A policy's decision holds its candidates, their probabilities and the ranking order as
+    arrays; a caller that writes the ranking out (the service's JSON answer, with 1,000 actions)
+    reads those (:attr:`actions`, :attr:`probabilities`) and never makes the pairs, which are
+    made on first use by anything else (indexing, iterating, comparing with a list).
+
+    >>> r = Ranking(["a", "b", "c"], np.array([0.2, 0.7, 0.1]), np.array([1, 0, 2]))
+    >>> list(r), r == [("b", 0.7), ("a", 0.2), ("c", 0.1)], len(r)
+    ([('b', 0.7), ('a', 0.2), ('c', 0.1)], True, 3)
+    """
+
+    __slots__ = ("candidates", "order", "_probs", "_pairs")
+
+    def __init__(self, candidates: Sequence, probs: np.ndarray, order: np.ndarray):
+        self.candidates = candidates  # in the policy's order
+        self.order = order  # ranking position -> index into candidates
+        self._probs = probs  # per candidate
+        self._pairs: list | None = None
+
+    @property
+    def probabilities(self) -> np.ndarray:
+        """The probabilities in ranking order (a new float64 array)."""
+        return self._probs[self.order]
+
+    def _list(self) -> list[tuple[Hashable, float]]:
+        if self._pairs is None:  # zip and map: no Python code per pair
+            self._pairs = list(zip(map(self.candidates.__getitem__, self.order.tolist()),
+                                   self.probabilities.tolist()))
+        return self._pairs
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __getitem__(self, i):
+        return self._list()[i]
+
+    def __iter__(self):
+        return iter(self._list())
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (Ranking, list, tuple)):
+            return self._list() == list(other)
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"Ranking({self._list()!r})"
 
 
 class Decision:
@@ -44,13 +98,12 @@ class Decision:
         return self._probabilities
 
     @property
-    def ranking(self) -> list[tuple[Hashable, float]]:
-        """(action, probability) pairs, most probable first."""
-        if self._probabilities is None:  # from the arrays, without the dict (no Python loop)
-            order = self._order.tolist()
-            return list(zip(map(self._candidates.__getitem__, order),
-                            self._probs[self._order].tolist()))
-        return list(self._probabilities.items())
+    def ranking(self) -> Sequence[tuple[Hashable, float]]:
+        """(action, probability) pairs, most probable first (a :class:`Ranking` when the policy
+        gave its arrays: pairs made on first use)."""
+        if self._probabilities is None and self._candidates is not None:
+            return Ranking(self._candidates, self._probs, self._order)
+        return list(self.probabilities.items())
 
     def __eq__(self, other):
         if not isinstance(other, Decision):

@@ -41,8 +41,10 @@ from itertools import groupby
 from operator import itemgetter
 from typing import Any, TypeVar
 
+import numpy as np
 from fastapi import HTTPException
 
+from online.decision import Ranking
 from service import keys
 from service.api.app_cache import AppCache
 from service.api.auth import authorized, hash_key, is_admin, same_key
@@ -193,12 +195,46 @@ def _ranking_json(ranking: Sequence[tuple[str, float]]) -> str:
     one, 0) in runs, so each run is one ``str.join`` of the ids' (cached) literals, with no
     Python code per entry.
     """
+    if isinstance(ranking, Ranking):
+        return _ranking_json_from_arrays(ranking)
     runs = []
     for p, run in groupby(ranking, key=itemgetter(1)):
         end = f',"probability":{_number(p)}}}'
         between = end + ',{"id":'
         ids = map(_ID_JSON.__getitem__, map(itemgetter(0), run))
         runs.append('{"id":' + between.join(ids) + end)
+    return f"[{','.join(runs)}]"
+
+
+#: candidates object (a policy's inventory list, kept while it is unchanged) -> its ids' JSON
+#: literals as an object array, for :func:`_ranking_json_from_arrays`
+_LITERALS: dict[int, tuple[Sequence, np.ndarray]] = {}
+
+
+def _literals(candidates: Sequence) -> np.ndarray:
+    cached = _LITERALS.get(id(candidates))
+    if cached is not None and cached[0] is candidates:
+        return cached[1]
+    if len(_LITERALS) >= 256:
+        _LITERALS.clear()
+    literals = np.empty(len(candidates), object)
+    literals[:] = list(map(_ID_JSON.__getitem__, candidates))
+    _LITERALS[id(candidates)] = (candidates, literals)
+    return literals
+
+
+def _ranking_json_from_arrays(ranking: Ranking) -> str:
+    """:func:`_ranking_json` from the policy's arrays: the ids' literals put in ranking order
+    by one numpy take, the runs of equal probability found by numpy, one ``str.join`` per run
+    (with 1,000 actions, ~10x less CPU than from the pairs)."""
+    literals = _literals(ranking.candidates)[ranking.order]
+    probs = ranking.probabilities
+    starts = [0, *(np.flatnonzero(probs[1:] != probs[:-1]) + 1).tolist()]
+    ends = [*starts[1:], len(probs)]
+    runs = []
+    for a, b in zip(starts, ends):
+        end = f',"probability":{_number(float(probs[a]))}}}'
+        runs.append('{"id":' + (end + ',{"id":').join(literals[a:b].tolist()) + end)
     return f"[{','.join(runs)}]"
 
 
