@@ -6,7 +6,8 @@ learner, public methods of :class:`online.policies.auto.AutoPolicy`). A change o
 version in one transaction with the app's config (WATCH/MULTI on both keys, the same app hash
 tag): the trainer's next publish then fails on the version, it takes the app again from this
 snapshot and re-learns the events after its offset, so nothing learned is lost or learned twice.
-Counters (events learned, rejected) and the stream offset are kept.
+The change is made to the trainer's last checkpoint (the whole state), so the served model, its
+offset and counters become the checkpoint's; the trainer learns the events after it again.
 """
 
 from __future__ import annotations
@@ -84,7 +85,9 @@ def change(client: redis.Redis, name: str, candidates: list[dict] | None = None,
             try:
                 pipe.watch(config_key, snapshot_key)
                 raw = pipe.hget(config_key, "json")
-                version, state = pipe.hmget(snapshot_key, "version", "state")
+                version, state, state_offset, state_learned, state_rejected = pipe.hmget(
+                    snapshot_key, "version", "state", "stateOffset", "stateLearned",
+                    "stateRejected")
                 if raw is None or version is None or state is None:
                     raise Gone(name)
                 config = AppConfig.from_json(raw)
@@ -104,11 +107,16 @@ def change(client: redis.Redis, name: str, candidates: list[dict] | None = None,
                 pipe.multi()
                 pipe.hset(config_key, "json", config.to_json())
                 pipe.hincrby(config_key, "rev", 1)  # API processes cache the config per rev
+                at_checkpoint = {}  # the served model is now the checkpoint's, at its offset
+                if state_offset is not None:  # (else the state is at 'offset' already)
+                    at_checkpoint = {"offset": state_offset, "eventsLearned": state_learned,
+                                     "eventsRejected": state_rejected}
                 pipe.hset(snapshot_key, mapping={
                     "version": int(version) + 1,
                     "updatedAt": int(time.time() * 1000),
                     "state": codec.encode(kind.dump(learner)),
                     "serving": codec.encode(kind.dump_for_serving(learner)),
+                    **at_checkpoint,
                 })
                 pipe.execute()
                 return _figures(learner)

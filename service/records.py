@@ -87,6 +87,19 @@ class SnapshotInfo:
 
 
 @dataclass(frozen=True)
+class Checkpoint:
+    """Where a trainer resumes an app: the learner's last whole state (:mod:`service.scripts`,
+    PUBLISH) includes the stream up to ``offset`` and those counts; the served snapshot is at
+    ``version`` and includes the stream up to ``served_offset`` (the same or later)."""
+
+    version: int
+    offset: str
+    events_learned: int
+    events_rejected: int
+    served_offset: str
+
+
+@dataclass(frozen=True)
 class NewDecision:
     """One decision to record: what the policy chose, with its propensity."""
 

@@ -38,7 +38,8 @@ redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
     + """
 redis.call('HSET', KEYS[1], 'uid', ARGV[1], 'json', ARGV[2])
 redis.call('HSET', KEYS[2], 'version', 0, 'offset', '0-0', 'eventsLearned', 0,
-           'eventsRejected', 0, 'updatedAt', now, 'state', ARGV[3], 'serving', ARGV[4])
+           'eventsRejected', 0, 'updatedAt', now, 'state', ARGV[3], 'serving', ARGV[4],
+           'stateOffset', '0-0', 'stateLearned', 0, 'stateRejected', 0)
 return {'ok'}
 """
 )
@@ -201,9 +202,15 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 """
 
+# The snapshot hash holds the serving model ('serving', 'version', 'offset', 'eventsLearned',
+# 'eventsRejected': what the API serves and reports) and the trainer's last checkpoint ('state',
+# the learner's whole state, with the stream offset and counters it includes: 'stateOffset',
+# 'stateLearned', 'stateRejected'). Every publication writes the first; a checkpoint (ARGV[9]
+# given) also the second. A hash written before checkpoints existed has no 'stateOffset': its
+# state is at 'offset'.
 # KEYS: config, lease, snapshot
-# ARGV: uid, trainer id, base version, new version, offset, eventsLearned, eventsRejected, state,
-#       serving state
+# ARGV: uid, trainer id, expected version, new version, offset, eventsLearned, eventsRejected,
+#       serving bytes[, state bytes]
 PUBLISH = (
     _SAME_APP
     + """
@@ -213,7 +220,11 @@ if redis.call('HGET', KEYS[3], 'version') ~= ARGV[3] then return {'version'} end
     + LUA_NOW
     + """
 redis.call('HSET', KEYS[3], 'version', ARGV[4], 'offset', ARGV[5], 'eventsLearned', ARGV[6],
-           'eventsRejected', ARGV[7], 'updatedAt', now, 'state', ARGV[8], 'serving', ARGV[9])
+           'eventsRejected', ARGV[7], 'updatedAt', now, 'serving', ARGV[8])
+if ARGV[9] then
+  redis.call('HSET', KEYS[3], 'state', ARGV[9], 'stateOffset', ARGV[5], 'stateLearned', ARGV[6],
+             'stateRejected', ARGV[7])
+end
 return {'ok'}
 """
 )

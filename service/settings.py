@@ -79,6 +79,18 @@ class Settings(BaseSettings):
     snapshot_events: int = Field(
         default=1000, gt=0, description="Most events learned before a snapshot is published."
     )
+    checkpoint_rate: float = Field(
+        default=2_000_000,
+        gt=0,
+        description=(
+            "Bytes per second, per app, of the trainer's whole learner state (statistics, "
+            "windows) written to Redis: a snapshot carries it (a checkpoint) when the time "
+            "since the last one is at least the last state's size over this rate (a 1 MB "
+            "state: every 0.5 s, so small models go with every snapshot; a 50 MB one: every "
+            "25 s); the other snapshots carry the serving model only. A trainer that takes an "
+            "app over starts from the last checkpoint and learns the events after it again."
+        ),
+    )
     decide_seed: int | None = Field(
         default=None,
         description=(

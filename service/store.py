@@ -16,7 +16,7 @@ from typing import TypeVar
 import redis
 
 from service import codec, keys
-from service.records import AppConfig, NewDecision, SnapshotInfo
+from service.records import AppConfig, Checkpoint, NewDecision, SnapshotInfo
 from service.redis_text import as_str
 from service.scripts import Scripts
 from service.settings import Settings
@@ -238,8 +238,25 @@ class Store:
             int(fields[4] or 0),
         )
 
+    def load_checkpoint(self, name: str) -> tuple[Checkpoint, dict]:
+        """The learner's last whole state and where it is in the stream (a trainer resumes
+        there: see :class:`service.records.Checkpoint`)."""
+        fields = ("version", "offset", "eventsLearned", "eventsRejected", "stateOffset",
+                  "stateLearned", "stateRejected", "state")
+        (version, offset, learned, rejected, state_offset, state_learned, state_rejected,
+         state) = self.redis.hmget(keys.snapshot(name), *fields)  # one command: consistent
+        if version is None or state is None:
+            raise NotFound(f"app {name!r} has no model snapshot")
+        if state_offset is None:  # written before checkpoints: the state is at 'offset'
+            state_offset, state_learned, state_rejected = offset, learned, rejected
+        checkpoint = Checkpoint(int(version), as_str(state_offset), int(state_learned or 0),
+                                int(state_rejected or 0), as_str(offset))
+        return checkpoint, codec.decode(state)
+
     def load_snapshot(self, name: str, serving: bool = False) -> tuple[SnapshotInfo, dict]:
-        """The snapshot's header and state (``serving``: the smaller state API processes use)."""
+        """The snapshot's header and state: ``serving``, the model API processes serve; else
+        the learner's whole state as of the trainer's last checkpoint (at most
+        ``GROVE_CHECKPOINT_INTERVAL`` older than the serving one: see :meth:`load_checkpoint`)."""
         pipe = self.redis.pipeline(transaction=True)  # header and state of the same version
         pipe.hmget(
             keys.snapshot(name), "version", "offset", "eventsLearned", "eventsRejected", "updatedAt"

@@ -8,9 +8,14 @@ apps between them), the trainer
 2. reads the app's learning stream through the consumer group ``trainers`` and updates the
    learner, rescaling rewards to [0, 1] (a labeled event of a supervised kind, queued by
    ``POST /apps/{app}/learn``, goes to the kind's ``learn_labeled`` instead);
-3. publishes a snapshot (learner state + the stream offset it includes + ``eventsLearned``) at
-   most every ``snapshot_interval`` seconds or ``snapshot_events`` events, then acknowledges the
-   events it contains.
+3. publishes a snapshot (the serving model + the stream offset it includes + ``eventsLearned``)
+   at most every ``snapshot_interval`` seconds or ``snapshot_events`` events; at most
+   ``checkpoint_rate`` bytes per second of the learner's whole state (and whenever it hands an
+   app over or stops) the snapshot also carries that state, a checkpoint, and the trainer then
+   acknowledges the events it contains: a small model's state goes with every snapshot, a
+   large one's every few tens of seconds. The whole state of a large model (a 1,000-action Bandit Forest: 53 MB; the tree
+   policy's window: up to ~40 MB) written every second cost Redis more than the traffic
+   (bench/http/README.md); the serving model is a tenth of it.
 
 Sharing the apps: each trainer takes at most its share, ``ceil(apps / live trainers)`` (live:
 a heartbeat in ``grove:trainers`` within one lease), and hands back (publishes, then releases)
@@ -19,10 +24,12 @@ that dies are taken when its leases run out. On a Redis Cluster an app whose mas
 dropped (and taken again from its snapshot when the master is back) while the trainer goes on
 with the apps of the other masters.
 
-Exactly-once learning: taking an app starts from its snapshot and moves the group's cursor back
-to the snapshot's offset (``XGROUP SETID``), so whatever a dead trainer had learned but not
-published is learned again, once; a snapshot is published only if the trainer still holds the
-lease and the snapshot is still the version it started from (Lua ``PUBLISH``).
+Exactly-once learning: taking an app starts from its last checkpoint and moves the group's
+cursor back to the checkpoint's offset (``XGROUP SETID``), so whatever a dead trainer had
+learned but not checkpointed is learned again, once (and the stream is trimmed only up to the
+checkpoint); the new owner publishes again once it has learned as far as the served snapshot,
+so the served counts never go back; a snapshot is published only if the trainer still holds
+the lease and the snapshot is still the version it started from (Lua ``PUBLISH``).
 """
 
 from __future__ import annotations
@@ -70,9 +77,16 @@ class OwnedApp:
     offset: str  # last stream id applied to ``learner``
     events_learned: int
     events_rejected: int
+    #: the last checkpoint's offset (the stream is kept from there: a new owner resumes there)
+    checkpoint_offset: str = "0-0"
+    #: the served snapshot's offset when the app was taken: the learner, resumed from an older
+    #: checkpoint, publishes again once it has learned that far (served counts never go back)
+    hold_until: str = "0-0"
     unpublished: int = 0
-    to_ack: list[str] = field(default_factory=list)
+    to_ack: list[str] = field(default_factory=list)  # stream ids learned since the checkpoint
     last_publish: float = field(default_factory=time.monotonic)
+    last_checkpoint: float = field(default_factory=time.monotonic)
+    state_bytes: int = 0  # of the last checkpoint's state (0: none written yet by this trainer)
     #: an auto app's switches of serving candidate in the published snapshot (None: not auto)
     switches_published: int | None = None
     #: the learner's refit running in the trainer's refit thread (see Trainer.refit)
@@ -236,7 +250,7 @@ class Trainer:
 
     def take(self, name: str, config: AppConfig) -> None:
         """Start owning ``name``: load its snapshot and rewind the consumer group to it."""
-        info, state = self.store.load_snapshot(name)
+        info, state = self.store.load_checkpoint(name)
         kind = model_kind(config.policy_kind)
         learner = kind.load(state)
         if hasattr(learner, "defer_refits"):
@@ -261,15 +275,19 @@ class Trainer:
             info.offset,
             info.events_learned,
             info.events_rejected,
+            checkpoint_offset=info.offset,
+            hold_until=info.served_offset,
         )
         self.owned[name].switches_published = self.owned[name].switch_count()
         log.info(
-            "trainer %s took app %s at version %d (offset %s, %d events learned)",
+            "trainer %s took app %s at version %d (checkpoint at offset %s with %d events "
+            "learned; served up to %s)",
             self.id,
             name,
             info.version,
             info.offset,
             info.events_learned,
+            info.served_offset,
         )
 
     @staticmethod
@@ -482,27 +500,32 @@ class Trainer:
         owned = self.owned.get(name)
         if owned is None or owned.unpublished == 0:
             return False
+        now = time.monotonic()
         due = (
             owned.unpublished >= self.settings.snapshot_events
-            or time.monotonic() - owned.last_publish >= self.settings.snapshot_interval
+            or now - owned.last_publish >= self.settings.snapshot_interval
         )
-        if not (due or force):
+        if not force and (not due or _id_tuple(owned.offset) < _id_tuple(owned.hold_until)):
             return False
-        state = codec.encode(owned.kind.dump(owned.learner))
-        serving = codec.encode(owned.kind.dump_for_serving(owned.learner))
+        # the whole state (statistics, windows: up to tens of MB) at GROVE_CHECKPOINT_RATE bytes
+        # per second, and when the app changes hands; the serving model at every publication
+        checkpoint = force or (now - owned.last_checkpoint
+                               >= owned.state_bytes / self.settings.checkpoint_rate)
+        args = [
+            owned.config.uid,
+            self.id,
+            owned.version,
+            owned.version + 1,
+            owned.offset,
+            owned.events_learned,
+            owned.events_rejected,
+            codec.encode(owned.kind.dump_for_serving(owned.learner)),
+        ]
+        if checkpoint:
+            args.append(codec.encode(owned.kind.dump(owned.learner)))
+            owned.state_bytes = len(args[-1])
         result = self.scripts.publish(
-            keys=[keys.config(name), keys.lease(name), keys.snapshot(name)],
-            args=[
-                owned.config.uid,
-                self.id,
-                owned.version,
-                owned.version + 1,
-                owned.offset,
-                owned.events_learned,
-                owned.events_rejected,
-                state,
-                serving,
-            ],
+            keys=[keys.config(name), keys.lease(name), keys.snapshot(name)], args=args
         )
         status = as_str(result[0])
         if status != "ok":
@@ -512,20 +535,27 @@ class Trainer:
             return False
         owned.version += 1
         owned.unpublished = 0
-        owned.last_publish = time.monotonic()
+        owned.last_publish = now
         self._note_switches(name, owned)
+        if checkpoint:
+            self._checkpointed(name, owned, now)
+        return True
+
+    def _checkpointed(self, name: str, owned: OwnedApp, now: float) -> None:
+        """The events up to the checkpoint are safe: acknowledge them, trim the stream."""
+        owned.last_checkpoint = now
+        owned.checkpoint_offset = owned.offset
         stream = keys.stream(name)
-        if owned.to_ack:  # none when only the model changed (a tree selection)
-            self.redis.xack(stream, keys.TRAINER_GROUP, *owned.to_ack)
+        for i in range(0, len(owned.to_ack), 10_000):  # a checkpoint interval's worth
+            self.redis.xack(stream, keys.TRAINER_GROUP, *owned.to_ack[i:i + 10_000])
         owned.to_ack.clear()
         # the app's retention (Personalizer's logRetentionDays), else GROVE_EVENT_RETENTION
         retention = event_retention(owned.config, self.settings.event_retention)
         if math.isfinite(retention):
-            self._trim(stream, owned.offset, retention)
-        return True
+            self._trim(stream, owned.checkpoint_offset, retention)
 
     def _trim(self, stream: str, offset: str, retention: float) -> None:
-        """Drop learned events older than ``retention`` s (never one not yet in a snapshot)."""
+        """Drop learned events older than ``retention`` s (never one not yet in a checkpoint)."""
         horizon = (int((time.time() - retention) * 1000), 0)
         minid = min(_id_tuple(offset), horizon)
         if minid > (0, 0):

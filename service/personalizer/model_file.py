@@ -104,7 +104,7 @@ def replace(client: redis.Redis, name: str, learner: Any, **config_changes: Any)
             try:
                 pipe.watch(config_key, snapshot_key)
                 raw = pipe.hget(config_key, "json")
-                version = pipe.hget(snapshot_key, "version")
+                version, offset = pipe.hmget(snapshot_key, "version", "offset")
                 if raw is None or version is None:
                     raise KeyError(name)
                 config = AppConfig.from_json(raw).replace(updated_at=time.time(), **config_changes)
@@ -123,6 +123,10 @@ def replace(client: redis.Redis, name: str, learner: Any, **config_changes: Any)
                         "updatedAt": int(time.time() * 1000),
                         "state": state,
                         "serving": serving,
+                        # the new model learns from the events after the current offset
+                        "stateOffset": offset or "0-0",
+                        "stateLearned": 0,
+                        "stateRejected": 0,
                     },
                 )
                 pipe.execute()

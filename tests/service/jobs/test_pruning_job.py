@@ -8,6 +8,7 @@ which must happen before this module's `grove serve` starts.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 
@@ -160,7 +161,7 @@ def test_live_app_forest_is_pruned_published_and_still_decides(grove, live_app):
     answer = http.post("/jobs/pruning", json=body, headers=key)
     assert answer.status_code == 202, answer.text
     final, _ = follow(http, answer.json()["id"], headers=key, timeout=60)
-    assert final["state"] == "done", final
+    assert final["state"] == "done", json.dumps(final)
     result = final["result"]
     assert result["mode"] == "live" and result["nTrees"] == 10 and result["k"] == K_LIVE
     assert len(set(result["selectedTrees"])) == K_LIVE
