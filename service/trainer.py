@@ -497,8 +497,13 @@ class Trainer:
         owned.switches_published = count
 
     def maybe_publish(self, name: str, force: bool = False) -> bool:
+        """Publish a snapshot of ``name`` if one is due (``force``: now, as a checkpoint, also
+        with nothing new to serve when the last checkpoint is behind); whether it did."""
         owned = self.owned.get(name)
-        if owned is None or owned.unpublished == 0:
+        if owned is None:
+            return False
+        behind = owned.checkpoint_offset != owned.offset  # learned since the last checkpoint
+        if owned.unpublished == 0 and not (force and behind):
             return False
         now = time.monotonic()
         due = (

@@ -230,3 +230,55 @@ def test_api_processes_serve_a_smaller_snapshot_that_decides_like_the_trainer(
         assert kind.decide(learner, context, ["a", "b", "c"], []) == kind.decide(
             server, context, ["a", "b", "c"], []
         )
+
+
+def test_the_whole_state_is_checkpointed_at_its_rate_and_a_new_owner_resumes_there(
+        client, settings, store):
+    """Snapshots between checkpoints carry the serving model only; a trainer taking the app
+    over starts from the checkpoint, learns the events after it again (once) and publishes
+    only when it has caught up with the served snapshot (the counts never go back)."""
+    rare = make_settings(settings.redis_url, snapshot_interval=0, checkpoint_rate=1,
+                         trainer_batch=4)  # a checkpoint only when forced (hand-over, stop)
+    first = Trainer(connect(rare), rare, trainer_id="first")
+    shop = create(client, rewardWaitTime=60)
+    reward(client, shop, decide(client, shop, 15))
+    drain(first)  # the forced publication is a checkpoint
+    checkpoint, _ = store.load_checkpoint("shop")
+    assert checkpoint.events_learned == 15 and checkpoint.offset == checkpoint.served_offset
+
+    reward(client, shop, decide(client, shop, 10))
+    first.refresh_leases()
+    while first.step():
+        pass
+    served = status(client, shop)
+    assert served["eventsLearned"] == 25  # published, without the whole state:
+    later, _ = store.load_checkpoint("shop")
+    assert (later.events_learned, later.offset) == (15, checkpoint.offset)
+    assert later.version == served["modelVersion"] and later.served_offset > later.offset
+    pending = client.app.state.store.redis.xpending(keys.stream("shop"), keys.TRAINER_GROUP)
+    assert pending["pending"] == 10  # acknowledged at the next checkpoint only
+    first.refresh_leases()  # its last beat; then it dies
+
+    second = Trainer(connect(rare), rare, trainer_id="second")
+    time.sleep(rare.trainer_lease + 0.1)
+    second.refresh_leases()
+    assert second.owned["shop"].events_learned == 15  # from the checkpoint
+    second.learn("shop")  # 4 of the 10 events after it
+    assert not second.maybe_publish("shop")  # behind the served snapshot: not published
+    assert status(client, shop)["eventsLearned"] == 25
+    drain(second)
+    s = status(client, shop)
+    assert s["eventsLearned"] == 25 and s["trainerLag"] == 0
+    final, _ = store.load_checkpoint("shop")
+    assert final.events_learned == 25 and final.offset == final.served_offset
+
+
+def test_a_snapshot_written_before_checkpoints_resumes_from_its_offset(client, trainer, store):
+    shop = create(client, rewardWaitTime=60)
+    reward(client, shop, decide(client, shop, 5))
+    drain(trainer)
+    store.redis.hdel(keys.snapshot("shop"), "stateOffset", "stateLearned", "stateRejected")
+    checkpoint, state = store.load_checkpoint("shop")
+    info, same = store.load_snapshot("shop")
+    assert (checkpoint.offset, checkpoint.events_learned) == (info.offset, 5)
+    assert codec.encode(state) == codec.encode(same)
