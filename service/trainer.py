@@ -13,9 +13,9 @@ apps between them), the trainer
    ``checkpoint_rate`` bytes per second of the learner's whole state (and whenever it hands an
    app over or stops) the snapshot also carries that state, a checkpoint, and the trainer then
    acknowledges the events it contains: a small model's state goes with every snapshot, a
-   large one's every few tens of seconds. The whole state of a large model (a 1,000-action Bandit Forest: 53 MB; the tree
-   policy's window: up to ~40 MB) written every second cost Redis more than the traffic
-   (bench/http/README.md); the serving model is a tenth of it.
+   large one's every few tens of seconds. The whole state of a large model (a 1,000-action
+   Bandit Forest: 53 MB; the tree policy's window: up to ~40 MB) written every second stalled
+   Redis for every request (bench/http/README.md); its serving model is a tenth of that.
 
 Sharing the apps: each trainer takes at most its share, ``ceil(apps / live trainers)`` (live:
 a heartbeat in ``grove:trainers`` within one lease), and hands back (publishes, then releases)
