@@ -31,20 +31,29 @@ from service.redis_client import connect, connect_async, connect_scripts
 from service.settings import Settings, get_settings
 from service.store import Store
 
+_frozen = False
+
 
 def _freeze_startup_objects() -> None:
     """Warm the kinds up, then keep what startup built out of every later garbage collection.
 
     An API process holds ~260,000 objects from its imports (FastAPI, pydantic, numpy, numba,
-    ...) and ~50,000 more that the first decide imports (the compiler's registries), none of
-    them ever garbage. A full collection walks them all: under wrk it ran 6 times in 8 s, up to
-    220 ms each with every request of the process waiting (the p99 of the HTTP benchmark).
-    Frozen (``gc.freeze``), they are skipped by every collection; what requests allocate is
-    collected as before (and frozen objects are still freed when nothing refers to them).
+    ...), none of them ever garbage, and its first decides imported ~50,000 more (the
+    compiler's registries). Those imports under load set off full collections, each walking
+    every object with every request of the process waiting: 2-3 per 15 s of load at 116-364 ms
+    each (``python -m bench.http.gc``), the p99 of the HTTP benchmark. The warm-up (each
+    deciding kind builds a tiny model and decides once) moves those imports to startup, and
+    ``gc.freeze`` keeps startup's objects out of every later collection, so that one that does
+    come walks what requests allocate only (frozen objects are still freed when nothing refers
+    to them). Once per process.
     """
+    global _frozen
+    if _frozen:  # once per process (tests build many apps in one process)
+        return
     warm_up()
     gc.collect()
     gc.freeze()
+    _frozen = True
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
