@@ -23,8 +23,12 @@ What it keeps of redis-py's behaviour:
 
 A call cancelled while waiting (``Store.bounded`` gives up after ``GROVE_REDIS_TIMEOUT``)
 leaves its place in the queue: its reply, if it comes, is read and dropped, so the replies that
-follow still go to their callers. A Redis Cluster uses redis-py's cluster client instead (it
-follows slots across nodes; see :mod:`service.redis_client`).
+follow still go to their callers; but if no reply at all came while it waited, the connection
+is closed (as redis-py drops a connection whose read timed out): a server or link that stopped
+answering does not hold every later call, and the next call connects again.
+
+A Redis Cluster uses redis-py's cluster client instead (it follows slots across nodes; see
+:mod:`service.redis_client`).
 
 Example (a real redis-server)::
 
@@ -73,6 +77,7 @@ class _Protocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self._on_lost = on_lost
         self._outgoing: list[bytes] = []
+        self.replies = 0  # replies read so far
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -80,9 +85,17 @@ class _Protocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.reader.feed(data)
         while True:
-            reply = self.reader.gets()
+            try:
+                reply = self.reader.gets()
+            except hiredis.ProtocolError:  # not Redis, or out of step: start again
+                self.transport.close()
+                return
             if reply is False:
                 return
+            if not self.waiting:  # a reply nobody asked for: out of step
+                self.transport.close()
+                return
+            self.replies += 1
             future = self.waiting.popleft()
             if future.done():  # its caller gave up (a timeout): drop the reply
                 continue
@@ -134,7 +147,16 @@ class ScriptPipe:
         protocol = self._protocol
         if protocol is None:
             protocol = await self._connect()
-        return await protocol.call(command)
+        replies = protocol.replies
+        try:
+            return await protocol.call(command)
+        except asyncio.CancelledError:
+            # given up (a timeout): if not one reply came since it was sent, the server or the
+            # link is not answering: drop the connection (its waiting calls fail, 503) rather
+            # than queue every later call behind it; the next call connects again
+            if protocol.replies == replies and protocol.transport is not None:
+                protocol.transport.close()
+            raise
 
     async def _connect(self) -> _Protocol:
         # one connection attempt at a time: concurrent calls wait for the same one

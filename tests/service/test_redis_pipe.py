@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 
 import pytest
 import redis
@@ -128,5 +129,39 @@ def test_password_and_database_come_from_the_url(tmp_path):
         assert check.get("where") == b"db3"
         assert redis.Redis(host=server.host, port=server.port, password="s3cret").get(
             "where") is None
+    finally:
+        server.stop()
+
+
+def test_a_call_given_up_with_no_reply_at_all_drops_the_connection(tmp_path):
+    """A server that stops answering (SIGSTOP): the call that gives up closes the connection,
+    and once the server answers again the next call goes on a new one."""
+    server = RedisServer(tmp_path / "r", appendonly=False).start()
+    try:
+        admin = redis.Redis(host=server.host, port=server.port)
+
+        def pipe_clients() -> set[str]:
+            return {c["addr"] for c in admin.client_list() if c["name"] != "admin"}
+
+        admin.client_setname("admin")
+
+        async def main():
+            pipe = ScriptPipe(server.url)
+            echo = pipe.register_script(ECHO)
+            await echo(keys=["k"], args=["1"])
+            before = pipe_clients()
+            server.process.send_signal(signal.SIGSTOP)
+            try:
+                with pytest.raises(asyncio.TimeoutError):
+                    await asyncio.wait_for(echo(keys=["k"], args=["2"]), 0.3)
+            finally:
+                server.process.send_signal(signal.SIGCONT)
+            reply = await echo(keys=["k"], args=["3"])
+            after = pipe_clients()
+            await pipe.aclose()
+            return before, after, reply
+
+        before, after, reply = run(main())
+        assert reply == [b"k", b"3"] and len(before) == len(after) == 1 and before != after
     finally:
         server.stop()
