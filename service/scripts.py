@@ -196,6 +196,20 @@ end
 return 0
 """
 
+# Reading an app's learning stream, only while holding its lease. A trainer whose lease ran
+# out (a take-over slower than the lease, a trainer paused) must not read after the new owner
+# rewound the group (XGROUP SETID): the entries it read would be delivered to it, never to the
+# new owner, and so never learned.
+# KEYS: stream, lease   ARGV: trainer id (the consumer), group, count
+# -> {'lease'} if the lease is another's, else XREADGROUP's answer (empty: nothing new)
+READ = """
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return {'lease'} end
+local answer = redis.call('XREADGROUP', 'GROUP', ARGV[2], ARGV[1], 'COUNT', ARGV[3],
+                          'STREAMS', KEYS[1], '>')
+if not answer then return {} end
+return answer
+"""
+
 # KEYS: lease      ARGV: trainer id
 RELEASE_LEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -243,3 +257,4 @@ class Scripts:
         self.acquire_lease = client.register_script(ACQUIRE_LEASE)
         self.release_lease = client.register_script(RELEASE_LEASE)
         self.publish = client.register_script(PUBLISH)
+        self.read = client.register_script(READ)

@@ -29,7 +29,9 @@ cursor back to the checkpoint's offset (``XGROUP SETID``), so whatever a dead tr
 learned but not checkpointed is learned again, once (and the stream is trimmed only up to the
 checkpoint); the new owner publishes again once it has learned as far as the served snapshot,
 so the served counts never go back; a snapshot is published only if the trainer still holds
-the lease and the snapshot is still the version it started from (Lua ``PUBLISH``).
+the lease and the snapshot is still the version it started from (Lua ``PUBLISH``); and the
+stream is read only while holding the lease (Lua ``READ``): a trainer whose lease ran out (a
+take-over slower than the lease, a pause) cannot take the entries the new owner rewound to.
 """
 
 from __future__ import annotations
@@ -143,9 +145,9 @@ class Trainer:
         work = 0
         for name in list(self.owned):
             try:
-                work += self.expire(name)
-                work += self.learn(name)
-                work += self.refit(name)
+                for stage in (self.expire, self.learn, self.refit):
+                    if name in self.owned:  # a stage may drop it (app gone, lease lost)
+                        work += stage(name)
                 self.maybe_publish(name)
                 self._reachable(name)
             except UNAVAILABLE as exc:  # its master is down (a cluster): the others go on
@@ -377,12 +379,17 @@ class Trainer:
         eventsRejected and logged, not retried, and the run goes on after it.
         """
         owned = self.owned[name]
-        answer = self.redis.xreadgroup(
-            keys.TRAINER_GROUP, self.id, {keys.stream(name): ">"}, count=self.settings.trainer_batch
+        answer = self.scripts.read(
+            keys=[keys.stream(name), keys.lease(name)],
+            args=[self.id, keys.TRAINER_GROUP, self.settings.trainer_batch],
         )
+        if answer and not isinstance(answer[0], list):  # {'lease'}: another trainer has it
+            log.warning("app %s: lease lost before reading; dropping the app", name)
+            self.owned.pop(name, None)
+            return 0
         entries = [
-            (as_str(entry_id), {as_str(k): v for k, v in fields.items()})
-            for entry_id, fields in (answer[0][1] if answer else [])
+            (as_str(entry_id), {as_str(f[i]): f[i + 1] for i in range(0, len(f), 2)})
+            for entry_id, f in (answer[0][1] if answer else [])
         ]
         start = 0
         while start < len(entries):

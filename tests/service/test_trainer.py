@@ -282,3 +282,21 @@ def test_a_snapshot_written_before_checkpoints_resumes_from_its_offset(client, t
     info, same = store.load_snapshot("shop")
     assert (checkpoint.offset, checkpoint.events_learned) == (info.offset, 5)
     assert codec.encode(state) == codec.encode(same)
+
+
+def test_a_trainer_whose_lease_ran_out_reads_nothing_once_another_took_the_app(client, settings):
+    """A take-over slower than the lease (or a paused trainer) leaves two trainers that think
+    they own the app: the one whose lease ran out must not read the entries the new owner's
+    rewind made available again (they would be delivered to it, and never learned)."""
+    shop = create(client, rewardWaitTime=60)
+    first = Trainer(connect(settings), settings, trainer_id="first")
+    first.refresh_leases()
+    assert "shop" in first.owned
+    reward(client, shop, decide(client, shop, 5))
+    first.redis.delete(keys.lease("shop"))  # its lease ran out
+    second = Trainer(connect(settings), settings, trainer_id="second")
+    second.refresh_leases()
+    assert "shop" in second.owned
+    assert first.learn("shop") == 0 and "shop" not in first.owned  # reads nothing, lets go
+    drain(second)
+    assert status(client, shop)["eventsLearned"] == 5
