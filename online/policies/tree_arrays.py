@@ -250,6 +250,29 @@ class Packed(NamedTuple):
     cat_threshold: np.ndarray
 
 
+class _Trees(NamedTuple):
+    """The trees of a ``CompiledEnsemble`` in LightGBM's layout (its flat arrays)."""
+
+    tree_nodes: np.ndarray
+    tree_leaves: np.ndarray
+    tree_cats: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray
+    decision_type: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    leaf_value: np.ndarray
+
+
+class _Layout(NamedTuple):
+    """What ``_lay_out`` fills: the kernel's words (``values``: the same memory as float64),
+    each tree's root word and each node's row of ``cat_boundaries``."""
+
+    words: np.ndarray
+    values: np.ndarray
+    roots: np.ndarray
+    cat_row: np.ndarray
+
 def pack(e: CompiledEnsemble) -> Packed:
     """The kernel's layout of ``e``'s arrays."""
     n_features = int(e.feature.max()) + 1 if len(e.feature) else 0
@@ -266,20 +289,25 @@ def pack(e: CompiledEnsemble) -> Packed:
     for (missing, left), v in _VIEWS.items():
         view[(missing << 1) | left] = v
     words = np.empty(n_words, np.uint64)
-    roots = np.empty(e.n_trees, np.int64)
-    cat_row = np.full(len(e.feature), -1, np.int64)
-    _lay_out(e.tree_nodes, e.tree_leaves, e.tree_cats, e.feature, e.threshold, e.decision_type,
-             e.left, e.right, e.leaf_value, index, view, n_features, words,
-             words.view(np.float64), roots, cat_row)
-    return Packed(e.model_trees, roots, words, words.view(np.float64), thresholds, n_features,
-                  e.feature, e.threshold, e.decision_type, cat_row, e.cat_boundaries,
+    out = _Layout(words, words.view(np.float64), np.empty(e.n_trees, np.int64),
+                  np.full(len(e.feature), -1, np.int64))
+    trees = _Trees(e.tree_nodes, e.tree_leaves, e.tree_cats, e.feature, e.threshold,
+                   e.decision_type, e.left, e.right, e.leaf_value)
+    _lay_out(trees, index, view, n_features, out)
+    return Packed(e.model_trees, out.roots, words, out.values, thresholds, n_features,
+                  e.feature, e.threshold, e.decision_type, out.cat_row, e.cat_boundaries,
                   e.cat_threshold)
 
 
+
 @numba.njit(cache=True)
-def _lay_out(tree_nodes, tree_leaves, tree_cats, feature, threshold, decision_type, left, right,
-             leaf_value, index, view, n_features, words, values, roots, cat_row):
-    """Fill ``words`` (and ``values``, the same memory), ``roots`` and ``cat_row``."""
+def _lay_out(trees, index, view, n_features, out):
+    """Fill ``out`` (a ``_Layout``) from ``trees`` (a ``_Trees``); ``index``: each node's row
+    of the distinct thresholds, ``view``: the copy of x each missing-value rule reads."""
+    tree_nodes, tree_leaves, tree_cats = trees.tree_nodes, trees.tree_leaves, trees.tree_cats
+    feature, threshold, decision_type = trees.feature, trees.threshold, trees.decision_type
+    left, right, leaf_value = trees.left, trees.right, trees.leaf_value
+    words, values, roots, cat_row = out.words, out.values, out.roots, out.cat_row
     stack = np.empty(feature.shape[0] + 2, np.int64)  # child codes: c >= 0 node, c < 0 leaf ~c
     parent = np.empty_like(stack)
     pos = 0
