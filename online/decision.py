@@ -92,9 +92,8 @@ class Decision:
     @property
     def probabilities(self) -> dict:
         """Every candidate action's probability, most probable first."""
-        if self._probabilities is None:
-            candidates, probs = self._candidates, self._probs.tolist()
-            self._probabilities = {candidates[i]: probs[i] for i in self._order.tolist()}
+        if self._probabilities is None:  # the ranking's pairs, in its order
+            self._probabilities = dict(self.ranking)
         return self._probabilities
 
     @property

@@ -89,7 +89,7 @@ class FastRoutes:
         match = None
         if scope["type"] == "http" and scope["method"] == "POST":
             match = _PATH.match(scope["path"])
-        limit = self.api.state.settings.max_body
+        limit = self.api.state.settings.max_body if match else 0
         key = _bearer(scope, limit) if match else None
         if match is None or key is None or not _APP.match(match.group(1)):
             return await self.stack(scope, receive, send)
