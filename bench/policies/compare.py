@@ -51,6 +51,9 @@ HELD_OUT = {
     "splice": ("class", ("instance_name",)),
     "dna_statlog": ("Class", ()),
     "kr_vs_kp": ("class", ()),
+    # low-signal streams (two actions, the best policy far from always right)
+    "german_numeric": ("class", ()),
+    "credit_a_crx": ("A16", ()),
 }
 HORIZONS = (10_000, 100_000, 200_000, 1_000_000)
 

@@ -5,6 +5,8 @@ defaults of the time) plays the paper's protocol on each stream; a name that is 
 ``compare.PLAYERS`` (linucb, vw_eps, vw_squarecb) plays that peer. Prints the average reward at
 1k, 3k, 10k, 30k, 100k steps and over the last 10k steps. Streams with more than 300 variables
 get sparse contexts ({variable: 1} for the set ones). Seeds: $SEEDS (default 0).
+Held-out streams: ``compare.HELD_OUT`` (german_numeric and credit_a_crx are the two-action,
+noisier ones, added for the ``optimism`` choice).
 
     python -m bench.policies.tune 30000 vowel,vehicle 'base={}' 'nl63={"num_leaves": 63}' linucb={}
 """

@@ -16,6 +16,16 @@ alone, the raw penalty did not (figures in the policy's docstring). A number on 
 (a price in dollars) is penalised little, as in LinUCB.
 Predicting for one context among several actions is one compiled loop over the candidates
 (:func:`linear_scores`), no Python per action.
+
+Each model also keeps what its prediction's uncertainty needs: LinUCB's width
+``sqrt(z' A^-1 z)`` of the coded row z, with ``A = Z'Z + l2 I`` over the action's coded rows
+(Li et al. 2010, Algorithm 1; the bias is penalised here, as in LinUCB: the width only scales
+the policy's optimism). Stored as ``A^-1`` (float32: a width needs no more) for every model
+while ``n_models * D^2`` stays under ``FULL_COVARIANCE_FLOATS`` (4 MB: 26 actions up to D =
+200, 1,000 actions up to D = 32), else
+only its diagonal (the width then ignores the columns' correlations: it is exact for one set
+variable, and a bound of the same order for a few). :func:`linear_widths` reads the coded row's
+non-zero entries only: ``nnz^2`` per candidate.
 """
 
 from __future__ import annotations
@@ -28,8 +38,9 @@ import numpy as np
 __all__ = ["RidgeBase", "MAX_CODES"]
 
 FORMAT = "grove.ridge-base"
-VERSION = 1
+VERSION = 2  # 2: the widths' covariances (a version-1 state loads with zero widths)
 MAX_CODES = 64  # one-hot columns per category-code column (bounds the d^3 solve)
+FULL_COVARIANCE_FLOATS = 1 << 20  # above: each model keeps only the diagonal of A^-1
 
 
 @dataclass
@@ -43,14 +54,22 @@ class RidgeBase:
     [0.75, 0.0]
     >>> base.predict(np.array([0.0, np.nan]), np.array([0])).round(3).tolist()
     [0.25]
+    >>> wide = RidgeBase.fit(X, np.zeros(200, np.int32), r, 1, ["number", "code"], l2=1.0)
+    >>> wide.widths(np.array([1.0, 2.0]), np.array([0, -1])).round(3).tolist()  # ~1 / sqrt(50)
+    [0.141, 0.0]
     """
 
     numbers: np.ndarray  # int64: columns of x read as numbers
     codes: np.ndarray  # int64: category-code columns, one-hot
     n_codes: np.ndarray  # int64 per code column: codes with a one-hot column (0..n-1)
     weights: np.ndarray  # float64 (n_models, 1 + len(numbers) + n_codes.sum()): bias first
+    # float32 A^-1 of each model, (n_models, D, D), or its diagonal, (n_models, D); (n_models, 0)
+    # for no widths (a version-1 state)
+    covariance: np.ndarray | None = None
 
     def __post_init__(self):
+        if self.covariance is None:
+            self.covariance = np.zeros((len(self.weights), 0), np.float32)
         # index in a coded row of each code column's code 0 (kept for the decide path)
         self.offsets = 1 + len(self.numbers) + np.concatenate(
             [[0], np.cumsum(self.n_codes)[:-1]]).astype(np.int64)[: len(self.codes)]
@@ -88,6 +107,16 @@ class RidgeBase:
                       self.codes, self.offsets, self.n_codes, self.weights, out)
         return out
 
+    def widths(self, x: np.ndarray, models: np.ndarray) -> np.ndarray:
+        """LinUCB's width ``sqrt(z' A^-1 z)`` of each model in ``models`` for one vector (0 for
+        -1, and for every model of a version-1 state)."""
+        out = np.zeros(len(models))
+        if self.covariance.shape[1]:
+            c = self.covariance
+            linear_widths(x, models, self.numbers, self.codes, self.offsets, self.n_codes,
+                          c if c.ndim == 3 else c[:, :, None], c.ndim == 2, out)
+        return out
+
     @classmethod
     def fit(cls, X: np.ndarray, actions: np.ndarray, rewards: np.ndarray, n_actions: int,
             kinds: list[str], l2: float) -> RidgeBase:
@@ -103,29 +132,47 @@ class RidgeBase:
         if not len(X):
             return base
         Z = base.design(X)
+        D = Z.shape[1]
+        full = n_actions * D * D <= FULL_COVARIANCE_FLOATS
+        eye = np.eye(D) / l2
+        base.covariance = np.repeat(eye[None] if full else np.diag(eye)[None], n_actions,
+                                    0).astype(np.float32)
         for k in np.unique(actions).tolist():
             rows = actions == k
             base.weights[k] = ridge_weights(Z[rows, 1:], rewards[rows], l2)
+            A = Z[rows].T @ Z[rows]
+            A[np.diag_indices_from(A)] += l2
+            inverse = np.linalg.inv(A)
+            base.covariance[k] = inverse if full else np.diag(inverse)
         return base
 
     def nbytes(self) -> int:
-        return self.weights.nbytes + 3 * 8 * (len(self.codes) + len(self.numbers))
+        return self.weights.nbytes + self.covariance.nbytes + 3 * 8 * (
+            len(self.codes) + len(self.numbers))
 
     def to_state(self) -> dict:
         return {"format": FORMAT, "version": VERSION, "numbers": self.numbers.copy(),
                 "codes": self.codes.copy(), "n_codes": self.n_codes.copy(),
-                "weights": self.weights.copy()}
+                "weights": self.weights.copy(), "covariance": self.covariance.copy()}
 
     @classmethod
     def from_state(cls, state: dict) -> RidgeBase:
-        if state.get("format") != FORMAT or state.get("version") != VERSION:
-            raise ValueError(f"not a {FORMAT} state of version {VERSION}: "
+        """Versions 1 (no widths) and 2 are read."""
+        if state.get("format") != FORMAT or state.get("version") not in (1, VERSION):
+            raise ValueError(f"not a {FORMAT} state of version 1 or {VERSION}: "
                              f"{state.get('format')!r} {state.get('version')!r}")
+        weights = np.asarray(state["weights"], np.float64).reshape(
+            -1, 1 + len(state["numbers"]) + int(np.sum(state["n_codes"]))).copy()
+        covariance = np.asarray(state["covariance"], np.float32).copy() \
+            if "covariance" in state else None
+        if covariance is not None and covariance.shape[1] and (
+                covariance.shape[:2] != weights.shape
+                or covariance.shape[2:] not in ((), weights.shape[1:])):
+            raise ValueError(f"covariance of shape {covariance.shape} for weights of shape "
+                             f"{weights.shape}")
         return cls(np.asarray(state["numbers"], np.int64).copy(),
                    np.asarray(state["codes"], np.int64).copy(),
-                   np.asarray(state["n_codes"], np.int64).copy(),
-                   np.asarray(state["weights"], np.float64).reshape(
-                       -1, 1 + len(state["numbers"]) + int(np.sum(state["n_codes"]))).copy())
+                   np.asarray(state["n_codes"], np.int64).copy(), weights, covariance)
 
 
 def ridge_weights(Z: np.ndarray, r: np.ndarray, l2: float) -> np.ndarray:
@@ -161,3 +208,42 @@ def linear_scores(x, models, numbers, codes, offsets, n_codes, weights, out):
                 if v >= 0 and v < n_codes[i]:
                     s += weights[m, offsets[i] + int(v)]
         out[j] = s
+
+
+@numba.njit(cache=True, nogil=True)
+def linear_widths(x, models, numbers, codes, offsets, n_codes, covariance, diagonal, out):
+    """``out[j] = sqrt(z' covariance[models[j]] z)`` for the coded row z of ``x`` (0 where
+    ``models[j] < 0``); with ``diagonal``, ``covariance[m, i, 0]`` is entry (i, i) and the rest
+    is taken as 0. Reads z's non-zero entries only."""
+    d = x.shape[0]
+    index = np.empty(1 + numbers.shape[0] + codes.shape[0], np.int64)
+    value = np.empty(index.shape[0])
+    index[0], value[0] = 0, 1.0  # the bias
+    nnz = 1
+    for i in range(numbers.shape[0]):
+        c = numbers[i]
+        if c < d and not np.isnan(x[c]) and x[c] != 0.0:
+            index[nnz], value[nnz] = 1 + i, x[c]
+            nnz += 1
+    for i in range(codes.shape[0]):
+        c = codes[i]
+        if c < d:
+            v = x[c]
+            if v >= 0 and v < n_codes[i]:
+                index[nnz], value[nnz] = offsets[i] + int(v), 1.0
+                nnz += 1
+    for j in range(models.shape[0]):
+        m = models[j]
+        if m < 0:
+            out[j] = 0.0
+            continue
+        s = 0.0
+        for p in range(nnz):
+            if diagonal:
+                s += value[p] * value[p] * covariance[m, index[p], 0]
+            else:
+                row = 0.0
+                for q in range(nnz):
+                    row += covariance[m, index[p], index[q]] * value[q]
+                s += value[p] * row
+        out[j] = np.sqrt(max(s, 0.0))

@@ -110,3 +110,92 @@ def test_round_trip_keeps_the_linear_base_exactly():
     np.testing.assert_array_equal(copy._linear.weights, policy._linear.weights)
     contexts = list(favorite_stream(50, seed=9))
     assert [copy.probabilities(x) for x in contexts] == [policy.probabilities(x) for x in contexts]
+
+
+# -- the widths (the policy's optimism) ----------------------------------------------------------
+
+
+def _direct_widths(base, X, actions, T, l2):
+    """sqrt(z' (Z'Z + l2 I)^-1 z) per model, from the coded rows (numpy, no kernel)."""
+    Z = base.design(X)
+    out = []
+    for t in T:
+        z = base.design(t[None])[0]
+        row = []
+        for k in range(base.n_models):
+            A = Z[actions == k].T @ Z[actions == k] + l2 * np.eye(Z.shape[1])
+            row.append(np.sqrt(z @ np.linalg.solve(A, z)))
+        out.append(row)
+    return np.array(out)
+
+
+def test_widths_are_linucbs_width_of_the_coded_row_and_shrink_with_data():
+    X, r = linear_rows(2000)
+    X[:, 0] = np.where(np.random.default_rng(3).random(2000) < 0.3, 0.0, X[:, 0])  # sparse
+    actions = (np.arange(2000) % 3 == 0).astype(np.int32)  # model 1: 667 rows, model 0: 1333
+    kinds = ["number", "number", "code"]
+    base = RidgeBase.fit(X, actions, r, 3, kinds, l2=2.0)
+    T, _ = linear_rows(40, seed=4)
+    T[::4, 0] = 0.0
+    got = np.array([base.widths(t, np.array([0, 1, 2, -1])) for t in T])
+    direct = _direct_widths(base, X, actions, T, 2.0)
+    np.testing.assert_allclose(got[:, :3], direct, rtol=1e-5)  # A^-1 is kept in float32
+    assert (got[:, 3] == 0).all()
+    assert (got[:, 0] < got[:, 1]).all() and (got[:, 1] < got[:, 2]).all()  # 1333 < 667 < 0 rows
+    # model 2 never played: the prior's width sqrt(|z|^2 / l2)
+    Z = base.design(T)
+    np.testing.assert_allclose(got[:, 2], np.sqrt((Z ** 2).sum(axis=1) / 2.0), rtol=1e-6)
+
+
+def test_many_columns_keep_only_the_covariance_diagonal(monkeypatch):
+    import online.policies.ridge as ridge
+
+    X, r = linear_rows(500)
+    actions = np.zeros(500, np.int32)
+    full = RidgeBase.fit(X, actions, r, 1, ["number", "number", "code"], l2=1.0)
+    monkeypatch.setattr(ridge, "FULL_COVARIANCE_FLOATS", 10)  # 1 x 7 x 7 columns > 10
+    diagonal = RidgeBase.fit(X, actions, r, 1, ["number", "number", "code"], l2=1.0)
+    assert full.covariance.shape == (1, 7, 7) and diagonal.covariance.shape == (1, 7)
+    np.testing.assert_allclose(diagonal.covariance[0], np.diag(full.covariance[0]))
+    for t in linear_rows(20, seed=5)[0]:
+        z = full.design(t[None])[0]
+        expected = np.sqrt((z ** 2) @ np.diag(full.covariance[0]).astype(np.float64))
+        assert diagonal.widths(t, np.array([0]))[0] == pytest.approx(expected, rel=1e-12)
+        state = json.loads(json.dumps(_plain(diagonal.to_state())))
+        assert RidgeBase.from_state(state).widths(t, np.array([0]))[0] == \
+            diagonal.widths(t, np.array([0]))[0]
+
+
+def test_optimism_adds_the_width_to_the_scores_it_weighs():
+    policy = small(optimism=0.5)
+    play(policy, favorite_stream(400, seed=3))
+    for x in favorite_stream(20, seed=4):
+        plain, upper = policy.scores(x), policy.scores(x, optimistic=True)
+        xv, _ = policy._encoder.encode(x)
+        widths = policy._linear.widths(xv, np.arange(len(policy.actions)))
+        assert (widths > 0).all()
+        np.testing.assert_allclose([upper[a] - plain[a] for a in policy.actions],
+                                   0.5 * widths, rtol=1e-9)
+    without = small(optimism=0.0)
+    play(without, favorite_stream(400, seed=3))
+    x = next(favorite_stream(1, seed=4))
+    assert without.scores(x, optimistic=True) == without.scores(x)
+    with pytest.raises(ValueError, match="optimism"):
+        TreeEnsemblePolicy(optimism=-1.0)
+
+
+def test_a_state_without_widths_loads_and_decides_as_before():
+    """A linear base written before the widths (ridge version 1) decides as it did: no bonus
+    until the next refit, whatever ``optimism`` says."""
+    old = small(optimism=0.0)
+    play(old, favorite_stream(500, seed=8))
+    state = json.loads(json.dumps(_plain(old.to_state())))
+    state["model"]["linear"]["version"] = 1
+    del state["model"]["linear"]["covariance"]
+    del state["params"]["optimism"]
+    loaded = TreeEnsemblePolicy.from_state(state)
+    assert loaded.optimism > 0 and loaded._linear.covariance.shape[1] == 0
+    contexts = list(favorite_stream(100, seed=6))
+    assert [loaded.probabilities(x) for x in contexts] == [old.probabilities(x) for x in contexts]
+    play(loaded, favorite_stream(400, seed=7))
+    assert loaded._linear.covariance.shape[1] > 0

@@ -159,7 +159,7 @@ def test_probabilities_are_squarecb_of_the_scores_and_sum_to_one():
     assert policy.n_refits > 3
     for x in favorite_stream(50, seed=2):
         probs = policy.probabilities(x)
-        scores = policy.scores(x)
+        scores = policy.scores(x, optimistic=True)
         assert list(probs) == sorted(probs, key=probs.get, reverse=True)
         assert abs(sum(probs.values()) - 1.0) < 1e-12
         K, g = len(ADS), policy.gamma(len(ADS))
