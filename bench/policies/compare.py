@@ -54,14 +54,18 @@ HELD_OUT = {
     # low-signal streams (two actions, the best policy far from always right)
     "german_numeric": ("class", ()),
     "credit_a_crx": ("A16", ()),
+    # large and low-signal, many actions (Adult's kind: 57k rows, so no row comes back within
+    # 50k steps): a MOOC enrolment's course (31 actions) from its activity and dropout
+    "mooc_course": ("course", ("enrollment_id",), "mooc_kddcup15_labels"),
 }
 HORIZONS = (10_000, 100_000, 200_000, 1_000_000)
 
 
 def load(name: str):
     if name in HELD_OUT:
-        target, drop = HELD_OUT[name]
-        frame = pd.read_csv(Path(DATA_DIR) / f"{name}.csv.gz").drop(columns=list(drop))
+        target, drop, *file = HELD_OUT[name]
+        frame = pd.read_csv(Path(DATA_DIR) / f"{(file or [name])[0]}.csv.gz").drop(
+            columns=list(drop))
         return recode(frame, target, name=name)
     return load_paper(name)
 

@@ -192,7 +192,7 @@ def test_a_state_without_widths_loads_and_decides_as_before():
     state = json.loads(json.dumps(_plain(old.to_state())))
     state["model"]["linear"]["version"] = 1
     del state["model"]["linear"]["covariance"]
-    del state["params"]["optimism"]
+    state["params"]["optimism"] = 0.5
     loaded = TreeEnsemblePolicy.from_state(state)
     assert loaded.optimism > 0 and loaded._linear.covariance.shape[1] == 0
     contexts = list(favorite_stream(100, seed=6))

@@ -154,7 +154,7 @@ def test_inverse_gap_weights_formula_and_bounds():
 
 
 def test_probabilities_are_squarecb_of_the_scores_and_sum_to_one():
-    policy = small()
+    policy = small(optimism=0.5)  # the optimistic scores (the predictions when optimism is 0)
     play(policy, favorite_stream(600, seed=1))
     assert policy.n_refits > 3
     for x in favorite_stream(50, seed=2):
