@@ -18,7 +18,9 @@ import numpy as np
 from online.policies.ridge import RidgeBase
 from online.policies.tree_arrays import CompiledEnsemble, parse_lightgbm
 
-__all__ = ["RefitJob", "RefitResult", "booster_params"]
+__all__ = ["RefitJob", "RefitResult", "booster_params", "tree_weights", "BLEND_MIN_EVENTS"]
+
+BLEND_MIN_EVENTS = 50  # held-out events of an action before its trees' weight is estimated
 
 
 def booster_params(n_trees: int, learning_rate: float, num_leaves: int, min_data_in_leaf: int,
@@ -54,6 +56,7 @@ class RefitResult:
     ensemble: CompiledEnsemble
     linear: RidgeBase
     plays: np.ndarray  # int64 per action index: plays in the window the models were fitted on
+    blend: np.ndarray  # float64 per action index: the weight of its trees (see tree_weights)
     n_events: int  # events the window held up to (the policy's event count at start_refit)
     seconds: float
 
@@ -71,6 +74,10 @@ class RefitJob:
     n_events: int
     kinds: list[str]  # the encoder's column kinds ("number", "code"), for the linear base
     linear_l2: float | None = None  # the linear base's ridge penalty; None: no linear base
+    # float32 (n, 2): each event's held-out predictions (linear base, trees), NaN for none;
+    # None: the trees keep weight 1
+    held_out: np.ndarray | None = None
+    recent: int = 0  # the last ``recent`` events were predicted by the models in use now
 
     def __call__(self) -> RefitResult:
         import lightgbm
@@ -97,5 +104,45 @@ class RefitJob:
                     data.set_init_score(linear.design(self.X[rows]) @ linear.weights[k])
                 booster = lightgbm.train(params, data, num_boost_round=rounds)
                 parts[k] = parse_lightgbm(booster.model_to_string())
-        return RefitResult(CompiledEnsemble.concatenate(parts), linear, plays, self.n_events,
-                           time.perf_counter() - t0)
+        blend = np.ones(self.n_actions)
+        if self.held_out is not None and self.recent > 0:
+            recent = slice(len(self.actions) - min(self.recent, len(self.actions)), None)
+            blend = tree_weights(self.actions[recent], self.rewards[recent],
+                                 self.held_out[recent], self.n_actions)
+        return RefitResult(CompiledEnsemble.concatenate(parts), linear, plays, blend,
+                           self.n_events, time.perf_counter() - t0)
+
+
+def tree_weights(actions: np.ndarray, rewards: np.ndarray, held_out: np.ndarray,
+                 n_actions: int) -> np.ndarray:
+    """Per action index, how much of its trees to add to its linear base: the least-squares
+    ``b`` in [0, 1] of ``reward - linear ~ b * trees`` over the action's events, each predicted by
+    the models of its time before it was learned (out of sample). An action with fewer than
+    ``BLEND_MIN_EVENTS`` such events gets the ``b`` of all actions' events pooled, and 1 while
+    they are fewer than that too.
+
+    >>> a = np.zeros(200, np.int32)
+    >>> trees = np.tile([0.2, -0.2], 100)
+    >>> r = 0.5 + 0.5 * trees  # half of what the trees predict comes true
+    >>> held = np.column_stack([np.full(200, 0.5), trees]).astype(np.float32)
+    >>> tree_weights(a, r, held, 2).round(3).tolist()  # action 1, never played: all pooled
+    [0.5, 0.5]
+    """
+    known = np.isfinite(held_out).all(axis=1)
+    pooled = _least_squares(rewards, held_out, known)
+    weights = np.full(n_actions, 1.0 if pooled is None else pooled)
+    for k in np.unique(actions[known]).tolist():
+        own = _least_squares(rewards, held_out, known & (actions == k))
+        if own is not None:
+            weights[k] = own
+    return weights
+
+
+def _least_squares(rewards, held_out, rows) -> float | None:
+    if rows.sum() < BLEND_MIN_EVENTS:
+        return None
+    linear, trees = held_out[rows, 0].astype(np.float64), held_out[rows, 1].astype(np.float64)
+    power = float(trees @ trees)
+    if not power > 0:
+        return None
+    return min(1.0, max(0.0, float(trees @ (rewards[rows] - linear)) / power))

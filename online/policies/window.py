@@ -2,8 +2,10 @@
 
 A ring buffer of the last ``size`` events: the encoded context (float32 row; columns grow as the
 encoder meets new keys, NaN where an event did not have the column), the action's index, the
-reward and the logged probability. Memory is bounded by ``size x columns x 4`` bytes plus
-20 bytes per event, whatever the length of the stream.
+reward, the logged probability, and what the models of the time predicted for the event before
+learning it (two float32: held out, so their errors are out of sample; NaN when there was no
+model). Memory is bounded by ``size x columns x 4`` bytes plus 28 bytes per event, whatever the
+length of the stream.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class EventWindow:
         self._a = np.zeros(len(self._X), np.int32)
         self._r = np.zeros(len(self._X))
         self._p = np.zeros(len(self._X))
+        self._o = np.full((len(self._X), 2), np.nan, np.float32)
         self._n = 0  # ring counter: the next row is _n % size
         self._total = 0  # events appended since the start
 
@@ -48,7 +51,8 @@ class EventWindow:
     def n_columns(self) -> int:
         return self._X.shape[1]
 
-    def append(self, x: np.ndarray, action: int, reward: float, probability: float) -> None:
+    def append(self, x: np.ndarray, action: int, reward: float, probability: float,
+               held_out: tuple[float, float] = (np.nan, np.nan)) -> None:
         d = len(x)
         if d > self._X.shape[1]:
             grown = np.full((len(self._X), max(d, 2 * self._X.shape[1])), np.nan, np.float32)
@@ -62,34 +66,43 @@ class EventWindow:
             for name in ("_a", "_r", "_p"):
                 old = getattr(self, name)
                 setattr(self, name, np.concatenate([old, np.zeros(rows - len(old), old.dtype)]))
+            self._o = np.concatenate(
+                [self._o, np.full((rows - len(self._o), 2), np.nan, np.float32)])
         row = self._X[i]
         row[:d] = x
         row[d:] = np.nan
         self._a[i], self._r[i], self._p[i] = action, reward, probability
+        self._o[i] = held_out
         self._n += 1
         self._total += 1
+
+    def _order(self) -> np.ndarray:
+        if self._n <= self.size:
+            return np.arange(len(self))
+        start = self._n % self.size
+        return np.concatenate([np.arange(start, self.size), np.arange(start)])
+
+    def held_out(self) -> np.ndarray:
+        """A copy of the held-out predictions (float32 (n, 2)), oldest event first."""
+        return self._o[self._order()]
 
     def arrays(self, n_columns: int | None = None) -> tuple[np.ndarray, ...]:
         """Copies of (X, actions, rewards, probabilities), oldest event first."""
         n = len(self)
         d = self._X.shape[1] if n_columns is None else n_columns
-        if self._n <= self.size:
-            order = np.arange(n)
-        else:
-            start = self._n % self.size
-            order = np.concatenate([np.arange(start, self.size), np.arange(start)])
+        order = self._order()
         X = np.full((n, d), np.nan, np.float32)
         k = min(d, self._X.shape[1])
         X[:, :k] = self._X[order, :k]
         return X, self._a[order], self._r[order], self._p[order]
 
     def nbytes(self) -> int:
-        return self._X.nbytes + self._a.nbytes + self._r.nbytes + self._p.nbytes
+        return self._X.nbytes + self._a.nbytes + self._r.nbytes + self._p.nbytes + self._o.nbytes
 
     def to_state(self, n_columns: int | None = None) -> dict:
         X, a, r, p = self.arrays(n_columns)
         return {"size": self.size, "n_events": self._total, "X": X, "action": a, "reward": r,
-                "probability": p}
+                "probability": p, "held_out": self.held_out()}
 
     @classmethod
     def from_state(cls, state: dict) -> EventWindow:
@@ -100,6 +113,10 @@ class EventWindow:
         w._a = np.asarray(state["action"], np.int32).copy() if n else w._a
         w._r = np.asarray(state["reward"], np.float64).copy() if n else w._r
         w._p = np.asarray(state["probability"], np.float64).copy() if n else w._p
+        if "held_out" in state:  # (a window written before held-out predictions: none)
+            w._o = np.asarray(state["held_out"], np.float32).reshape(-1, 2).copy() if n else w._o
+        elif n:
+            w._o = np.full((n, 2), np.nan, np.float32)
         w._n = n  # rows are stored oldest first: the ring continues after them
         w._total = int(state["n_events"])
         return w
