@@ -117,16 +117,18 @@ def tree_weights(actions: np.ndarray, rewards: np.ndarray, held_out: np.ndarray,
                  n_actions: int) -> np.ndarray:
     """Per action index, how much of its trees to add to its linear base: the least-squares
     ``b`` in [0, 1] of ``reward - linear ~ b * trees`` over the action's events, each predicted by
-    the models of its time before it was learned (out of sample). An action with fewer than
-    ``BLEND_MIN_EVENTS`` such events gets the ``b`` of all actions' events pooled, and 1 while
-    they are fewer than that too.
+    the models of its time before it was learned (out of sample), shrunk towards 1 by a prior
+    worth ``BLEND_MIN_EVENTS`` events (``b = (sum t (r - l) + m P) / (sum t^2 + m P)``, P the
+    mean ``t^2``: the trees are trusted until enough of their errors say otherwise). An action
+    with fewer than ``BLEND_MIN_EVENTS`` such events gets the ``b`` of all actions' events
+    pooled, and 1 while they are fewer than that too.
 
     >>> a = np.zeros(200, np.int32)
     >>> trees = np.tile([0.2, -0.2], 100)
     >>> r = 0.5 + 0.5 * trees  # half of what the trees predict comes true
     >>> held = np.column_stack([np.full(200, 0.5), trees]).astype(np.float32)
-    >>> tree_weights(a, r, held, 2).round(3).tolist()  # action 1, never played: all pooled
-    [0.5, 0.5]
+    >>> tree_weights(a, r, held, 2).round(3).tolist()  # (0.5 x 200 + 50) / 250; 1: pooled
+    [0.6, 0.6]
     """
     known = np.isfinite(held_out).all(axis=1)
     pooled = _least_squares(rewards, held_out, known)
@@ -145,4 +147,6 @@ def _least_squares(rewards, held_out, rows) -> float | None:
     power = float(trees @ trees)
     if not power > 0:
         return None
-    return min(1.0, max(0.0, float(trees @ (rewards[rows] - linear)) / power))
+    # the prior: BLEND_MIN_EVENTS events of the rows' mean trees power that the trees got right
+    prior = BLEND_MIN_EVENTS * power / len(trees)
+    return min(1.0, max(0.0, (float(trees @ (rewards[rows] - linear)) + prior) / (power + prior)))

@@ -44,21 +44,22 @@ class TreeEnsemblePolicy(Policy):
       ridge_a(x) + b_a trees_a(x), ``b_a`` in [0, 1] the least-squares weight of the trees in
       ``reward - ridge ~ b * trees`` over action a's events learned since the last refit, each
       predicted by the models in use when it came (out of sample: stacking, as in Breiman's
-      stacked regressions, with the events of the stream as the held-out set); the weight of
-      all actions pooled for an action with fewer than 50 such events, 1 before that
-      (:func:`~online.policies.refit.tree_weights`). Why: on low-signal streams the trees fit
-      noise that the ridge alone does not (Adult at 10k steps, seeds 0-1: ridge alone under
-      IGW 0.243, ridge + trees 0.206; a MOOC enrolment's course, 31 actions, at 30k: 0.063
-      against 0.052), while on memorisable ones they carry most of the reward (Letter at 10k:
-      0.357 against 0.269); which one a stream is, only its own held-out errors say. Held-out
-      streams, seeds 0-1, reward at 10k / 30k without -> with: vowel 0.675 / 0.841 -> 0.692 /
-      0.846, vehicle 0.832 / 0.908 -> 0.833 / 0.908, waveform-40 0.815 / 0.887 -> 0.812 /
-      0.887, splice 0.915 / 0.954 -> 0.914 / 0.954, german-numeric 0.872 / 0.917 -> 0.867 /
-      0.915, credit-a 0.872 / 0.918 -> 0.870 / 0.919, the MOOC stream 0.050 / 0.052 -> 0.044 /
-      0.052 (last 10k of 30k 0.053 -> 0.059): neutral on average. Weighing over all the
-      window's held-out events instead of the last refit's (older, weaker models' errors too)
-      lost 0.005-0.011 at 10k on four of the seven (vehicle, waveform-40, german-numeric,
-      credit-a). Each learned event costs one prediction of its
+      stacked regressions, with the events of the stream as the held-out set), shrunk towards 1
+      by a prior worth 50 events (the trees are trusted until enough of their errors say
+      otherwise); the weight of all actions pooled for an action with fewer than 50 such events,
+      1 before that (:func:`~online.policies.refit.tree_weights`). Why: on low-signal streams
+      the trees fit noise that the ridge alone does not (Adult at 10k steps, seeds 0-1: ridge
+      alone under IGW 0.243, ridge + trees 0.206; a MOOC enrolment's course, 31 actions, at 30k:
+      0.063 against 0.052), while on memorisable ones they carry most of the reward (Letter at
+      10k: 0.357 against 0.269); which one a stream is, only its own held-out errors say.
+      Held-out streams, seeds 0-1, reward at 10k / 30k without -> with: vowel 0.675 / 0.841 ->
+      0.702 / 0.854, vehicle 0.832 / 0.908 -> 0.835 / 0.909, waveform-40 0.815 / 0.887 -> 0.812
+      / 0.886, splice 0.915 / 0.954 -> 0.913 / 0.954, german-numeric 0.872 / 0.917 -> 0.873 /
+      0.918, credit-a 0.872 / 0.918 -> 0.870 / 0.918, the MOOC stream 0.050 / 0.052 -> 0.054 /
+      0.057 (last 10k of 30k 0.053 -> 0.062). Without the prior the weights from a few hundred
+      events cost 0.005-0.010 at 10k (vowel 0.692, german-numeric 0.867, MOOC 0.044); over all
+      the window's held-out events instead of the last refit's (older, weaker models' errors
+      too), 0.005-0.011 on four of the seven. Each learned event costs one prediction of its
       action's models more (~12 us with 100 trees).
     - *No optimism by default* (``optimism = 0``; the option: IGW weighs ``s_a(x) =
       prediction_a(x) + optimism * w_a(x)``, ``w_a(x) = sqrt(z' A_a^-1 z)`` LinUCB's width of
