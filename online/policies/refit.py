@@ -74,6 +74,7 @@ class RefitJob:
     n_events: int
     kinds: list[str]  # the encoder's column kinds ("number", "code"), for the linear base
     linear_l2: float | None = None  # the linear base's ridge penalty; None: no linear base
+    widths: bool = False  # keep the linear base's widths (the policy's optimism needs them)
     # float32 (n, 2): each event's held-out predictions (linear base, trees), NaN for none;
     # None: the trees keep weight 1
     held_out: np.ndarray | None = None
@@ -86,7 +87,8 @@ class RefitJob:
         plays = np.bincount(self.actions, minlength=self.n_actions).astype(np.int64)
         parts = [CompiledEnsemble.empty(1) for _ in range(self.n_actions)]
         linear = RidgeBase.empty(self.n_actions) if self.linear_l2 is None else RidgeBase.fit(
-            self.X, self.actions, self.rewards, self.n_actions, self.kinds, self.linear_l2)
+            self.X, self.actions, self.rewards, self.n_actions, self.kinds, self.linear_l2,
+            self.widths)
         if len(self.actions):
             params = dict(self.params)
             rounds = params.pop("num_iterations")

@@ -119,9 +119,10 @@ class RidgeBase:
 
     @classmethod
     def fit(cls, X: np.ndarray, actions: np.ndarray, rewards: np.ndarray, n_actions: int,
-            kinds: list[str], l2: float) -> RidgeBase:
+            kinds: list[str], l2: float, widths: bool = True) -> RidgeBase:
         """One ridge regression per action index on its rows of ``X`` (``kinds``: the encoder's
-        ``column_kinds``); an action without events gets zero weights."""
+        ``column_kinds``); an action without events gets zero weights. ``widths``: also keep
+        what :meth:`widths` needs (each model's ``A^-1``; without, every width is 0)."""
         kinds = list(kinds)[: X.shape[1]]
         numbers = np.array([j for j, k in enumerate(kinds) if k != "code"], np.int64)
         codes = np.array([j for j, k in enumerate(kinds) if k == "code"], np.int64)
@@ -135,11 +136,14 @@ class RidgeBase:
         D = Z.shape[1]
         full = n_actions * D * D <= FULL_COVARIANCE_FLOATS
         eye = np.eye(D) / l2
-        base.covariance = np.repeat(eye[None] if full else np.diag(eye)[None], n_actions,
-                                    0).astype(np.float32)
+        if widths:
+            base.covariance = np.repeat(eye[None] if full else np.diag(eye)[None], n_actions,
+                                        0).astype(np.float32)
         for k in np.unique(actions).tolist():
             rows = actions == k
             base.weights[k] = ridge_weights(Z[rows, 1:], rewards[rows], l2)
+            if not widths:
+                continue
             A = Z[rows].T @ Z[rows]
             A[np.diag_indices_from(A)] += l2
             inverse = np.linalg.inv(A)

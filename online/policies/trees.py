@@ -78,8 +78,8 @@ class TreeEnsemblePolicy(Policy):
       buys exploration that never pays back (the MOOC stream -0.011, -22 %; Adult -0.02 at 10k
       and -0.01 per window at 200k). Ad traffic is the low-signal kind, so it is off by default;
       an app whose actions differ clearly can set 0.5 (the largest standard deviation of a
-      reward in [0, 1], the unit the width is in). The base's ``A_a^-1`` is kept per action
-      either way (float32; only its diagonal when the actions times the coded columns squared
+      reward in [0, 1], the unit the width is in). With optimism the base keeps ``A_a^-1`` per
+      action (float32; only its diagonal when the actions times the coded columns squared
       pass 2^20 floats: 4 MB); the bonus reads z's non-zero entries (nnz^2 per candidate).
     - *One regressor per action* (not one model with the action as a categorical feature, the
       issue's prototype): adding or removing an action stays local, and each action's trees
@@ -248,12 +248,16 @@ class TreeEnsemblePolicy(Policy):
 
     # -- deciding --------------------------------------------------------------------------
 
+    def _models(self, known: np.ndarray) -> np.ndarray:
+        """Each candidate's model index (-1: none fitted yet)."""
+        return np.where(known < self._ensemble.n_models, known, -1)
+
     def _scores(self, x: np.ndarray, known: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Predicted reward of each candidate, and which candidates the oracle has no data for."""
         n_models = self._ensemble.n_models
-        models = np.where(known < n_models, known, -1)
+        models = self._models(known)
         trees = self._ensemble.predict(x, models)
-        if n_models and self.weigh_trees:
+        if n_models:  # (weights of 1 without weigh_trees)
             trees *= self._blend[np.maximum(models, 0)]
         scores = trees + self._linear.predict(x, models)
         unseen = (models < 0) | (self._plays[np.maximum(models, 0)] == 0) if n_models else \
@@ -272,9 +276,7 @@ class TreeEnsemblePolicy(Policy):
         linear base's width."""
         scores, unseen = self._scores(x, known)
         if self.optimism:
-            n_models = self._ensemble.n_models
-            scores += self.optimism * self._linear.widths(
-                x, np.where(known < n_models, known, -1))
+            scores += self.optimism * self._linear.widths(x, self._models(known))
         return scores, unseen
 
     def scores(self, x: dict, actions=None, excluded=(), optimistic: bool = False) -> dict:
@@ -322,7 +324,7 @@ class TreeEnsemblePolicy(Policy):
         params = booster_params(self.n_trees, self.learning_rate, self.num_leaves,
                                 self.min_data_in_leaf, self.l2, (self.seed or 0) + self._refits)
         return RefitJob(X, a, r, len(self._actions), categorical, params, self._window.n_events,
-                        self._encoder.column_kinds, self.linear_l2,
+                        self._encoder.column_kinds, self.linear_l2, self.optimism > 0,
                         self._window.held_out() if self.weigh_trees else None,
                         self._window.n_events - self._fitted_events)
 
