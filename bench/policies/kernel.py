@@ -4,10 +4,11 @@ side by side on a trained policy's ensemble.
 1. Train: ``TreeEnsemblePolicy`` with its defaults plays ``--events`` events of the stream with
    sparse input (as ``bench.policies.speed``'s latency; default Letter, 26 actions: 26 x 100
    trees of up to 63 leaves). The serving state is cached in ``bench/out/policies_kernel/``
-   (scratch, delete it to retrain).
+   (scratch in Grove's codec, msgpack + arrays; delete it to retrain).
 2. Kernel alone: for ``--contexts`` contexts of the stream (encoded once), the old kernel
-   (``score_models_v1`` below: one tree at a time on LightGBM's node order, the threshold and
-   the leaf value in their own arrays) and the new one score all actions, in turns of one
+   (``score_models_lanes`` below, the one before commit ab31518's successor: 4 trees walked
+   together without data-dependent branches, on the same packed words) and the new one (one
+   tree at a time, branching) score all actions, in turns of one
    context (each call finds the caches filled by the other kernel's arrays) and of 1,000
    contexts (each kernel keeps the caches to itself); each call timed in the thread's CPU time
    (``thread_time_ns``). Their outputs must be bit-identical (checked).
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import pickle
 import time
 
 import numba
@@ -32,84 +32,111 @@ from bench.common.streams import BanditStream
 from bench.policies.compare import load
 from bench.policies.speed import SparseTreesPlayer
 from online.policies.tree_arrays import (
-    CATEGORICAL_MASK,
-    DEFAULT_LEFT_MASK,
-    MISSING_NAN,
-    MISSING_ZERO,
+    INDEX_BITS,
+    N_VIEWS,
+    RIGHT_BITS,
+    SLOT_BITS,
+    SPECIAL,
     ZERO_THRESHOLD,
     CompiledEnsemble,
+    Packed,
+    _flat_decision,
+    pack,
 )
 from online.policies.trees import TreeEnsemblePolicy
+from service import codec
 
 
 def trained(data, name, events, seed):
     """The policy after ``events`` events (cached serving state)."""
-    path = OUT / "policies_kernel" / f"{name}_{events}_s{seed}.pkl"
+    path = OUT / "policies_kernel" / f"{name}_{events}_s{seed}.msgpack"
     if not path.exists():
         player = SparseTreesPlayer(data, seed)
         for X, y in BanditStream(data, seed=seed, chunk_size=1000).chunks(events):
             player.play(X, y)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(pickle.dumps(player.policy.to_state(statistics=False)))
-    return TreeEnsemblePolicy.from_state(pickle.loads(path.read_bytes()))
+        path.write_bytes(codec.encode(player.policy.to_state(statistics=False)))
+    return TreeEnsemblePolicy.from_state(codec.decode(path.read_bytes()))
 
 
-# -- the kernel before bench/policies/kernel.py (commit 1618279), for the comparison -------------
+# -- the kernel before this one (commit ab31518), for the comparison ---------------------------
+
+K = 4  # trees walked together
 
 
-def pack_v1(e: CompiledEnsemble):
-    """The old kernel's packed rows: per node (feature, left, right, decision_type), per tree
-    (first node, number of nodes, first leaf, first bitset row)."""
-    nodes = np.empty((len(e.feature), 4), np.int32)
-    nodes[:, 0], nodes[:, 1], nodes[:, 2] = e.feature, e.left, e.right
-    nodes[:, 3] = e.decision_type
-    trees = np.empty((e.n_trees, 4), np.int64)
-    trees[:, 0], trees[:, 1] = e.tree_nodes[:-1], np.diff(e.tree_nodes)
-    trees[:, 2], trees[:, 3] = e.tree_leaves[:-1], e.tree_cats[:-1]
-    return (e.model_trees, trees, nodes, e.threshold, e.leaf_value, e.cat_boundaries,
-            e.cat_threshold)
+def pack_lanes(e: CompiledEnsemble) -> Packed:
+    """The current layout plus the previous kernel's last word: a node that reads the NaN slot
+    (goes right) with right = 0, so that a lane that has reached its leaf loops there."""
+    packed = pack(e)
+    words = np.append(packed.words, np.uint64(N_VIEWS * packed.n_features))
+    return packed._replace(words=words, values=words.view(np.float64))
 
 
 @numba.njit(cache=True, nogil=True)
-def score_models_v1(x, models, model_trees, trees, nodes, threshold, leaf_value, cat_boundaries,
-                    cat_threshold, out):
-    n_x = x.shape[0]
+def score_models_lanes(x, models, packed, out):
+    """The previous kernel: ``K`` trees of a model walked together, one step of each in turn,
+    without data-dependent branches; a lane whose tree has reached its leaf loops on the extra
+    last word of ``pack_lanes`` until the others have."""
+    model_trees, roots, words, values = packed.model_trees, packed.roots, packed.words, \
+        packed.values
+    thresholds, n_f = packed.thresholds, packed.n_features
+    feature, threshold, decision_type = packed.feature, packed.threshold, packed.decision_type
+    cat_row, cat_b, cat_t = packed.cat_row, packed.cat_boundaries, packed.cat_threshold
+    # the copies of x (see _VIEWS), then one NaN slot
+    xs = np.empty(N_VIEWS * n_f + 1)
+    for f in range(n_f):
+        v = x[f] if f < x.shape[0] else np.nan
+        nan = np.isnan(v)
+        zero = nan or abs(v) <= ZERO_THRESHOLD
+        xs[f] = v
+        xs[n_f + f] = -np.inf if nan else v
+        xs[2 * n_f + f] = 0.0 if nan else v
+        xs[3 * n_f + f] = np.nan if zero else v
+        xs[4 * n_f + f] = -np.inf if zero else v
+    xs[N_VIEWS * n_f] = np.nan
+    loop = words.shape[0] - 1
+    slot_mask, index_mask = np.uint64(SPECIAL), np.uint64((1 << INDEX_BITS) - 1)
+    right_mask = np.uint64((1 << RIGHT_BITS) - 1)
+    index_shift, right_shift = np.uint64(SLOT_BITS), np.uint64(SLOT_BITS + INDEX_BITS)
+    cur = np.empty(K, np.int64)  # each lane's node (``loop`` once it has reached its leaf)
+    leaf = np.empty(K, np.int64)
     for j in range(models.shape[0]):
         m = models[j]
         s = 0.0
         if m >= 0:
-            for t in range(model_trees[m], model_trees[m + 1]):
-                n0 = trees[t, 0]
-                if trees[t, 1] == 0:  # a single leaf
-                    s += leaf_value[trees[t, 2]]
-                    continue
-                node = 0
-                while node >= 0:
-                    i = n0 + node
-                    f = nodes[i, 0]
-                    d = nodes[i, 3]
-                    v = x[f] if f < n_x else np.nan
-                    if d & CATEGORICAL_MASK:
-                        go_left = False
-                        if not np.isnan(v) and v >= 0.0:
-                            iv = np.int64(v)
-                            c = trees[t, 3] + np.int64(threshold[i])
-                            w0 = cat_boundaries[c]
-                            word = iv // 32
-                            if word < cat_boundaries[c + 1] - w0:
-                                go_left = (cat_threshold[w0 + word] >> np.uint32(iv % 32)) \
-                                    & np.uint32(1) == 1
+            t, t1 = model_trees[m], model_trees[m + 1]
+            while t < t1:
+                n_k = min(K, t1 - t)
+                done = K
+                for q in range(K):
+                    r = roots[t + q] if q < n_k else ~loop
+                    leaf[q] = 0
+                    if r >= 0:
+                        cur[q], done = r, done - 1
                     else:
-                        missing = (d >> 2) & 3
-                        if np.isnan(v) and missing != MISSING_NAN:
-                            v = 0.0
-                        if (missing == MISSING_ZERO and abs(v) <= ZERO_THRESHOLD) or (
-                                missing == MISSING_NAN and np.isnan(v)):
-                            go_left = (d & DEFAULT_LEFT_MASK) != 0
+                        cur[q], leaf[q] = loop, ~r
+                while done < K:
+                    for q in range(K):
+                        n = cur[q]
+                        w = words[n]
+                        slot = np.int64(w & slot_mask)
+                        if slot != SPECIAL:
+                            go_left = xs[slot] <= thresholds[(w >> index_shift) & index_mask]
                         else:
-                            go_left = v <= threshold[i]
-                    node = nodes[i, 1] if go_left else nodes[i, 2]
-                s += leaf_value[trees[t, 2] + ~node]
+                            go_left = _flat_decision(
+                                x, np.int64((w >> index_shift) & index_mask), feature,
+                                threshold, decision_type, cat_row, cat_b, cat_t)
+                        # branch-free (a mispredicted branch would flush the other lanes'
+                        # loads): left is the next word, right ``right`` words on
+                        g = np.int64(go_left)
+                        child = n + g + (1 - g) * np.int64((w >> right_shift) & right_mask)
+                        at_leaf = np.int64((w >> np.uint64(63 - g)) & np.uint64(1))
+                        leaf[q] += at_leaf * (child - leaf[q])
+                        cur[q] = child + at_leaf * (loop - child)
+                        done += at_leaf
+                for q in range(n_k):
+                    s += values[leaf[q]]
+                t += n_k
         out[j] = s
 
 
@@ -127,14 +154,14 @@ def kernel_alone(policy, contexts, block: int = 1) -> dict:
     e = policy._ensemble
     models = policy._candidates(None, ())[1]
     models = np.where(models < e.n_models, models, -1)
-    old_args = pack_v1(e)
+    lanes = pack_lanes(e)
     xs = [policy._encoder.encode(x)[0] for x in contexts]
     a, b = np.empty(len(models)), np.empty(len(models))
     clock = time.thread_time_ns
 
     def old(x):
         c = clock()
-        score_models_v1(x, models, *old_args, a)
+        score_models_lanes(x, models, lanes, a)
         return clock() - c
 
     def new(x):
@@ -159,19 +186,19 @@ def kernel_alone(policy, contexts, block: int = 1) -> dict:
 def decide_latency(policy, contexts) -> dict:
     """CPU time (us) of ``policy.decide`` among all actions with each kernel, alternating."""
     e = policy._ensemble
-    old_args = pack_v1(e)
+    lanes = pack_lanes(e)
 
-    def predict_v1(x, models, out=None):
+    def predict_lanes(x, models, out=None):
         out = np.empty(len(models)) if out is None else out
-        score_models_v1(np.ascontiguousarray(x, np.float64), np.asarray(models, np.int64),
-                        *old_args, out)
+        score_models_lanes(np.ascontiguousarray(x, np.float64), np.asarray(models, np.int64),
+                           lanes, out)
         return out
 
     clock = time.thread_time_ns
 
     def timed(x, kernel):
         if kernel == "old":
-            e.predict = predict_v1  # an instance attribute hides the method
+            e.predict = predict_lanes  # an instance attribute hides the method
         c = clock()
         policy.decide(x)
         c = clock() - c

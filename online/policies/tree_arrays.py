@@ -219,11 +219,10 @@ def parse_lightgbm(model_string: str) -> CompiledEnsemble:
 #   (NaN compares false: right; -inf compares true: left);
 # - a categorical node (or one whose threshold is NaN) reads the slot ``SPECIAL``, and its node
 #   index in the flat arrays in place of the threshold's: LightGBM's rule on the flat arrays;
-# - ``K`` trees of a model are walked together, one step of each in turn (to overlap their loads:
-#   no clear gain over one tree at a time measured here; 4 was best in most runs);
-#   their leaves are added in tree order, so that sums are bit-identical to the tree-by-tree sum.
-
-K = 4  # trees walked together
+# - one tree at a time, root to leaf, with a branch per step (the branch predictor runs ahead on
+#   the likely path). Walking 4 trees together, one step of each in turn without data-dependent
+#   branches (to overlap their loads), was the previous kernel: 1.5-2x slower on Letter's
+#   trees (bench/policies/README.md, "Decide kernel").
 SLOT_BITS, INDEX_BITS, RIGHT_BITS = 20, 24, 18
 SPECIAL = (1 << SLOT_BITS) - 1
 LEFT_LEAF, RIGHT_LEAF = np.uint64(1 << 62), np.uint64(1 << 63)
@@ -238,7 +237,7 @@ class Packed(NamedTuple):
 
     model_trees: np.ndarray  # int64 (n_models + 1)
     roots: np.ndarray  # int64 (n_trees): each tree's first word (~word: a single leaf)
-    words: np.ndarray  # uint64 (n_nodes + n_leaves + 1); the last: a node that loops on itself
+    words: np.ndarray  # uint64 (n_nodes + n_leaves)
     values: np.ndarray  # float64 view of words (the leaves' values)
     thresholds: np.ndarray  # float64: the distinct thresholds
     n_features: int  # columns of each copy of x (the copies are followed by a NaN slot)
@@ -276,7 +275,7 @@ class _Layout(NamedTuple):
 def pack(e: CompiledEnsemble) -> Packed:
     """The kernel's layout of ``e``'s arrays."""
     n_features = int(e.feature.max()) + 1 if len(e.feature) else 0
-    n_words = len(e.feature) + len(e.leaf_value) + 1
+    n_words = len(e.feature) + len(e.leaf_value)
     numerical = (e.decision_type & CATEGORICAL_MASK) == 0
     thresholds = np.unique(np.concatenate([e.threshold[numerical & ~np.isnan(e.threshold)],
                                            [0.0]]))
@@ -345,8 +344,6 @@ def _lay_out(trees, index, view, n_features, out):
                 stack[top + 2], parent[top + 2] = left[i], pos
                 top += 2
             pos += 1
-    # the last word: a node that reads the NaN slot (goes right) with right = 0: it loops
-    words[pos] = np.uint64(N_VIEWS * n_features)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -379,7 +376,7 @@ def _flat_decision(x, i, feature, threshold, decision_type, cat_row, cat_boundar
 def score_models(x, models, packed, out):
     """out[j] = sum of model ``models[j]``'s trees at ``x`` (0 for ``models[j] < 0``).
 
-    ``packed``: ``CompiledEnsemble``'s ``Packed`` layout."""
+    ``packed``: ``CompiledEnsemble``'s ``Packed`` layout. One tree at a time, root to leaf."""
     model_trees, roots, words, values = packed.model_trees, packed.roots, packed.words, \
         packed.values
     thresholds, n_f = packed.thresholds, packed.n_features
@@ -397,47 +394,35 @@ def score_models(x, models, packed, out):
         xs[3 * n_f + f] = np.nan if zero else v
         xs[4 * n_f + f] = -np.inf if zero else v
     xs[N_VIEWS * n_f] = np.nan
-    loop = words.shape[0] - 1
     slot_mask, index_mask = np.uint64(SPECIAL), np.uint64((1 << INDEX_BITS) - 1)
     right_mask = np.uint64((1 << RIGHT_BITS) - 1)
     index_shift, right_shift = np.uint64(SLOT_BITS), np.uint64(SLOT_BITS + INDEX_BITS)
-    cur = np.empty(K, np.int64)  # each lane's node (``loop`` once it has reached its leaf)
-    leaf = np.empty(K, np.int64)
+    left_leaf, right_leaf = np.uint64(62), np.uint64(63)
     for j in range(models.shape[0]):
         m = models[j]
         s = 0.0
         if m >= 0:
-            t, t1 = model_trees[m], model_trees[m + 1]
-            while t < t1:
-                n_k = min(K, t1 - t)
-                done = K
-                for q in range(K):
-                    r = roots[t + q] if q < n_k else ~loop
-                    leaf[q] = 0
-                    if r >= 0:
-                        cur[q], done = r, done - 1
+            for t in range(model_trees[m], model_trees[m + 1]):
+                n = roots[t]
+                if n < 0:  # a tree of one leaf
+                    s += values[~n]
+                    continue
+                while True:
+                    w = words[n]
+                    slot = np.int64(w & slot_mask)
+                    if slot != SPECIAL:
+                        go_left = xs[slot] <= thresholds[(w >> index_shift) & index_mask]
                     else:
-                        cur[q], leaf[q] = loop, ~r
-                while done < K:
-                    for q in range(K):
-                        n = cur[q]
-                        w = words[n]
-                        slot = np.int64(w & slot_mask)
-                        if slot != SPECIAL:
-                            go_left = xs[slot] <= thresholds[(w >> index_shift) & index_mask]
-                        else:
-                            go_left = _flat_decision(
-                                x, np.int64((w >> index_shift) & index_mask), feature,
-                                threshold, decision_type, cat_row, cat_b, cat_t)
-                        # branch-free (a mispredicted branch would flush the other lanes'
-                        # loads): left is the next word, right ``right`` words on
-                        g = np.int64(go_left)
-                        child = n + g + (1 - g) * np.int64((w >> right_shift) & right_mask)
-                        at_leaf = np.int64((w >> np.uint64(63 - g)) & np.uint64(1))
-                        leaf[q] += at_leaf * (child - leaf[q])
-                        cur[q] = child + at_leaf * (loop - child)
-                        done += at_leaf
-                for q in range(n_k):
-                    s += values[leaf[q]]
-                t += n_k
+                        go_left = _flat_decision(
+                            x, np.int64((w >> index_shift) & index_mask), feature, threshold,
+                            decision_type, cat_row, cat_b, cat_t)
+                    if go_left:  # left is the next word, right ``right`` words on
+                        n += 1
+                        if (w >> left_leaf) & np.uint64(1):
+                            break
+                    else:
+                        n += np.int64((w >> right_shift) & right_mask)
+                        if w >> right_leaf:
+                            break
+                s += values[n]
         out[j] = s
