@@ -1,0 +1,141 @@
+"""Does the trainer keep up with one app? trainerLag sampled while wrk rewards one app.
+
+    python -m bench.http.trainer_lag --kind trees --actions 26 --seconds 180
+    python -m bench.http.trainer_lag --kind auto --actions 10 --seconds 60   # a quick look
+
+Starts the stack of ``bench.http.wrk`` (redis-server, ``grove trainer``, ``grove api``), creates
+one app of ``--kind`` (its defaults) with ``--actions`` actions, and runs wrk's ``reward``
+workload on it (decide and reward alternating on ``--conns`` connections: every decision is
+rewarded: 1.0 for the action ``ad<floor(f0 * actions)>``, else 1 in 10) for ``--seconds``.
+Meanwhile the app's status (``GET /apps/{app}``) is read every ``--every`` seconds: rewards
+accepted, events learned, ``trainerLag`` (events accepted, not yet in the served snapshot) and
+``trainerLagSeconds`` (the oldest one's age). Then it waits for the lag to reach 0.
+
+Prints the rewards/s the API accepted, the events/s the trainer learned, the CPU each process
+spent per event learned (the trainer's: its pace on a core of its own), and the lag's maximum
+and percentiles over the samples (the issue's target: under 5 s at 2,000 rewards/s for one
+app); ``--json`` keeps every sample, ``--plot`` draws lag and rates over time (PNG).
+Figures: bench/http/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bench.http.wrk import Bench, _wrk_env, cpu_seconds, run_wrk
+
+
+def sample(bench: Bench, app: str, t0: float) -> dict:
+    s = bench.status(app)
+    return {"t": time.monotonic() - t0, "rewarded": s["stats"].get("rewarded", 0),
+            "learned": s["eventsLearned"], "lag": s["trainerLag"],
+            "lag_seconds": s["trainerLagSeconds"]}
+
+
+def summary(samples: list[dict], load_seconds: float) -> dict:
+    """Rates over the load and the lag's distribution over the samples taken during it."""
+    during = [s for s in samples if s["t"] <= load_seconds]
+    first, last = during[0], during[-1]
+    span = last["t"] - first["t"]
+    lag_s = np.array([s["lag_seconds"] for s in during])
+    return {
+        "rewards_per_s": (last["rewarded"] - first["rewarded"]) / span,
+        "learned_per_s": (last["learned"] - first["learned"]) / span,
+        "lag_seconds_max": float(lag_s.max()),
+        "lag_seconds_p50": float(np.percentile(lag_s, 50)),
+        "lag_seconds_p99": float(np.percentile(lag_s, 99)),
+        "lag_events_max": max(s["lag"] for s in during),
+        "samples": len(during),
+    }
+
+
+def plot(samples: list[dict], load_seconds: float, title: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = np.array([s["t"] for s in samples])
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    top.plot(t, [s["lag_seconds"] for s in samples], label="trainerLagSeconds")
+    top.axhline(5.0, color="grey", linestyle="--", linewidth=0.8, label="target 5 s")
+    top.set_ylabel("lag (s)")
+    top.legend(loc="upper left")
+    # rates over 5 s (events learned move once per published snapshot, about once a second)
+    edges = np.searchsorted(t, np.arange(t[0], t[-1] + 1e-9, 5.0))
+    for key, label in (("rewarded", "rewards accepted"), ("learned", "events learned")):
+        v = np.array([s[key] for s in samples], float)[edges]
+        bottom.step(t[edges][1:], np.diff(v) / np.diff(t[edges]), where="pre",
+                    label=f"{label} /s (5 s)")
+    bottom.axvline(load_seconds, color="grey", linestyle=":", linewidth=0.8)
+    bottom.set_xlabel("seconds since the load started")
+    bottom.set_ylabel("per second")
+    bottom.legend(loc="lower left")
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--kind", default="trees", help="the app's policy kind (its defaults)")
+    p.add_argument("--actions", type=int, default=26)
+    p.add_argument("--conns", type=int, default=16)
+    p.add_argument("--seconds", type=float, default=180.0, help="of load")
+    p.add_argument("--every", type=float, default=0.5, help="seconds between status reads")
+    p.add_argument("--json", default=None, help="write the samples and the summary here")
+    p.add_argument("--plot", default=None, help="PNG of lag and rates over time")
+    args = p.parse_args(argv)
+
+    bench = Bench(Path(tempfile.mkdtemp(prefix="grove-bench-lag-")), 100, kind=args.kind)
+    try:
+        app, key = bench.create_app(args.actions)
+        # numba compiles, the first snapshot loads (a run of its own: new eventIds)
+        run_wrk(bench.grove, _wrk_env(app, key, "reward", args.actions), 4, 3)
+        env = _wrk_env(app, key, "reward", args.actions)
+        figures: dict = {}
+        load = threading.Thread(
+            target=lambda: figures.update(run_wrk(bench.grove, env, args.conns, args.seconds)))
+        pids = bench.pids("grove", args.actions)
+        cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
+        t0 = time.monotonic()
+        load.start()
+        samples = []
+        while load.is_alive() or (samples and samples[-1]["lag"] > 0
+                                  and samples[-1]["t"] < args.seconds + 120):
+            samples.append(sample(bench, app, t0))
+            time.sleep(args.every)
+        load.join()
+        cpu = {k: cpu_seconds(pid) - cpu0[k] for k, pid in pids.items()}
+    finally:
+        bench.stop()
+
+    result = {"kind": args.kind, "actions": args.actions, "conns": args.conns,
+              "seconds": args.seconds, "requests_per_s": figures.get("rps"),
+              "errors": figures.get("errors"), **summary(samples, args.seconds),
+              "caught_up_after_s": samples[-1]["t"] - args.seconds,
+              # CPU of each process per event learned; the trainer's is its pace on one core
+              **{f"cpu_us_per_event_{k}": v * 1e6 / max(1, samples[-1]["learned"] -
+                                                        samples[0]["learned"])
+                 for k, v in cpu.items()},
+              "load_average": os.getloadavg()[0]}
+    print(json.dumps(result, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps({**result, "samples": samples}, indent=1))
+    if args.plot:
+        plot(samples, args.seconds, f"{args.kind}, {args.actions} actions: trainer lag under "
+             f"wrk's reward load ({result['rewards_per_s']:.0f} rewards/s)", Path(args.plot))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
