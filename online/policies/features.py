@@ -158,9 +158,10 @@ class FeatureEncoder:
         known = True
         numbers, one_hot, codes = self._numbers, self._one_hot, self._codes
         for key, value in x.items():
-            # the hot path inlined: flat numbers and categories that have their column
+            # the hot path inlined: flat numbers (bools: 1.0 / 0.0) and categories that have
+            # their column (without bools here, 76 JSON booleans took 128 us against 27 us)
             t = type(value)
-            if t is float or t is int:
+            if t is float or t is int or t is bool:
                 column = numbers.get(key)
                 if column is not None and math.isfinite(value):
                     out[column] = value

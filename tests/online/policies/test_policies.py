@@ -55,6 +55,14 @@ def test_encoder_grows_columns_and_ignores_unseen_values():
     assert enc.n_columns == 6  # encode never adds
 
 
+def test_encoder_known_bools_are_one_and_zero():
+    enc = FeatureEncoder(categories="code", missing="nan")
+    enc.learn_encode({"mobile": True, "new": False, "n": 2})
+    vec, known = enc.encode({"mobile": False, "new": True, "n": True})
+    assert vec.tolist() == [0.0, 1.0, 1.0] and known
+    assert enc.learn_encode({"mobile": True}).tolist()[0] == 1.0
+
+
 def test_encoder_codes_and_missing_nan_and_round_trip():
     enc = FeatureEncoder(categories="code", missing="nan")
     for x in [{"s": "a", "n": 1.0}, {"s": "b"}, {"s": 7}]:  # 7: s is also a number
