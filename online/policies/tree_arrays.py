@@ -160,8 +160,9 @@ class CompiledEnsemble:
 def parse_lightgbm(model_string: str) -> CompiledEnsemble:
     """One model (a regression booster's ``model_to_string()``) as a ``CompiledEnsemble``.
 
-    Each field's numbers are gathered over all trees and converted by one numpy call (a call
-    per tree and field took most of a refit's parse: 17 ms for 100 trees of 63 leaves)."""
+    Each field's numbers are gathered over all trees and converted by one numpy call (6-10 %
+    faster than a call per tree and field; the conversion of the text itself is most of the
+    ~10-15 ms a model of 100 trees of 63 leaves takes)."""
     trees = model_string.split("\nTree=")[1:]
     if trees:
         trees[-1] = trees[-1].split("end of trees")[0]
@@ -234,8 +235,8 @@ def parse_lightgbm(model_string: str) -> CompiledEnsemble:
 #   index in the flat arrays in place of the threshold's: LightGBM's rule on the flat arrays;
 # - one tree at a time, root to leaf, with a branch per step (the branch predictor runs ahead on
 #   the likely path). Walking 4 trees together, one step of each in turn without data-dependent
-#   branches (to overlap their loads), was the previous kernel: 1.5-2x slower on Letter's
-#   trees (bench/policies/README.md, "Decide kernel").
+#   branches (to overlap their loads), was the previous kernel: 1.5-1.75x slower on Letter's
+#   trees (bench/policies/README.md, "Speed", "One tree at a time").
 SLOT_BITS, INDEX_BITS, RIGHT_BITS = 20, 24, 18
 SPECIAL = (1 << SLOT_BITS) - 1
 LEFT_LEAF, RIGHT_LEAF = np.uint64(1 << 62), np.uint64(1 << 63)
