@@ -479,6 +479,9 @@ class AutoPolicy(Policy):
         C = len(self._candidates_)
         target = np.empty((C, n, K))  # each candidate's served distribution per event
         for j, c in enumerate(self._candidates_):
+            if hasattr(c.policy, "distribution_rows"):  # all rows in one pass (the trees)
+                target[j] = self._mixed_rows(c.policy, [x for x, _, _, _ in batch], position, K)
+                continue
             for i, (x, _, _, _) in enumerate(batch):
                 target[j, i] = self._mixed_row(c.policy, x, position, K)
         low, low_c = dr_lower_bounds(target.reshape(C * n, K), np.tile(q, (C, 1)), p_min)
@@ -495,6 +498,16 @@ class AutoPolicy(Policy):
         batch.clear()
         self._maybe_switch()
         return n
+
+    def _mixed_rows(self, policy, xs: list, position: dict, K: int) -> np.ndarray:
+        """``_mixed_row`` of every context of ``xs``, from the policy's ``distribution_rows``."""
+        actions, probs = policy.distribution_rows(xs)
+        rows = np.zeros((len(xs), K))
+        for a, column in zip(actions, probs.T):
+            j = position.get(a)
+            if j is not None:
+                rows[:, j] = column
+        return (1.0 - self.floor) * rows + self.floor / K
 
     def _mixed_row(self, policy, x: dict, position: dict, K: int) -> np.ndarray:
         """The candidate's served distribution for x over the inventory, in inventory order."""

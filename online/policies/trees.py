@@ -288,6 +288,33 @@ class TreeEnsemblePolicy(Policy):
         return {a: (float("nan") if u else float(v))
                 for a, v, u in zip(candidates, s.tolist(), unseen)}
 
+    def distribution_rows(self, xs: list[dict]) -> tuple[list, np.ndarray]:
+        """The inventory's actions, and for each context of ``xs`` the distribution
+        :meth:`decide` would draw from over them (row i: ``xs[i]``; the values of
+        :meth:`probabilities`, in inventory order).
+
+        For an evaluator (``AutoPolicy``) that needs many rows at once: the trees score all
+        rows model by model (``CompiledEnsemble.predict_rows``), so one model's trees stay in
+        the caches while every row walks them."""
+        candidates, known = self._candidates(None, ())
+        X = np.vstack([self._encoder.encode(x)[0] for x in xs]) if xs else \
+            np.zeros((0, self._encoder.n_columns))
+        models = self._models(known)
+        trees = self._ensemble.predict_rows(X, models)
+        n_models = self._ensemble.n_models
+        if n_models:
+            trees *= self._blend[np.maximum(models, 0)]
+        unseen = (models < 0) | (self._plays[np.maximum(models, 0)] == 0) if n_models else \
+            np.ones(len(models), np.bool_)
+        g = igw_gamma(self.gamma_scale, len(known), min(self._fitted_events, self.window))
+        probs = np.empty_like(trees)
+        for i in range(len(X)):  # as _scores, _optimistic and _distribution, row by row
+            scores = trees[i] + self._linear.predict(X[i], models)
+            if self.optimism:
+                scores += self.optimism * self._linear.widths(X[i], models)
+            inverse_gap_weights(scores, unseen, g, probs[i])
+        return candidates, probs
+
     def gamma(self, n_candidates: int) -> float:
         """SquareCB's gamma for a decision among ``n_candidates`` actions now."""
         return igw_gamma(self.gamma_scale, n_candidates, min(self._fitted_events, self.window))

@@ -82,9 +82,8 @@ def test_compiled_ensemble_predicts_exactly_as_lightgbm(zero_as_missing):
 
 
 def test_compiled_ensemble_deep_trees_single_leaves_and_empty_models():
-    """The packed kernel (trees walked several at a time) on 63-leaf trees, numerical + categorical
-    + NaN, a model whose trees are single leaves, tree counts that are not a multiple of the
-    kernel's group, an empty model."""
+    """The packed kernel on 63-leaf trees, numerical + categorical + NaN, a model whose trees
+    are single leaves, an empty model; one row at a time and all rows at once."""
     rng = np.random.default_rng(1)
     n = 4000
     X = rng.random((n, 5))
@@ -112,6 +111,11 @@ def test_compiled_ensemble_deep_trees_single_leaves_and_empty_models():
     np.testing.assert_array_equal([ens.predict(t, models[::-1]) for t in T], expected[:, ::-1])
     np.testing.assert_array_equal(CompiledEnsemble.empty(2).predict(T[0], np.array([1, -1, 0])),
                                   np.zeros(3))
+    # all rows at once, model by model: the same numbers (an unfitted model -1 predicts 0)
+    np.testing.assert_array_equal(ens.predict_rows(T, np.array([3, -1, 0, 2, 1])),
+                                  np.column_stack([expected[:, 3], np.zeros(500), expected[:, 0],
+                                                   expected[:, 2], expected[:, 1]]))
+    assert ens.predict_rows(T[:0], models).shape == (0, 4)
 
 
 def _plain(value):
@@ -199,6 +203,22 @@ def test_learning_from_a_uniform_log_recovers_the_best_action():
         truth = max(ADS, key=lambda a: reward(x, a))
         hits += policy.predict_one(x) == truth
     assert hits >= 0.95 * 300
+
+
+@pytest.mark.parametrize("optimism", [0.0, 0.5])
+def test_distribution_rows_are_the_probabilities_of_each_context(optimism):
+    """What an evaluator gets for many rows at once is, number for number, probabilities(x)."""
+    policy = small(optimism=optimism, refit_min=50)
+    play(policy, favorite_stream(600, seed=4))
+    policy.add_action("a6")  # no data yet: unseen
+    xs = [{**x, "hour": None} if i % 5 == 0 else x
+          for i, x in enumerate(favorite_stream(200, seed=5))]
+    xs[3] = {"favorite": "never seen", "new key": 1.0}
+    actions, rows = policy.distribution_rows(xs)
+    assert actions == ADS + ["a6"] and rows.shape == (200, 6)
+    for x, row in zip(xs, rows):
+        assert dict(zip(actions, row.tolist())) == policy.probabilities(x)
+    assert policy.distribution_rows([])[1].shape == (0, 6)
 
 
 def test_unseen_actions_are_tried_at_once_and_removed_ones_never():
