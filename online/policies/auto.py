@@ -478,12 +478,9 @@ class AutoPolicy(Policy):
         q_logged = q[np.arange(n), logged]
         C = len(self._candidates_)
         target = np.empty((C, n, K))  # each candidate's served distribution per event
+        contexts = [x for x, _, _, _ in batch]
         for j, c in enumerate(self._candidates_):
-            if hasattr(c.policy, "distribution_rows"):  # all rows in one pass (the trees)
-                target[j] = self._mixed_rows(c.policy, [x for x, _, _, _ in batch], position, K)
-                continue
-            for i, (x, _, _, _) in enumerate(batch):
-                target[j, i] = self._mixed_row(c.policy, x, position, K)
+            target[j] = self._mixed_rows(c.policy, contexts, position, K)
         low, low_c = dr_lower_bounds(target.reshape(C * n, K), np.tile(q, (C, 1)), p_min)
         self._estimates.update(
             np.broadcast_to(rewards, (C, n)), target[:, np.arange(n), logged],
@@ -500,23 +497,23 @@ class AutoPolicy(Policy):
         return n
 
     def _mixed_rows(self, policy, xs: list, position: dict, K: int) -> np.ndarray:
-        """``_mixed_row`` of every context of ``xs``, from the policy's ``distribution_rows``."""
-        actions, probs = policy.distribution_rows(xs)
+        """The candidate's served distribution for each context of ``xs`` over the inventory,
+        in inventory order: all rows at once from its ``distribution_rows`` when it has one
+        (the trees), else ``probabilities(x)`` row by row."""
         rows = np.zeros((len(xs), K))
-        for a, column in zip(actions, probs.T):
-            j = position.get(a)
-            if j is not None:
-                rows[:, j] = column
+        if hasattr(policy, "distribution_rows"):
+            actions, probs = policy.distribution_rows(xs)
+            for a, column in zip(actions, probs.T):
+                j = position.get(a)
+                if j is not None:
+                    rows[:, j] = column
+        else:
+            for i, x in enumerate(xs):
+                for a, p in policy.probabilities(x).items():
+                    j = position.get(a)
+                    if j is not None:
+                        rows[i, j] = p
         return (1.0 - self.floor) * rows + self.floor / K
-
-    def _mixed_row(self, policy, x: dict, position: dict, K: int) -> np.ndarray:
-        """The candidate's served distribution for x over the inventory, in inventory order."""
-        row = np.zeros(K)
-        for a, p in policy.probabilities(x).items():
-            j = position.get(a)
-            if j is not None:
-                row[j] = p
-        return (1.0 - self.floor) * row + self.floor / K
 
     # -- switching -------------------------------------------------------------------------------
 

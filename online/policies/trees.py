@@ -252,39 +252,44 @@ class TreeEnsemblePolicy(Policy):
         """Each candidate's model index (-1: none fitted yet)."""
         return np.where(known < self._ensemble.n_models, known, -1)
 
-    def _scores(self, x: np.ndarray, known: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Predicted reward of each candidate, and which candidates the oracle has no data for."""
-        n_models = self._ensemble.n_models
+    def _unseen(self, models: np.ndarray) -> np.ndarray:
+        """Which candidates the oracle has no data for."""
+        if not self._ensemble.n_models:
+            return np.ones(len(models), np.bool_)
+        return (models < 0) | (self._plays[np.maximum(models, 0)] == 0)
+
+    def _predicted(self, trees: np.ndarray, x: np.ndarray, models: np.ndarray,
+                   optimistic: bool) -> np.ndarray:
+        """The oracle's prediction of each model at ``x`` from its trees' sums ``trees``: the
+        trees weighed (weights of 1 without ``weigh_trees``) plus the linear base;
+        ``optimistic``: plus ``optimism`` times the linear base's width (what IGW weighs)."""
+        if self._ensemble.n_models:
+            trees = trees * self._blend[np.maximum(models, 0)]
+        scores = trees + self._linear.predict(x, models)
+        if optimistic and self.optimism:
+            scores += self.optimism * self._linear.widths(x, models)
+        return scores
+
+    def _scores(self, x: np.ndarray, known: np.ndarray,
+                optimistic: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Predicted reward of each candidate (``optimistic``: the scores the exploration rule
+        weighs), and which candidates the oracle has no data for."""
         models = self._models(known)
         trees = self._ensemble.predict(x, models)
-        if n_models:  # (weights of 1 without weigh_trees)
-            trees *= self._blend[np.maximum(models, 0)]
-        scores = trees + self._linear.predict(x, models)
-        unseen = (models < 0) | (self._plays[np.maximum(models, 0)] == 0) if n_models else \
-            np.ones(len(models), np.bool_)
-        return scores, unseen
+        return self._predicted(trees, x, models, optimistic), self._unseen(models)
 
     def _distribution(self, x: np.ndarray, known: np.ndarray) -> np.ndarray:
-        scores, unseen = self._optimistic(x, known)
+        scores, unseen = self._scores(x, known, optimistic=True)
         probs = np.empty(len(known))
-        g = igw_gamma(self.gamma_scale, len(known), min(self._fitted_events, self.window))
-        inverse_gap_weights(scores, unseen, g, probs)
+        inverse_gap_weights(scores, unseen, self.gamma(len(known)), probs)
         return probs
-
-    def _optimistic(self, x: np.ndarray, known: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The scores the exploration rule weighs: the prediction plus ``optimism`` times the
-        linear base's width."""
-        scores, unseen = self._scores(x, known)
-        if self.optimism:
-            scores += self.optimism * self._linear.widths(x, self._models(known))
-        return scores, unseen
 
     def scores(self, x: dict, actions=None, excluded=(), optimistic: bool = False) -> dict:
         """The oracle's predicted reward of each candidate action (NaN: no data for it yet);
         ``optimistic``: plus the optimism bonus, the scores the decision's weights come from."""
         xv, _ = self._encoder.encode(x)
         candidates, known = self._candidates(actions, excluded)
-        s, unseen = (self._optimistic if optimistic else self._scores)(xv, known)
+        s, unseen = self._scores(xv, known, optimistic)
         return {a: (float("nan") if u else float(v))
                 for a, v, u in zip(candidates, s.tolist(), unseen)}
 
@@ -301,17 +306,10 @@ class TreeEnsemblePolicy(Policy):
             np.zeros((0, self._encoder.n_columns))
         models = self._models(known)
         trees = self._ensemble.predict_rows(X, models)
-        n_models = self._ensemble.n_models
-        if n_models:
-            trees *= self._blend[np.maximum(models, 0)]
-        unseen = (models < 0) | (self._plays[np.maximum(models, 0)] == 0) if n_models else \
-            np.ones(len(models), np.bool_)
-        g = igw_gamma(self.gamma_scale, len(known), min(self._fitted_events, self.window))
+        unseen, g = self._unseen(models), self.gamma(len(known))
         probs = np.empty_like(trees)
-        for i in range(len(X)):  # as _scores, _optimistic and _distribution, row by row
-            scores = trees[i] + self._linear.predict(X[i], models)
-            if self.optimism:
-                scores += self.optimism * self._linear.widths(X[i], models)
+        for i in range(len(X)):  # as _distribution, row by row
+            scores = self._predicted(trees[i], X[i], models, optimistic=True)
             inverse_gap_weights(scores, unseen, g, probs[i])
         return candidates, probs
 
