@@ -5,6 +5,8 @@ See :class:`TreeEnsemblePolicy`.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from online.policies.base import Policy
@@ -17,6 +19,19 @@ from online.policies.tree_arrays import CompiledEnsemble
 from online.policies.window import EventWindow
 
 __all__ = ["TreeEnsemblePolicy"]
+
+
+class _CandidateModels(NamedTuple):
+    """Per candidate of a decision (``known``: their action indices), for ``ensemble``: the
+    model index (-1: none fitted yet), whether the oracle has no data for it, the weight of its
+    trees (0 without models: every prediction is then the linear base's, 0)."""
+
+    known: np.ndarray
+    ensemble: CompiledEnsemble
+    models: np.ndarray
+    unseen: np.ndarray
+    blend: np.ndarray
+
 
 class TreeEnsemblePolicy(Policy):
     """A contextual bandit whose exploration is driven by a regression oracle over trees.
@@ -241,6 +256,7 @@ class TreeEnsemblePolicy(Policy):
         self._blend = np.ones(0)  # per action index: the weight of its trees (refit.tree_weights)
         self._fitted_events = 0  # window events the current ensemble was fitted up to
         self._refits = 0
+        self._candidate_cache: _CandidateModels | None = None
 
     def _new_encoder(self) -> FeatureEncoder:
         # trees split on category codes and route missing values themselves
@@ -248,35 +264,41 @@ class TreeEnsemblePolicy(Policy):
 
     # -- deciding --------------------------------------------------------------------------
 
-    def _models(self, known: np.ndarray) -> np.ndarray:
-        """Each candidate's model index (-1: none fitted yet)."""
-        return np.where(known < self._ensemble.n_models, known, -1)
+    def _candidate_models(self, known: np.ndarray) -> _CandidateModels:
+        """What deciding among ``known`` needs of the fitted models, kept until the models or
+        the candidates change (the inventory's ``known`` is the same array from one decision to
+        the next: ~5 us a decision saved)."""
+        cached = self._candidate_cache
+        if cached is not None and cached.known is known and cached.ensemble is self._ensemble:
+            return cached
+        e = self._ensemble
+        models = np.where(known < e.n_models, known, -1)
+        if e.n_models:
+            unseen = (models < 0) | (self._plays[np.maximum(models, 0)] == 0)
+            blend = self._blend[np.maximum(models, 0)]
+        else:
+            unseen, blend = np.ones(len(models), np.bool_), np.zeros(len(models))
+        self._candidate_cache = _CandidateModels(known, e, models, unseen, blend)
+        return self._candidate_cache
 
-    def _unseen(self, models: np.ndarray) -> np.ndarray:
-        """Which candidates the oracle has no data for."""
-        if not self._ensemble.n_models:
-            return np.ones(len(models), np.bool_)
-        return (models < 0) | (self._plays[np.maximum(models, 0)] == 0)
-
-    def _predicted(self, trees: np.ndarray, x: np.ndarray, models: np.ndarray,
+    def _predicted(self, trees: np.ndarray, x: np.ndarray, c: _CandidateModels,
                    optimistic: bool) -> np.ndarray:
-        """The oracle's prediction of each model at ``x`` from its trees' sums ``trees``: the
-        trees weighed (weights of 1 without ``weigh_trees``) plus the linear base;
+        """The oracle's prediction of each candidate at ``x`` from its trees' sums ``trees``:
+        the trees weighed (weights of 1 without ``weigh_trees``) plus the linear base;
         ``optimistic``: plus ``optimism`` times the linear base's width (what IGW weighs)."""
-        if self._ensemble.n_models:
-            trees = trees * self._blend[np.maximum(models, 0)]
-        scores = trees + self._linear.predict(x, models)
+        scores = self._linear.predict(x, c.models)
+        scores += trees * c.blend
         if optimistic and self.optimism:
-            scores += self.optimism * self._linear.widths(x, models)
+            scores += self.optimism * self._linear.widths(x, c.models)
         return scores
 
     def _scores(self, x: np.ndarray, known: np.ndarray,
                 optimistic: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Predicted reward of each candidate (``optimistic``: the scores the exploration rule
         weighs), and which candidates the oracle has no data for."""
-        models = self._models(known)
-        trees = self._ensemble.predict(x, models)
-        return self._predicted(trees, x, models, optimistic), self._unseen(models)
+        c = self._candidate_models(known)
+        trees = self._ensemble.predict(x, c.models)
+        return self._predicted(trees, x, c, optimistic), c.unseen
 
     def _distribution(self, x: np.ndarray, known: np.ndarray) -> np.ndarray:
         scores, unseen = self._scores(x, known, optimistic=True)
@@ -304,13 +326,13 @@ class TreeEnsemblePolicy(Policy):
         candidates, known = self._candidates(None, ())
         X = np.vstack([self._encoder.encode(x)[0] for x in xs]) if xs else \
             np.zeros((0, self._encoder.n_columns))
-        models = self._models(known)
-        trees = self._ensemble.predict_rows(X, models)
-        unseen, g = self._unseen(models), self.gamma(len(known))
+        c = self._candidate_models(known)
+        trees = self._ensemble.predict_rows(X, c.models)
+        g = self.gamma(len(known))
         probs = np.empty_like(trees)
         for i in range(len(X)):  # as _distribution, row by row
-            scores = self._predicted(trees[i], X[i], models, optimistic=True)
-            inverse_gap_weights(scores, unseen, g, probs[i])
+            scores = self._predicted(trees[i], X[i], c, optimistic=True)
+            inverse_gap_weights(scores, c.unseen, g, probs[i])
         return candidates, probs
 
     def gamma(self, n_candidates: int) -> float:
