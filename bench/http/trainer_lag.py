@@ -2,6 +2,7 @@
 
     python -m bench.http.trainer_lag --kind trees --actions 26 --seconds 180
     python -m bench.http.trainer_lag --kind auto --actions 10 --seconds 60   # a quick look
+    python -m bench.http.trainer_lag --kind trees --seconds 180 --feed store --rate 2000
 
 Starts the stack of ``bench.http.wrk`` (redis-server, ``grove trainer``, ``grove api``), creates
 one app of ``--kind`` (its defaults) with ``--actions`` actions, and runs wrk's ``reward``
@@ -10,6 +11,15 @@ rewarded: 1.0 for the action ``ad<floor(f0 * actions)>``, else 1 in 10) for ``--
 Meanwhile the app's status (``GET /apps/{app}``) is read every ``--every`` seconds: rewards
 accepted, events learned, ``trainerLag`` (events accepted, not yet in the served snapshot) and
 ``trainerLagSeconds`` (the oldest one's age). Then it waits for the lag to reach 0.
+
+``--feed store --rate R``: the trainer at a given rate when the API is not the bottleneck (on
+this 2-core machine one API process tops out near 1,000 decided and rewarded events/s). No
+HTTP: a thread of this script makes the API's own Redis writes, ``Store.record_decisions``
+(batches of what is due, paced to ``R`` events/s) and one ``Store.reward`` per decision (the
+same scripts, keys and records as the API's; reward rule as wrk's), so the trainer reads the
+same stream it reads behind the API. The decisions are drawn uniformly (propensity 1/K, a
+uniform logging policy: the trainer learns from any logging policy alike); what is not in the
+run is the API's HTTP, JSON and deciding.
 
 Prints the rewards/s the API accepted, the events/s the trainer learned, the CPU each process
 spent per event learned (the trainer's: its pace on a core of its own), and the lag's maximum
@@ -26,6 +36,7 @@ import os
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +49,43 @@ def sample(bench: Bench, app: str, t0: float) -> dict:
     return {"t": time.monotonic() - t0, "rewarded": s["stats"].get("rewarded", 0),
             "learned": s["eventsLearned"], "lag": s["trainerLag"],
             "lag_seconds": s["trainerLagSeconds"]}
+
+
+def feed_store(redis_url: str, app: str, actions: int, rate: float, seconds: float) -> dict:
+    """Record decisions and reward each of them through ``Store`` at ``rate`` events/s for
+    ``seconds`` (see the module doc); the events sent and this thread's CPU seconds."""
+    from service.records import NewDecision
+    from service.redis_client import connect
+    from service.settings import Settings
+    from service.store import Store
+
+    settings = Settings(redis_url=redis_url)
+    store = Store(connect(settings), settings)
+    config, version = store.get_app_and_version(app)
+    rng = np.random.default_rng(0)
+    run, sites, sent = uuid.uuid4().hex[:10], "abcde", 0
+    cpu0, t0 = time.thread_time(), time.monotonic()
+    while (now := time.monotonic() - t0) < seconds:
+        due = min(int(rate * now) - sent, 1000)
+        if due <= 0:
+            time.sleep(0.002)
+            continue
+        f, site = rng.random((due, 4)), rng.integers(len(sites), size=due)
+        chosen, lucky = rng.integers(actions, size=due), rng.random(due) < 0.1
+        decisions = [NewDecision(f"{run}-{sent + i}", {"f0": round(f[i, 0], 5),
+                                                        "f1": round(f[i, 1], 5),
+                                                        "f2": round(f[i, 2], 5),
+                                                        "f3": round(f[i, 3], 5),
+                                                        "site": sites[site[i]]},
+                                 f"ad{chosen[i]}", 1.0 / actions, version)
+                     for i in range(due)]
+        store.record_decisions(config, decisions)
+        for i, d in enumerate(decisions):  # wrk's rule: 1 for ad<floor(f0 K)>, else 1 in 10
+            best = int(f[i, 0] * actions) == chosen[i]
+            store.reward(config, d.event_id, 1.0 if best or lucky[i] else 0.0)
+        sent += due
+    return {"sent": sent, "feeder_cpu_s": time.thread_time() - cpu0,
+            "rps": sent / (time.monotonic() - t0), "errors": 0}
 
 
 def summary(samples: list[dict], load_seconds: float) -> dict:
@@ -94,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--every", type=float, default=0.5, help="seconds between status reads")
     p.add_argument("--json", default=None, help="write the samples and the summary here")
     p.add_argument("--plot", default=None, help="PNG of lag and rates over time")
+    p.add_argument("--feed", choices=("wrk", "store"), default="wrk",
+                   help="wrk over HTTP, or the API's Redis writes from this script")
+    p.add_argument("--rate", type=float, default=2000.0, help="events/s with --feed store")
     args = p.parse_args(argv)
 
     bench = Bench(Path(tempfile.mkdtemp(prefix="grove-bench-lag-")), 100, kind=args.kind)
@@ -103,8 +154,13 @@ def main(argv: list[str] | None = None) -> int:
         run_wrk(bench.grove, _wrk_env(app, key, "reward", args.actions), 4, 3)
         env = _wrk_env(app, key, "reward", args.actions)
         figures: dict = {}
-        load = threading.Thread(
-            target=lambda: figures.update(run_wrk(bench.grove, env, args.conns, args.seconds)))
+        if args.feed == "wrk":
+            load = threading.Thread(
+                target=lambda: figures.update(run_wrk(bench.grove, env, args.conns,
+                                                      args.seconds)))
+        else:
+            load = threading.Thread(target=lambda: figures.update(
+                feed_store(bench.redis.url, app, args.actions, args.rate, args.seconds)))
         pids = bench.pids("grove", args.actions)
         cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
         t0 = time.monotonic()
@@ -119,7 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         bench.stop()
 
-    result = {"kind": args.kind, "actions": args.actions, "conns": args.conns,
+    result = {"kind": args.kind, "actions": args.actions, "feed": args.feed,
+              **({"conns": args.conns} if args.feed == "wrk" else
+                 {"rate": args.rate, "feeder_cpu_s": figures.get("feeder_cpu_s")}),
               "seconds": args.seconds, "requests_per_s": figures.get("rps"),
               "errors": figures.get("errors"), **summary(samples, args.seconds),
               "caught_up_after_s": samples[-1]["t"] - args.seconds,
@@ -132,8 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({**result, "samples": samples}, indent=1))
     if args.plot:
+        load = "wrk's reward load" if args.feed == "wrk" else "the API's writes, no HTTP"
         plot(samples, args.seconds, f"{args.kind}, {args.actions} actions: trainer lag under "
-             f"wrk's reward load ({result['rewards_per_s']:.0f} rewards/s)", Path(args.plot))
+             f"{load} ({result['rewards_per_s']:.0f} rewards/s)", Path(args.plot))
     return 0
 
 

@@ -138,7 +138,7 @@ class TreeEnsemblePolicy(Policy):
       Warm-starting (``init_model``) was not used: it adds trees at every refit, so the
       decision's cost would grow without bound; refitting only the actions whose data changed
       saves nothing once the window slides (every action's data changes). A refit of 26
-      actions on a full 100k window takes ~4 s of CPU (Letter), off the serving path in the
+      actions on a full 100k window takes ~3.5 s of one core (Letter), off the serving path in the
       service.
     - *Off-policy*: each regressor is fitted by direct regression (squared loss, unweighted) on
       the events where its action was played, whichever policy logged them: E[r | x, a] does not
@@ -150,8 +150,8 @@ class TreeEnsemblePolicy(Policy):
 
     Costs, bounded whatever the stream's length (Letter, 26 actions, figures in
     bench/policies/README.md): memory and state ~ the window (100k events x columns x 4 bytes +
-    20 bytes per event: 37 MB with 76 columns); a refit ~4 CPU s on a full window; a decision
-    p50 ~180 us, p99 ~260-330 us (26 x 100 trees of 63 leaves, ~48 ns per tree; 100 trees per
+    20 bytes per event: 37 MB with 76 columns); a refit ~3.5 CPU s on a full window; a decision
+    p50 ~165 us, p99 ~210-240 us (26 x 100 trees of 63 leaves, ~48 ns per tree; 100 trees per
     action cost that, fewer lost reward on every held-out stream).
 
     Rewards are assumed in [0, 1] (gamma is in the units of 1 / reward).
