@@ -237,6 +237,24 @@ def test_unseen_actions_are_tried_at_once_and_removed_ones_never():
         policy.decide(x, actions=["a1"], excluded=["a1"])
 
 
+def test_what_a_decision_keeps_of_the_models_is_renewed_with_them():
+    """Per candidate, a decision keeps the model index, whether it is unseen and the trees'
+    weight until the models or the candidates change: a refit, a new or removed action."""
+    policy = small(auto_refit=False)
+    x = {"favorite": "a4", "device": "tv", "hour": 20.0}
+    assert set(policy.probabilities(x).values()) == {0.2}  # no models yet: all unseen
+    play(policy, favorite_stream(300, seed=1))
+    assert set(policy.probabilities(x).values()) == {0.2}  # learned, not refitted
+    policy.finish_refit(policy.start_refit()())
+    probs = policy.probabilities(x)
+    assert max(probs, key=probs.get) == "a4" and probs["a4"] > 0.5
+    assert probs == TreeEnsemblePolicy.from_state(policy.to_state()).probabilities(x)
+    policy.add_action("a6")
+    assert policy.probabilities(x)["a6"] == pytest.approx(1 / 6)
+    policy.remove_action("a4")
+    assert "a4" not in policy.probabilities(x) and policy.decide(x).action != "a4"
+
+
 def test_int_action_ids_and_river_pull_update():
     policy = TreeEnsemblePolicy(n_trees=10, seed=0)
     for t in range(600):
