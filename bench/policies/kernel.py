@@ -1,19 +1,18 @@
-"""How fast is the decide kernel? ``CompiledEnsemble.predict`` against the kernel it replaced,
-side by side on a trained policy's ensemble.
+"""How fast is the decide kernel? QuickScorer against the walk, side by side on a trained
+policy's ensemble.
 
 1. Train: ``TreeEnsemblePolicy`` with its defaults plays ``--events`` events of the stream with
    sparse input (as ``bench.policies.speed``'s latency; default Letter, 26 actions: 26 x 100
    trees of up to 63 leaves). The serving state is cached in ``bench/out/policies_kernel/``
    (scratch in Grove's codec, msgpack + arrays; delete it to retrain).
-2. Kernel alone: for ``--contexts`` contexts of the stream (encoded once), the old kernel
-   (``score_models_lanes`` below, the one before commit ab31518's successor: 4 trees walked
-   together without data-dependent branches, on the same packed words) and the new one (one
-   tree at a time, branching) score all actions, in turns of one
-   context (each call finds the caches filled by the other kernel's arrays) and of 1,000
-   contexts (each kernel keeps the caches to itself); each call timed in the thread's CPU time
-   (``thread_time_ns``). Their outputs must be bit-identical (checked).
+2. Kernel alone: for ``--contexts`` contexts of the stream (encoded once), the walk (the kernel
+   before QuickScorer: ``score_models`` on a layout without quick trees, so every tree is walked
+   root to leaf) and the current one (QuickScorer for the quick trees) score all actions, in
+   turns of one context (each call finds the caches filled by the other kernel's arrays) and of
+   1,000 contexts (each kernel keeps the caches to itself); each call timed in the thread's CPU
+   time (``thread_time_ns``). Their outputs must be bit-identical (checked).
 3. Decide latency: ``policy.decide`` among all actions, as ``bench.policies.speed`` measures it,
-   with the ensemble's ``predict`` swapped between the old kernel and the new one, alternating.
+   with the ensemble's ``predict`` swapped between the walk and the current kernel, alternating.
 
     python -m bench.policies.kernel --data letter --events 60000 --contexts 10000
 """
@@ -24,25 +23,13 @@ import argparse
 import json
 import time
 
-import numba
 import numpy as np
 
 from bench.common.paths import OUT
 from bench.common.streams import BanditStream
 from bench.policies.compare import load
 from bench.policies.speed import SparseTreesPlayer
-from online.policies.tree_arrays import (
-    INDEX_BITS,
-    N_VIEWS,
-    RIGHT_BITS,
-    SLOT_BITS,
-    SPECIAL,
-    ZERO_THRESHOLD,
-    CompiledEnsemble,
-    Packed,
-    _flat_decision,
-    pack,
-)
+from online.policies.tree_arrays import CompiledEnsemble, Packed, score_models
 from online.policies.trees import TreeEnsemblePolicy
 from service import codec
 
@@ -59,85 +46,14 @@ def trained(data, name, events, seed):
     return TreeEnsemblePolicy.from_state(codec.decode(path.read_bytes()))
 
 
-# -- the kernel before this one (commit ab31518), for the comparison ---------------------------
-
-K = 4  # trees walked together
-
-
-def pack_lanes(e: CompiledEnsemble) -> Packed:
-    """The current layout plus the previous kernel's last word: a node that reads the NaN slot
-    (goes right) with right = 0, so that a lane that has reached its leaf loops there."""
-    packed = pack(e)
-    words = np.append(packed.words, np.uint64(N_VIEWS * packed.n_features))
-    return packed._replace(words=words, values=words.view(np.float64))
-
-
-@numba.njit(cache=True, nogil=True)
-def score_models_lanes(x, models, packed, out):
-    """The previous kernel: ``K`` trees of a model walked together, one step of each in turn,
-    without data-dependent branches; a lane whose tree has reached its leaf loops on the extra
-    last word of ``pack_lanes`` until the others have."""
-    model_trees, roots, words, values = packed.model_trees, packed.roots, packed.words, \
-        packed.values
-    thresholds, n_f = packed.thresholds, packed.n_features
-    feature, threshold, decision_type = packed.feature, packed.threshold, packed.decision_type
-    cat_row, cat_b, cat_t = packed.cat_row, packed.cat_boundaries, packed.cat_threshold
-    # the copies of x (see _VIEWS), then one NaN slot
-    xs = np.empty(N_VIEWS * n_f + 1)
-    for f in range(n_f):
-        v = x[f] if f < x.shape[0] else np.nan
-        nan = np.isnan(v)
-        zero = nan or abs(v) <= ZERO_THRESHOLD
-        xs[f] = v
-        xs[n_f + f] = -np.inf if nan else v
-        xs[2 * n_f + f] = 0.0 if nan else v
-        xs[3 * n_f + f] = np.nan if zero else v
-        xs[4 * n_f + f] = -np.inf if zero else v
-    xs[N_VIEWS * n_f] = np.nan
-    loop = words.shape[0] - 1
-    slot_mask, index_mask = np.uint64(SPECIAL), np.uint64((1 << INDEX_BITS) - 1)
-    right_mask = np.uint64((1 << RIGHT_BITS) - 1)
-    index_shift, right_shift = np.uint64(SLOT_BITS), np.uint64(SLOT_BITS + INDEX_BITS)
-    cur = np.empty(K, np.int64)  # each lane's node (``loop`` once it has reached its leaf)
-    leaf = np.empty(K, np.int64)
-    for j in range(models.shape[0]):
-        m = models[j]
-        s = 0.0
-        if m >= 0:
-            t, t1 = model_trees[m], model_trees[m + 1]
-            while t < t1:
-                n_k = min(K, t1 - t)
-                done = K
-                for q in range(K):
-                    r = roots[t + q] if q < n_k else ~loop
-                    leaf[q] = 0
-                    if r >= 0:
-                        cur[q], done = r, done - 1
-                    else:
-                        cur[q], leaf[q] = loop, ~r
-                while done < K:
-                    for q in range(K):
-                        n = cur[q]
-                        w = words[n]
-                        slot = np.int64(w & slot_mask)
-                        if slot != SPECIAL:
-                            go_left = xs[slot] <= thresholds[(w >> index_shift) & index_mask]
-                        else:
-                            go_left = _flat_decision(
-                                x, np.int64((w >> index_shift) & index_mask), feature,
-                                threshold, decision_type, cat_row, cat_b, cat_t)
-                        # branch-free (a mispredicted branch would flush the other lanes'
-                        # loads): left is the next word, right ``right`` words on
-                        g = np.int64(go_left)
-                        child = n + g + (1 - g) * np.int64((w >> right_shift) & right_mask)
-                        at_leaf = np.int64((w >> np.uint64(63 - g)) & np.uint64(1))
-                        leaf[q] += at_leaf * (child - leaf[q])
-                        cur[q] = child + at_leaf * (loop - child)
-                        done += at_leaf
-                for q in range(n_k):
-                    s += values[leaf[q]]
-                t += n_k
-        out[j] = s
+def walk_only(e: CompiledEnsemble) -> Packed:
+    """``e``'s layout with no quick tree: ``score_models`` walks every tree (QuickScorer's pass
+    then reads empty node lists: ~1 us)."""
+    packed = e._packed
+    qs = packed.qs
+    return packed._replace(qs=qs._replace(
+        leaf0=np.full(e.n_trees, -1, np.int64), slot_nodes=np.zeros_like(qs.slot_nodes),
+        threshold=qs.threshold[:0], tree=qs.tree[:0], mask=qs.mask[:0]))
 
 
 # -- measuring -----------------------------------------------------------------------------------
@@ -148,20 +64,21 @@ def percentiles(ns) -> dict:
 
 
 def kernel_alone(policy, contexts, block: int = 1) -> dict:
-    """CPU time (us) of one call of each kernel per context: in turns of ``block`` contexts
-    (block 1: old and new on the same context, alternating which goes first, each evicting the
-    other's arrays from the caches; block 1000: each kernel keeps the caches for 1,000 calls)."""
+    """CPU time (us) of one call of each kernel per context (old: the walk, new: QuickScorer):
+    in turns of ``block`` contexts (block 1: old and new on the same context, alternating which
+    goes first, each evicting the other's arrays from the caches; block 1000: each kernel keeps
+    the caches for 1,000 calls)."""
     e = policy._ensemble
     models = policy._candidates(None, ())[1]
     models = np.where(models < e.n_models, models, -1)
-    lanes = pack_lanes(e)
+    walk = walk_only(e)
     xs = [policy._encoder.encode(x)[0] for x in contexts]
     a, b = np.empty(len(models)), np.empty(len(models))
     clock = time.thread_time_ns
 
     def old(x):
         c = clock()
-        score_models_lanes(x, models, lanes, a)
+        score_models(x, models, walk, a)
         return clock() - c
 
     def new(x):
@@ -184,21 +101,21 @@ def kernel_alone(policy, contexts, block: int = 1) -> dict:
 
 
 def decide_latency(policy, contexts) -> dict:
-    """CPU time (us) of ``policy.decide`` among all actions with each kernel, alternating."""
+    """CPU time (us) of ``policy.decide`` among all actions with each kernel (old: the walk),
+    alternating."""
     e = policy._ensemble
-    lanes = pack_lanes(e)
+    walk = walk_only(e)
 
-    def predict_lanes(x, models, out=None):
+    def predict_walk(x, models, out=None):
         out = np.empty(len(models)) if out is None else out
-        score_models_lanes(np.ascontiguousarray(x, np.float64), np.asarray(models, np.int64),
-                           lanes, out)
+        score_models(np.ascontiguousarray(x, np.float64), np.asarray(models, np.int64), walk, out)
         return out
 
     clock = time.thread_time_ns
 
     def timed(x, kernel):
         if kernel == "old":
-            e.predict = predict_lanes  # an instance attribute hides the method
+            e.predict = predict_walk  # an instance attribute hides the method
         c = clock()
         policy.decide(x)
         c = clock() - c

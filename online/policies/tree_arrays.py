@@ -16,6 +16,10 @@ decision rule exactly (``Tree::NumericalDecision`` / ``CategoricalDecision``):
 - a model's prediction is the sum of its trees' leaves (LightGBM folds the initial score into
   the first tree and the learning rate into the leaves).
 
+The kernel scores most trees with QuickScorer (Lucchese et al., SIGIR 2015: per feature, the
+nodes a value makes false, as bit masks over each tree's leaves) and walks the others root to
+leaf; see "the kernel's layout" below.
+
 The arrays come from LightGBM's text model format (``Booster.model_to_string()``), whose
 per-tree lines are these vectors: parsing them is a few numpy conversions per tree, no JSON
 tree walk. A feature index beyond the context vector's length reads as missing (NaN): the
@@ -226,27 +230,39 @@ def parse_lightgbm(model_string: str) -> CompiledEnsemble:
 
 # -- the kernel's layout ---------------------------------------------------------------------------
 #
-# Deciding walks 26 x 100 trees (Letter: 155k nodes + 157k leaves), ~5 steps each. The old kernel
-# (LightGBM's node order; node rows, thresholds and leaf values in three arrays: 5 MB) read ~8k
-# cache lines per decision out of a set that does not stay in L2 from one decision to the next
-# (a 2 MB L2 here): most of its time was waiting for memory. The packed layout halves the bytes
-# (~6,400 lines a decision instead of ~8,000; 1.0-1.2x faster on Letter, bench/policies/README.md):
+# Deciding scores 26 x 100 trees (Letter: 155k nodes + 157k leaves). A tree is scored one of two
+# ways, chosen per tree when the ensemble is packed:
+#
+# QuickScorer (Lucchese, Nardini, Orlando, Perego, Tonellotto & Venturini, SIGIR 2015), for every
+# tree of at most 64 leaves whose nodes are all numerical with a threshold (Letter's, Shuttle's,
+# Adult's: every tree). A tree's leaves are numbered left to right, and each node has a 64-bit
+# mask with zeros on the leaves of its left subtree. A node that is false (the value goes right)
+# rules those leaves out, so ANDing the masks of a tree's false nodes into an all-ones word leaves
+# the exit leaf as the lowest set bit (the paper's Theorem 1). The false nodes are found per
+# feature rather than per tree. A model's nodes are grouped by the copy of x they read (the slot,
+# below) and sorted by threshold; the false ones (``threshold < v``; all of them when v is NaN)
+# are a prefix of each group, found by a binary search. So a decision reads those prefixes
+# (~35k of Letter's 153k nodes, 18 bytes each) in order, with no data-dependent branch per node,
+# and then one leaf per tree. On Letter this is 2.5-3x faster than the walk below
+# (bench/policies/README.md, "QuickScorer").
+#
+# The walk, for the other trees (a categorical node: its bitset test has no threshold to sort by;
+# a NaN threshold; more than 64 leaves). One tree at a time, root to leaf, a branch per step:
 #
 # - one 8-byte word per node *and* per leaf, each tree's in depth-first order: a node's left child
 #   is the next word, its right child ``right`` words further; a leaf's word is its value;
 # - a node's word: the slot of x it reads (bits 0-19), its threshold's index in ``thresholds``
 #   (the ensemble's distinct thresholds, a table that stays in L1; bits 20-43), ``right``
 #   (bits 44-61), whether the left / right child is a leaf (bits 62 / 63);
-# - a numerical node's missing-value rule is folded into the slot it reads: the kernel builds five
-#   copies of x per call (NaN kept, NaN -> -inf, NaN -> 0, "zero" -> NaN, "zero" -> -inf, see
-#   ``_VIEWS``) so that every rule of ``Tree::NumericalDecision`` becomes ``v <= threshold``
-#   (NaN compares false: right; -inf compares true: left);
 # - a categorical node (or one whose threshold is NaN) reads the slot ``SPECIAL``, and its node
-#   index in the flat arrays in place of the threshold's: LightGBM's rule on the flat arrays;
-# - one tree at a time, root to leaf, with a branch per step (the branch predictor runs ahead on
-#   the likely path). Walking 4 trees together, one step of each in turn without data-dependent
-#   branches (to overlap their loads), was the previous kernel: 1.5-1.75x slower on Letter's
-#   trees (bench/policies/README.md, "Speed", "One tree at a time").
+#   index in the flat arrays in place of the threshold's: LightGBM's rule on the flat arrays.
+#   Walking 4 trees together without data-dependent branches was an earlier kernel: 1.5-1.75x
+#   slower on Letter's trees (bench/policies/README.md, "One tree at a time").
+#
+# Both read the same copies of x. A numerical node's missing-value rule is folded into the slot
+# it reads: the kernel builds five copies of x per row (NaN kept, NaN -> -inf, NaN -> 0,
+# "zero" -> NaN, "zero" -> -inf, see ``_VIEWS``), so every rule of ``Tree::NumericalDecision``
+# becomes ``v <= threshold`` (NaN compares false: right; -inf compares true: left).
 SLOT_BITS, INDEX_BITS, RIGHT_BITS = 20, 24, 18
 SPECIAL = (1 << SLOT_BITS) - 1
 LEFT_LEAF, RIGHT_LEAF = np.uint64(1 << 62), np.uint64(1 << 63)
@@ -271,6 +287,20 @@ class Packed(NamedTuple):
     cat_row: np.ndarray  # int64 (n_nodes): the node's row of cat_boundaries (-1: numerical)
     cat_boundaries: np.ndarray
     cat_threshold: np.ndarray
+    qs: Quick  # the trees QuickScorer scores
+
+
+class Quick(NamedTuple):
+    """QuickScorer's arrays (see the comment above): the nodes of the quick trees by the slot of
+    the copies of x they read (slot k's: ``slot_nodes[k]:slot_nodes[k+1]``), then by increasing
+    threshold."""
+
+    leaf0: np.ndarray  # int64 (n_trees): the tree's first leaf in ``leaves`` (-1: walked)
+    leaves: np.ndarray  # float64: each quick tree's leaf values, left to right
+    slot_nodes: np.ndarray  # int64 (N_VIEWS * n_features + 1)
+    threshold: np.ndarray  # float64 (nodes of the quick trees)
+    tree: np.ndarray  # int32: the node's tree
+    mask: np.ndarray  # uint64: zeros on the leaves of the node's left subtree
 
 
 class _Trees(NamedTuple):
@@ -288,55 +318,104 @@ class _Trees(NamedTuple):
 
 
 class _Layout(NamedTuple):
-    """What ``_lay_out`` fills: the kernel's words (``values``: the same memory as float64),
-    each tree's root word and each node's row of ``cat_boundaries``."""
+    """What ``_lay_out`` fills: the walk's words (``values``: the same memory as float64), each
+    tree's root word, each node's row of ``cat_boundaries``; QuickScorer's masks (per
+    node of the flat arrays) and leaves (left to right, from each tree's ``leaf0``)."""
 
     words: np.ndarray
     values: np.ndarray
     roots: np.ndarray
     cat_row: np.ndarray
+    mask: np.ndarray
+    leaf0: np.ndarray
+    leaves: np.ndarray
+
+
+MAX_QUICK_LEAVES = 64  # QuickScorer's masks are one 64-bit word
+_ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+# the lowest set bit's index: (w & -w) * _DE_BRUIJN >> 58 indexes _LOWEST (Leiserson et al. 1998)
+_DE_BRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_LOWEST = np.zeros(64, np.int64)
+_LOWEST[[((1 << i) * int(_DE_BRUIJN)) % (1 << 64) >> 58 for i in range(64)]] = np.arange(64)
+
 
 def pack(e: CompiledEnsemble) -> Packed:
     """The kernel's layout of ``e``'s arrays."""
     n_features = int(e.feature.max()) + 1 if len(e.feature) else 0
-    n_words = len(e.feature) + len(e.leaf_value)
     numerical = (e.decision_type & CATEGORICAL_MASK) == 0
     thresholds = np.unique(np.concatenate([e.threshold[numerical & ~np.isnan(e.threshold)],
                                            [0.0]]))
-    index = np.searchsorted(thresholds, e.threshold)
-    if (N_VIEWS * n_features >= SPECIAL or max(len(thresholds), len(e.feature)) >= 1 << INDEX_BITS
-            or int(np.diff(e.tree_nodes).max(initial=0)) * 2 >= 1 << RIGHT_BITS):
-        raise ValueError(f"an ensemble too large for the kernel's words: {n_features} "
-                         f"features, {len(e.feature)} nodes")
     view = np.full(8, -1, np.int64)  # (decision_type >> 1) & 7 = missing type, default left
     for (missing, left), v in _VIEWS.items():
         view[(missing << 1) | left] = v
-    words = np.empty(n_words, np.uint64)
+    node_view = view[(e.decision_type >> 1) & 7]
+    special = ~numerical | np.isnan(e.threshold) | (node_view < 0)
+    # the trees QuickScorer takes: at most 64 leaves, every node numerical with a threshold
+    tree_of_node = np.repeat(np.arange(e.n_trees), np.diff(e.tree_nodes))
+    quick = np.diff(e.tree_leaves) <= MAX_QUICK_LEAVES
+    quick[tree_of_node[special]] = False
+    if (N_VIEWS * n_features >= SPECIAL or max(len(thresholds), len(e.feature)) >= 1 << INDEX_BITS
+            or int(np.diff(e.tree_nodes).max(initial=0)) * 2 >= 1 << RIGHT_BITS
+            or e.n_trees >= 1 << 31):
+        raise ValueError(f"an ensemble too large for the kernel's words: {n_features} "
+                         f"features, {len(e.feature)} nodes")
+    words = np.zeros(len(e.feature) + len(e.leaf_value), np.uint64)
     out = _Layout(words, words.view(np.float64), np.empty(e.n_trees, np.int64),
-                  np.full(len(e.feature), -1, np.int64))
+                  np.full(len(e.feature), -1, np.int64), np.zeros(len(e.feature), np.uint64),
+                  np.full(e.n_trees, -1, np.int64),
+                  np.empty(int(np.diff(e.tree_leaves)[quick].sum())))
     trees = _Trees(e.tree_nodes, e.tree_leaves, e.tree_cats, e.feature, e.threshold,
                    e.decision_type, e.left, e.right, e.leaf_value)
-    _lay_out(trees, index, view, n_features, out)
+    _lay_out(trees, np.searchsorted(thresholds, e.threshold), view, n_features, quick, out)
+    # QuickScorer's nodes, by slot, then threshold
+    nodes = np.flatnonzero(quick[tree_of_node])
+    slot = node_view[nodes] * n_features + e.feature[nodes]
+    order = np.lexsort((e.threshold[nodes], slot))
+    nodes, slot = nodes[order], slot[order]
+    qs = Quick(out.leaf0, out.leaves,
+               np.searchsorted(slot, np.arange(N_VIEWS * n_features + 1)).astype(np.int64),
+               e.threshold[nodes], tree_of_node[nodes].astype(np.uint16), out.mask[nodes])
     return Packed(e.model_trees, out.roots, words, out.values, thresholds, n_features,
                   e.feature, e.threshold, e.decision_type, out.cat_row, e.cat_boundaries,
-                  e.cat_threshold)
-
+                  e.cat_threshold, qs)
 
 
 @numba.njit(cache=True)
-def _lay_out(trees, index, view, n_features, out):
-    """Fill ``out`` (a ``_Layout``) from ``trees`` (a ``_Trees``); ``index``: each node's row
-    of the distinct thresholds, ``view``: the copy of x each missing-value rule reads."""
+def _lay_out(trees, index, view, n_features, quick, out):
+    """Fill ``out`` (a ``_Layout``) from ``trees`` (a ``_Trees``): the walk's words of every
+    tree, and QuickScorer's masks and leaves of the ``quick`` ones. ``index``: each node's
+    row of the distinct thresholds, ``view``: the copy of x each missing-value rule reads."""
     tree_nodes, tree_leaves, tree_cats = trees.tree_nodes, trees.tree_leaves, trees.tree_cats
     feature, threshold, decision_type = trees.feature, trees.threshold, trees.decision_type
     left, right, leaf_value = trees.left, trees.right, trees.leaf_value
     words, values, roots, cat_row = out.words, out.values, out.roots, out.cat_row
     stack = np.empty(feature.shape[0] + 2, np.int64)  # child codes: c >= 0 node, c < 0 leaf ~c
     parent = np.empty_like(stack)
-    pos = 0
+    first_leaf = np.empty_like(stack)  # QuickScorer: a node's first leaf (left to right)
+    pos = 0  # the walk's next word
+    n_quick = 0  # QuickScorer's leaves so far
     for t in range(tree_nodes.shape[0] - 1):
         n0, l0 = tree_nodes[t], tree_leaves[t]
         single = tree_nodes[t + 1] == n0
+        if quick[t]:  # depth first, left child first: the leaves come left to right
+            out.leaf0[t] = n_quick
+            top = 0
+            stack[0], parent[0] = (-1 if single else 0), -1
+            while top >= 0:
+                c, p = stack[top], parent[top]
+                top -= 1
+                if p >= 0:  # a right child: its parent's left subtree has ended
+                    leaves = n_quick - first_leaf[p]  # < 64: the right subtree has one
+                    ones = (np.uint64(1) << np.uint64(leaves)) - np.uint64(1)
+                    out.mask[n0 + p] = ~(ones << np.uint64(first_leaf[p] - out.leaf0[t]))
+                if c < 0:
+                    out.leaves[n_quick] = leaf_value[l0 + ~c]
+                    n_quick += 1
+                else:
+                    first_leaf[c] = n_quick
+                    stack[top + 1], parent[top + 1] = right[n0 + c], c
+                    stack[top + 2], parent[top + 2] = left[n0 + c], -1
+                    top += 2
         roots[t] = ~pos if single else pos
         top = 0
         stack[0], parent[0] = (-1 if single else 0), -1
@@ -396,18 +475,9 @@ def _flat_decision(x, i, feature, threshold, decision_type, cat_row, cat_boundar
     return v <= threshold[i]
 
 
-@numba.njit(cache=True, nogil=True)
-def score_models(x, models, packed, out):
-    """out[j] = sum of model ``models[j]``'s trees at ``x`` (0 for ``models[j] < 0``).
-
-    ``packed``: ``CompiledEnsemble``'s ``Packed`` layout. One tree at a time, root to leaf."""
-    model_trees, roots, words, values = packed.model_trees, packed.roots, packed.words, \
-        packed.values
-    thresholds, n_f = packed.thresholds, packed.n_features
-    feature, threshold, decision_type = packed.feature, packed.threshold, packed.decision_type
-    cat_row, cat_b, cat_t = packed.cat_row, packed.cat_boundaries, packed.cat_threshold
-    # the copies of x (see _VIEWS), then one NaN slot
-    xs = np.empty(N_VIEWS * n_f + 1)
+@numba.njit(cache=True, nogil=True, inline="always")
+def _copies(x, n_f, xs):
+    """Fill ``xs`` with the copies of ``x`` (see ``_VIEWS``), then one NaN slot."""
     for f in range(n_f):
         v = x[f] if f < x.shape[0] else np.nan
         nan = np.isnan(v)
@@ -418,15 +488,68 @@ def score_models(x, models, packed, out):
         xs[3 * n_f + f] = np.nan if zero else v
         xs[4 * n_f + f] = -np.inf if zero else v
     xs[N_VIEWS * n_f] = np.nan
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _quick_found(xs, qs, found):
+    """QuickScorer's first pass for one row's copies ``xs``: ``found[t]``, for each quick tree
+    t, the AND of its false nodes' masks (its exit leaf: the lowest bit set)."""
+    found[:] = _ALL
+    slot_nodes, threshold, tree, mask = qs.slot_nodes, qs.threshold, qs.tree, qs.mask
+    for k in range(slot_nodes.shape[0] - 1):
+        k0, k1 = slot_nodes[k], slot_nodes[k + 1]
+        if k0 == k1:
+            continue
+        v = xs[k]
+        if not np.isnan(v):  # the false nodes: threshold < v (all of them for NaN), a prefix
+            k1 = k0 + np.searchsorted(threshold[k0:k1], v)
+        for i in range(k0, k1):
+            found[tree[i]] &= mask[i]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _quick(models, model_trees):
+    """Whether QuickScorer scores the quick trees of ``models``: it reads every model's false
+    nodes, so it pays when the models hold at least half the trees (else each tree is walked)."""
+    n = 0
+    for j in range(models.shape[0]):
+        if models[j] >= 0:
+            n += model_trees[models[j] + 1] - model_trees[models[j]]
+    return n > 0 and 2 * n >= model_trees[-1]
+
+
+@numba.njit(cache=True, nogil=True)
+def score_models(x, models, packed, out):
+    """out[j] = sum of model ``models[j]``'s trees at ``x`` (0 for ``models[j] < 0``).
+
+    ``packed``: ``CompiledEnsemble``'s ``Packed`` layout. A tree's leaf is QuickScorer's exit
+    leaf (a quick tree, when ``_quick``) or found by a walk, root to leaf."""
+    model_trees, roots, words, values = packed.model_trees, packed.roots, packed.words, \
+        packed.values
+    thresholds, n_f = packed.thresholds, packed.n_features
+    feature, threshold, decision_type = packed.feature, packed.threshold, packed.decision_type
+    cat_row, cat_b, cat_t = packed.cat_row, packed.cat_boundaries, packed.cat_threshold
+    leaf0, leaves = packed.qs.leaf0, packed.qs.leaves
+    xs = np.empty(N_VIEWS * n_f + 1)
+    _copies(x, n_f, xs)
+    quick = _quick(models, model_trees)
+    found = np.empty(model_trees[-1] if quick else 0, np.uint64)
+    if quick:
+        _quick_found(xs, packed.qs, found)
     slot_mask, index_mask = np.uint64(SPECIAL), np.uint64((1 << INDEX_BITS) - 1)
     right_mask = np.uint64((1 << RIGHT_BITS) - 1)
     index_shift, right_shift = np.uint64(SLOT_BITS), np.uint64(SLOT_BITS + INDEX_BITS)
     left_leaf, right_leaf = np.uint64(62), np.uint64(63)
+    one, shift = np.uint64(1), np.uint64(58)
     for j in range(models.shape[0]):
         m = models[j]
         s = 0.0
         if m >= 0:
             for t in range(model_trees[m], model_trees[m + 1]):
+                if quick and leaf0[t] >= 0:  # the lowest bit left
+                    w = found[t]
+                    s += leaves[leaf0[t] + _LOWEST[((w & (~w + one)) * _DE_BRUIJN) >> shift]]
+                    continue
                 n = roots[t]
                 if n < 0:  # a tree of one leaf
                     s += values[~n]
@@ -442,7 +565,7 @@ def score_models(x, models, packed, out):
                             decision_type, cat_row, cat_b, cat_t)
                     if go_left:  # left is the next word, right ``right`` words on
                         n += 1
-                        if (w >> left_leaf) & np.uint64(1):
+                        if (w >> left_leaf) & one:
                             break
                     else:
                         n += np.int64((w >> right_shift) & right_mask)
@@ -454,36 +577,39 @@ def score_models(x, models, packed, out):
 
 @numba.njit(cache=True, nogil=True)
 def score_rows(X, models, packed, out):
-    """out[i, j] = ``score_models``' ``out[j]`` for row ``i`` of ``X``, model by model (the
-    walk is ``score_models``' own, written out again: a shared numba helper taking ``packed``
-    made the single-row kernel 2.7x slower)."""
+    """out[i, j] = ``score_models``' ``out[j]`` for row ``i`` of ``X``: with QuickScorer row by
+    row, else model by model (one model's trees stay in the caches while the rows walk them).
+    The walk is ``score_models``' own, written out again: a shared numba helper taking
+    ``packed`` made the single-row kernel 2.7x slower."""
     model_trees, roots, words, values = packed.model_trees, packed.roots, packed.words, \
         packed.values
     thresholds, n_f = packed.thresholds, packed.n_features
     feature, threshold, decision_type = packed.feature, packed.threshold, packed.decision_type
     cat_row, cat_b, cat_t = packed.cat_row, packed.cat_boundaries, packed.cat_threshold
+    leaf0, leaves = packed.qs.leaf0, packed.qs.leaves
     xs = np.empty((X.shape[0], N_VIEWS * n_f + 1))  # each row's copies, as score_models'
     for i in range(X.shape[0]):
-        for f in range(n_f):
-            v = X[i, f] if f < X.shape[1] else np.nan
-            nan = np.isnan(v)
-            zero = nan or abs(v) <= ZERO_THRESHOLD
-            xs[i, f] = v
-            xs[i, n_f + f] = -np.inf if nan else v
-            xs[i, 2 * n_f + f] = 0.0 if nan else v
-            xs[i, 3 * n_f + f] = np.nan if zero else v
-            xs[i, 4 * n_f + f] = -np.inf if zero else v
-        xs[i, N_VIEWS * n_f] = np.nan
+        _copies(X[i], n_f, xs[i])
+    quick = _quick(models, model_trees)
+    found = np.empty((X.shape[0] if quick else 0, model_trees[-1]), np.uint64)
+    if quick:
+        for i in range(X.shape[0]):
+            _quick_found(xs[i], packed.qs, found[i])
     slot_mask, index_mask = np.uint64(SPECIAL), np.uint64((1 << INDEX_BITS) - 1)
     right_mask = np.uint64((1 << RIGHT_BITS) - 1)
     index_shift, right_shift = np.uint64(SLOT_BITS), np.uint64(SLOT_BITS + INDEX_BITS)
     left_leaf, right_leaf = np.uint64(62), np.uint64(63)
+    one, shift = np.uint64(1), np.uint64(58)
     for j in range(models.shape[0]):
         m = models[j]
         for i in range(X.shape[0]):
             s = 0.0
             if m >= 0:
                 for t in range(model_trees[m], model_trees[m + 1]):
+                    if quick and leaf0[t] >= 0:
+                        w = found[i, t]
+                        s += leaves[leaf0[t] + _LOWEST[((w & (~w + one)) * _DE_BRUIJN) >> shift]]
+                        continue
                     n = roots[t]
                     if n < 0:
                         s += values[~n]
@@ -499,7 +625,7 @@ def score_rows(X, models, packed, out):
                                 threshold, decision_type, cat_row, cat_b, cat_t)
                         if go_left:
                             n += 1
-                            if (w >> left_leaf) & np.uint64(1):
+                            if (w >> left_leaf) & one:
                                 break
                         else:
                             n += np.int64((w >> right_shift) & right_mask)

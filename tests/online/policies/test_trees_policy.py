@@ -118,6 +118,55 @@ def test_compiled_ensemble_deep_trees_single_leaves_and_empty_models():
     assert ens.predict_rows(T[:0], models).shape == (0, 4)
 
 
+@pytest.mark.parametrize("zero_as_missing", [False, True])
+def test_quickscorer_and_the_walk_give_lightgbm_s_predictions(zero_as_missing):
+    """Numerical trees of at most 64 leaves are QuickScorer's, trees of more leaves or with a
+    categorical node are walked; a request for most of the trees uses QuickScorer, one for a
+    few models walks every tree: every way gives LightGBM's numbers exactly."""
+    rng = np.random.default_rng(2)
+    n = 4000
+    X = rng.random((n, 6))
+    X[rng.random(n) < 0.2, 0] = np.nan
+    X[:, 1] = (rng.random(n) < 0.4) * rng.random(n)  # zeros: missing with zero_as_missing
+    X[:, 2] = rng.integers(0, 2, n)  # a 0/1 variable, as one-hot codes are
+    X[:, 5] = rng.integers(0, 9, n)  # a category (the last model's)
+    y = np.sin(6 * np.nan_to_num(X[:, 0], nan=-0.5)) + X[:, 1] * X[:, 3] + X[:, 2] - X[:, 4] ** 2
+    params = {"objective": "regression", "verbose": -1, "min_data_in_leaf": 3,
+              "min_data_per_group": 3, "cat_smooth": 1, "zero_as_missing": zero_as_missing}
+    numerical = lightgbm.Dataset(X[:, :5], y)
+    boosters = [lightgbm.train({**params, "num_leaves": 63}, numerical, 40),
+                lightgbm.train({**params, "num_leaves": 64}, numerical, 20),
+                lightgbm.train({**params, "num_leaves": 100}, numerical, 10),
+                lightgbm.train({**params, "num_leaves": 31},
+                               lightgbm.Dataset(X, y + (X[:, 5] % 3 == 1),
+                                                categorical_feature=[5]), 20)]
+    ens = CompiledEnsemble.concatenate([parse_lightgbm(b.model_to_string()) for b in boosters])
+    leaves = np.diff(ens.tree_leaves)
+    quick = ens._packed.qs.leaf0 >= 0
+    assert quick[:60].all() and leaves[40:60].max() == 64  # 63 and 64 leaves: QuickScorer's
+    assert not quick[60:70].any() and leaves[60:70].min() > 64  # more: walked
+    tree_of_node = np.repeat(np.arange(ens.n_trees), np.diff(ens.tree_nodes))
+    categorical = np.zeros(ens.n_trees, bool)
+    categorical[tree_of_node[(ens.decision_type & 1) == 1]] = True
+    assert categorical[70:].any()  # with a categorical node: walked
+    np.testing.assert_array_equal(quick, (leaves <= 64) & ~categorical)
+    T = rng.random((300, 6))
+    T[rng.random(300) < 0.3, 0] = np.nan
+    T[rng.random(300) < 0.3, 1] = 0.0
+    T[:, 2] = rng.integers(0, 2, 300)
+    T[:, 5] = rng.integers(-1, 12, 300)
+    T[rng.random(300) < 0.1, 4] = np.nan
+    for col in (0, 3, 4):  # values equal to a threshold go left
+        T[:60, col] = rng.choice(ens.threshold[ens.feature == col], 60)
+    expected = np.column_stack([b.predict(T if i == 3 else T[:, :5])
+                                for i, b in enumerate(boosters)])
+    for models in ([0, 1, 2, 3], [3, 2, 1, 0, -1], [0, 1], [2], [3], [-1, 1]):
+        columns = [expected[:, m] if m >= 0 else np.zeros(300) for m in models]
+        want = np.column_stack(columns)
+        np.testing.assert_array_equal([ens.predict(t, np.array(models)) for t in T], want)
+        np.testing.assert_array_equal(ens.predict_rows(T, np.array(models)), want)
+
+
 def _plain(value):
     """numpy arrays -> lists; fails on anything that is not arrays + JSON values (no pickle)."""
     if isinstance(value, np.ndarray):
