@@ -29,7 +29,7 @@ from bench.common.paths import OUT
 from bench.common.streams import BanditStream
 from bench.policies.compare import load
 from bench.policies.speed import SparseTreesPlayer
-from online.policies.tree_arrays import CompiledEnsemble, Packed, score_models
+from online.policies.tree_arrays import CompiledEnsemble, score_models, to_blob
 from online.policies.trees import TreeEnsemblePolicy
 from service import codec
 
@@ -46,14 +46,14 @@ def trained(data, name, events, seed):
     return TreeEnsemblePolicy.from_state(codec.decode(path.read_bytes()))
 
 
-def walk_only(e: CompiledEnsemble) -> Packed:
-    """``e``'s layout with no quick tree: ``score_models`` walks every tree (QuickScorer's pass
-    then reads empty node lists: ~1 us)."""
+def walk_only(e: CompiledEnsemble) -> tuple[np.ndarray, np.ndarray]:
+    """``e``'s layout with no quick tree, as the kernels take it: ``score_models`` walks every
+    tree (QuickScorer's pass then reads empty node lists: ~1 us)."""
     packed = e._packed
     qs = packed.qs
-    return packed._replace(qs=qs._replace(
+    return to_blob(packed._replace(qs=qs._replace(
         leaf0=np.full(e.n_trees, -1, np.int64), slot_nodes=np.zeros_like(qs.slot_nodes),
-        threshold=qs.threshold[:0], tree=qs.tree[:0], mask=qs.mask[:0]))
+        threshold=qs.threshold[:0], tree=qs.tree[:0], mask=qs.mask[:0])))
 
 
 # -- measuring -----------------------------------------------------------------------------------
@@ -78,7 +78,7 @@ def kernel_alone(policy, contexts, block: int = 1) -> dict:
 
     def old(x):
         c = clock()
-        score_models(x, models, walk, a)
+        score_models(x, models, *walk, a)
         return clock() - c
 
     def new(x):
@@ -108,7 +108,8 @@ def decide_latency(policy, contexts) -> dict:
 
     def predict_walk(x, models, out=None):
         out = np.empty(len(models)) if out is None else out
-        score_models(np.ascontiguousarray(x, np.float64), np.asarray(models, np.int64), walk, out)
+        score_models(np.ascontiguousarray(x, np.float64), np.asarray(models, np.int64), *walk,
+                     out)
         return out
 
     clock = time.thread_time_ns

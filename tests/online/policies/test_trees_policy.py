@@ -167,6 +167,21 @@ def test_quickscorer_and_the_walk_give_lightgbm_s_predictions(zero_as_missing):
         np.testing.assert_array_equal(ens.predict_rows(T, np.array(models)), want)
 
 
+def test_quickscorer_past_65536_trees():
+    """QuickScorer knows a tree by a 16-bit index in its block of 65,536: the trees of the
+    second block are scored as those of the first."""
+    rng = np.random.default_rng(3)
+    X = rng.random((2000, 4))
+    y = X[:, 0] * X[:, 1] + np.sin(5 * X[:, 2])
+    booster = lightgbm.train({"objective": "regression", "verbose": -1, "num_leaves": 7,
+                              "min_data_in_leaf": 5}, lightgbm.Dataset(X, y), 100)
+    ens = CompiledEnsemble.concatenate([parse_lightgbm(booster.model_to_string())] * 700)
+    assert ens.n_trees == 70_000 and (ens._packed.qs.leaf0 >= 0).all()
+    T = rng.random((20, 4))
+    got = ens.predict_rows(T, np.arange(700))
+    np.testing.assert_array_equal(got, np.repeat(booster.predict(T)[:, None], 700, axis=1))
+
+
 def _plain(value):
     """numpy arrays -> lists; fails on anything that is not arrays + JSON values (no pickle)."""
     if isinstance(value, np.ndarray):
