@@ -240,12 +240,15 @@ def parse_lightgbm(model_string: str) -> CompiledEnsemble:
 # mask with zeros on the leaves of its left subtree. A node that is false (the value goes right)
 # rules those leaves out, so ANDing the masks of a tree's false nodes into an all-ones word leaves
 # the exit leaf as the lowest set bit (the paper's Theorem 1). The false nodes are found per
-# feature rather than per tree. A model's nodes are grouped by the copy of x they read (the slot,
+# feature rather than per tree. The nodes are grouped by the copy of x they read (the slot,
 # below) and sorted by threshold; the false ones (``threshold < v``; all of them when v is NaN)
-# are a prefix of each group, found by a binary search. So a decision reads those prefixes
-# (~35k of Letter's 153k nodes, 18 bytes each) in order, with no data-dependent branch per node,
-# and then one leaf per tree. On Letter this is 2.5-3x faster than the walk below
-# (bench/policies/README.md, "QuickScorer").
+# are a prefix of each group, found by a binary search. A tree's nodes with the same slot and
+# threshold are false together and make one entry, their masks ANDed (a 0/1 variable tested at
+# several nodes of a tree: Letter's 153k nodes make 108k entries). So a decision reads those
+# prefixes (~30k entries on Letter, 18 bytes each) in order, with no data-dependent branch per
+# entry, and then one leaf per tree: ~3x faster than the walk below on Letter's trees
+# (bench/policies/README.md, "QuickScorer"). It reads every model's entries, so a request for
+# a few of the models (learning one event, a model's prediction) walks their trees instead.
 #
 # The walk, for the other trees (a categorical node: its bitset test has no threshold to sort by;
 # a NaN threshold; more than 64 leaves). One tree at a time, root to leaf, a branch per step:
@@ -300,9 +303,9 @@ class Quick(NamedTuple):
     leaf0: np.ndarray  # int64 (n_trees): the tree's first leaf in ``leaves`` (-1: walked)
     leaves: np.ndarray  # float64: each quick tree's leaf values, left to right
     slot_nodes: np.ndarray  # int64 (blocks * N_VIEWS * n_features + 1)
-    threshold: np.ndarray  # float64 (nodes of the quick trees)
-    tree: np.ndarray  # uint16: the node's tree in its block (2 bytes: 1.1-1.2x faster than 4)
-    mask: np.ndarray  # uint64: zeros on the leaves of the node's left subtree
+    threshold: np.ndarray  # float64, per entry: a tree's nodes of one slot and one threshold
+    tree: np.ndarray  # uint16: the entry's tree in its block (2 bytes: 1.1-1.2x faster than 4)
+    mask: np.ndarray  # uint64: zeros on the leaves of the nodes' left subtrees
 
 
 class _Trees(NamedTuple):
@@ -374,13 +377,21 @@ def pack(e: CompiledEnsemble) -> Packed:
     nodes = np.flatnonzero(quick[tree_of_node])
     n_slots, tree = N_VIEWS * n_features, tree_of_node[nodes]
     group = (tree >> TREE_BITS) * n_slots + node_view[nodes] * n_features + e.feature[nodes]
-    order = np.lexsort((e.threshold[nodes], group))
+    order = np.lexsort((tree, e.threshold[nodes], group))
     nodes, group, tree = nodes[order], group[order], tree[order]
+    threshold = e.threshold[nodes]
+    # a tree's nodes of one slot and one threshold are false together: one entry, their masks
+    # ANDed (a 0/1 variable's nodes in a tree: Letter's 153k nodes make 108k entries)
+    new = np.ones(len(nodes), np.bool_)
+    new[1:] = ((group[1:] != group[:-1]) | (tree[1:] != tree[:-1])
+               | (threshold[1:] != threshold[:-1]))
+    first = np.flatnonzero(new)
+    mask = np.bitwise_and.reduceat(out.mask[nodes], first) if len(first) else out.mask[:0]
+    group, tree, threshold = group[first], tree[first], threshold[first]
     n_groups = ((e.n_trees - 1 >> TREE_BITS) + 1) * n_slots
     qs = Quick(out.leaf0, out.leaves,
                np.searchsorted(group, np.arange(n_groups + 1)).astype(np.int64),
-               e.threshold[nodes], (tree & (1 << TREE_BITS) - 1).astype(np.uint16),
-               out.mask[nodes])
+               threshold, (tree & (1 << TREE_BITS) - 1).astype(np.uint16), mask)
     return Packed(e.model_trees, out.roots, words, out.values, thresholds, n_features,
                   e.feature, e.threshold, e.decision_type, out.cat_row, e.cat_boundaries,
                   e.cat_threshold, qs)
