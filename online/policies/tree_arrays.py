@@ -372,12 +372,16 @@ def pack(e: CompiledEnsemble) -> Packed:
                   np.empty(int(np.diff(e.tree_leaves)[quick].sum())))
     trees = _Trees(e.tree_nodes, e.tree_leaves, e.tree_cats, e.feature, e.threshold,
                    e.decision_type, e.left, e.right, e.leaf_value)
-    _lay_out(trees, np.searchsorted(thresholds, e.threshold), view, n_features, quick, out)
+    index = np.searchsorted(thresholds, e.threshold)  # each node's distinct threshold
+    _lay_out(trees, index, view, n_features, quick, out)
     # QuickScorer's nodes, by block of trees, then slot, then threshold
     nodes = np.flatnonzero(quick[tree_of_node])
     n_slots, tree = N_VIEWS * n_features, tree_of_node[nodes]
     group = (tree >> TREE_BITS) * n_slots + node_view[nodes] * n_features + e.feature[nodes]
-    order = np.lexsort((tree, e.threshold[nodes], group))
+    # one stable sort on (group, threshold's rank) keeps the flat order, by tree, among equals
+    # (< 2^35 groups x < 2^24 thresholds: no overflow). Packing Letter's 2,501 trees takes
+    # ~32 ms (the walk's layout alone took ~6 ms), in the refit or the snapshot's loader.
+    order = np.argsort(group * len(thresholds) + index[nodes], kind="stable")
     nodes, group, tree = nodes[order], group[order], tree[order]
     threshold = e.threshold[nodes]
     # a tree's nodes of one slot and one threshold are false together: one entry, their masks
