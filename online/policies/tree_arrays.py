@@ -73,9 +73,25 @@ class CompiledEnsemble:
     cat_threshold: np.ndarray  # uint32 words
 
     def __post_init__(self):
-        # the kernel's copy (see pack), in one buffer: derived, never stored
-        self._blob = to_blob(pack(self))
-        self._packed = from_blob(*self._blob)
+        self._layout: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def _blob(self) -> tuple[np.ndarray, np.ndarray]:
+        """The kernels' copy of the arrays (see ``pack``), in one buffer: derived, never stored.
+        Made by ``concatenate`` and ``from_state`` (a refit's or a loader's thread), so that a
+        decision never waits for it; the per-action parts a refit concatenates never need it."""
+        if self._layout is None:
+            self._layout = to_blob(pack(self))
+        return self._layout
+
+    @property
+    def _packed(self) -> Packed:
+        return from_blob(*self._blob)
+
+    def laid_out(self) -> CompiledEnsemble:
+        """This ensemble, its kernels' layout made now rather than at its first prediction."""
+        self._blob  # noqa: B018 (the property makes it)
+        return self
 
     @classmethod
     def empty(cls, n_models: int = 0) -> CompiledEnsemble:
@@ -114,11 +130,12 @@ class CompiledEnsemble:
             nt, nn, nl = nt + p.n_trees, nn + len(p.feature), nl + len(p.leaf_value)
             nc, nw = nc + len(p.cat_boundaries), nw + len(p.cat_threshold)
         cat = np.concatenate
-        return cls(cat(model_trees), cat(tree_nodes), cat(tree_leaves), cat(tree_cats),
-                   cat([p.feature for p in parts]), cat([p.threshold for p in parts]),
-                   cat([p.decision_type for p in parts]), cat([p.left for p in parts]),
-                   cat([p.right for p in parts]), cat([p.leaf_value for p in parts]),
-                   cat(cat_bounds), cat([p.cat_threshold for p in parts]))
+        ensemble = cls(cat(model_trees), cat(tree_nodes), cat(tree_leaves), cat(tree_cats),
+                       cat([p.feature for p in parts]), cat([p.threshold for p in parts]),
+                       cat([p.decision_type for p in parts]), cat([p.left for p in parts]),
+                       cat([p.right for p in parts]), cat([p.leaf_value for p in parts]),
+                       cat(cat_bounds), cat([p.cat_threshold for p in parts]))
+        return ensemble.laid_out()
 
     def select(self, models) -> CompiledEnsemble:
         """A new ensemble holding the given models, in that order."""
@@ -168,8 +185,9 @@ class CompiledEnsemble:
             raise ValueError(f"not a {FORMAT} v{VERSION} state: "
                              f"{state.get('format')!r} v{state.get('version')!r}")
         template = cls.empty()
-        return cls(**{name: np.asarray(state[name], getattr(template, name).dtype)
-                      for name in _ARRAYS})
+        ensemble = cls(**{name: np.asarray(state[name], getattr(template, name).dtype)
+                          for name in _ARRAYS})
+        return ensemble.laid_out()
 
 
 def parse_lightgbm(model_string: str) -> CompiledEnsemble:
