@@ -114,13 +114,14 @@ class RefitJob:
                 data = full.subset(rows)
                 if self.linear_l2 is not None:  # boost from the linear base: fit its residuals
                     data.construct()  # (a subset's init score set before construct is ignored)
-                    data.set_init_score(linear.design(self.X[rows]) @ linear.weights[k])
+                    data.set_init_score(linear.in_sample[rows])
                 # keep_training_booster: the text model is taken once (the default would
                 # write it and read it back into a predictor first: 15 % of a refit)
                 booster = lightgbm.train(params, data, num_boost_round=rounds,
                                          keep_training_booster=True)
                 parts[k] = parse_lightgbm(booster.model_to_string())
                 booster.free_dataset()
+        linear.in_sample = None  # (only the refit needs it: 8 bytes per window event)
         blend = np.ones(self.n_actions)
         if self.held_out is not None and self.recent > 0:
             recent = slice(len(self.actions) - min(self.recent, len(self.actions)), None)
