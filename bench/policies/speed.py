@@ -11,9 +11,11 @@ latency; state size.
    input; the others are missing) and ``dense`` (every variable, 0 or 1: what
    ``bench/policies/compare.py`` plays).
 2. Decide latency: the trained policy decides ``--latency`` contexts of the stream one at a
-   time (all 26 actions candidates); p50 / p99 / p99.9 of wall time (``perf_counter_ns``) and of
-   the thread's CPU time (``thread_time_ns``: on a shared machine wall time includes the time the
-   process waited for a core).
+   time (all 26 actions candidates), sparse and dense; beside each, VW squarecb decides the same
+   context and a fixed-work loop as long as the trees' median decision runs (the machine's own
+   tail: what any computation of that length shows here). p50 / p99 / p99.9 of wall time
+   (``perf_counter_ns``) and of the thread's CPU time (``thread_time_ns``: on a shared machine
+   wall time includes the time the process waited for a core).
 3. State: bytes of ``to_state()`` (arrays + JSON of the rest) with and without the window.
 
     python -m bench.policies.speed --data letter --events 200000 --block 1000
@@ -25,10 +27,11 @@ import argparse
 import json
 import time
 
+import numba
 import numpy as np
 from tqdm import tqdm
 
-from bench.bandit_forest.players import VWEpsilonPlayer, VWSquareCBPlayer
+from bench.bandit_forest.players import VWEpsilonPlayer, VWSquareCBPlayer, _draw, vw_features
 from bench.bandit_forest.speed import state_nbytes
 from bench.common.paths import OUT
 from bench.common.streams import BanditStream
@@ -92,27 +95,66 @@ def whole_stream(data, seed, events, block, params):
     return players, report
 
 
-def latency(player, data, seed, n):
-    """Percentiles (microseconds) of one decide among all actions, for sparse and dense input."""
-    policy = player.policy
-    names = np.array(player.names, dtype=object)
+@numba.njit(cache=True)
+def _fixed_work(words: np.ndarray, rounds: int) -> int:
+    """The same arithmetic on the same L1-resident words every call: its time varies only with
+    the machine (interrupts, the other core's load, a VM's neighbours), never with the data."""
+    h = np.uint64(0)
+    for _ in range(rounds):
+        for w in words:
+            h ^= w * np.uint64(2654435761)
+    return int(h)
+
+
+def _cpu_ns(f, *args) -> int:
+    t = time.thread_time_ns()
+    f(*args)
+    return time.thread_time_ns() - t
+
+
+def latency(players, data, seed, n):
+    """Percentiles (microseconds) of one decide among all actions: the trees with sparse and
+    dense input, VW squarecb's (its ADF example built, ``predict``, an action drawn), and a
+    fixed-work loop of the trees' median time, each context's calls one after the other (the
+    same moments of the machine). The fixed work is the machine's floor: what any computation
+    of that length shows at p99 here, whatever the code."""
+    trees, vw = players["trees_sparse"], players["vw_squarecb"]
+    policy = trees.policy
+    names = np.array(trees.names, dtype=object)
     X, _ = next(BanditStream(data, seed=seed + 1000, chunk_size=n).chunks(n))
-    out = {}
-    for kind in ("sparse", "dense"):
-        if kind == "sparse":
-            contexts = [dict.fromkeys(names[row].tolist(), 1) for row in X.view(bool)]
-        else:
-            contexts = [dict(zip(player.names, row)) for row in X.tolist()]
-        for x in contexts[:200]:  # warm the kernels and caches
-            policy.decide(x)
-        wall, cpu = np.empty(n), np.empty(n)
-        for i, x in enumerate(contexts):
+    sparse = [dict.fromkeys(names[row].tolist(), 1) for row in X.view(bool)]
+    dense = [dict(zip(trees.names, row)) for row in X.tolist()]
+    lines = vw.action_lines
+
+    def vw_decide(row):
+        _draw(vw.rng, vw.vw.predict(["shared |s " + vw_features(row), *lines]))
+
+    words = np.arange(256, dtype=np.uint64)
+    for x in sparse[:200]:  # warm the kernels and caches, then time the trees' decide
+        policy.decide(x)
+    target = np.median([_cpu_ns(policy.decide, x) for x in sparse[:200]])
+    _fixed_work(words, 1)  # compiled (or loaded) here, not timed
+    rounds = 100
+    for _ in range(3):  # rescaled until its median is the decide's
+        rounds = max(1, round(rounds * target / np.median(
+            [_cpu_ns(_fixed_work, words, rounds) for _ in range(100)])))
+    calls = {"sparse": lambda i: policy.decide(sparse[i]),
+             "dense": lambda i: policy.decide(dense[i]),
+             "vw_squarecb": lambda i: vw_decide(X[i]),
+             "fixed_work": lambda i: _fixed_work(words, rounds)}
+    for i in range(200):
+        for call in calls.values():
+            call(i)
+    wall = {k: np.empty(n) for k in calls}
+    cpu = {k: np.empty(n) for k in calls}
+    for i in range(n):
+        for k, call in calls.items():
             t, c = time.perf_counter_ns(), time.thread_time_ns()
-            policy.decide(x)
-            cpu[i], wall[i] = time.thread_time_ns() - c, time.perf_counter_ns() - t
-        out[kind] = {f"{clock}_p{q}": float(np.percentile(v, q)) / 1e3
-                     for clock, v in (("wall", wall), ("cpu", cpu)) for q in (50, 99, 99.9)}
-    return out
+            call(i)
+            cpu[k][i], wall[k][i] = time.thread_time_ns() - c, time.perf_counter_ns() - t
+    return {k: {f"{clock}_p{q}": float(np.percentile(v[k], q)) / 1e3
+                for clock, v in (("wall", wall), ("cpu", cpu)) for q in (50, 99, 99.9)}
+            for k in calls}
 
 
 def main(argv=None):
@@ -127,7 +169,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     data = load(args.data)
     players, report = whole_stream(data, args.seed, args.events, args.block, args.params)
-    report["latency_us"] = latency(players["trees_sparse"], data, args.seed, args.latency)
+    report["latency_us"] = latency(players, data, args.seed, args.latency)
     policy = players["trees_sparse"].policy
     report["state_bytes"] = state_nbytes(policy.to_state())
     report["serving_state_bytes"] = state_nbytes(policy.to_state(statistics=False))
