@@ -222,11 +222,20 @@ class LinUCB(Policy):
 @njit(cache=True)
 def ucb_scores(x, known, A_inv, b, alpha, ridge, out):
     """p_a = b_a . (A_a^{-1} x) + alpha sqrt(x . A_a^{-1} x) per candidate (eq. (5));
-    ``known[j] < 0``: a fresh action (A = lambda I, b = 0)."""
+    ``known[j] < 0``: a fresh action (A = lambda I, b = 0).
+
+    Only x's non-zero entries are read (one-hot and 0/1 contexts are mostly zeros): d x nnz
+    products per candidate instead of d^2. The sums are the same, term for term in the same
+    order, less the zero terms, so the scores are bit-identical to the dense loops'."""
     d = x.shape[0]
+    nz = np.empty(d, np.int64)
+    nnz = 0
     xx = 0.0
     for i in range(d):
-        xx += x[i] * x[i]
+        if x[i] != 0.0:
+            nz[nnz] = i
+            nnz += 1
+            xx += x[i] * x[i]
     for j in range(known.shape[0]):
         k = known[j]
         if k < 0:
@@ -236,10 +245,12 @@ def ucb_scores(x, known, A_inv, b, alpha, ridge, out):
         var = 0.0
         for r in range(d):
             u = 0.0
-            for c in range(d):
+            for i in range(nnz):
+                c = nz[i]
                 u += A_inv[k, r, c] * x[c]
             mean += b[k, r] * u
-            var += x[r] * u
+            if x[r] != 0.0:
+                var += x[r] * u
         out[j] = mean + alpha * math.sqrt(max(var, 0.0))
 
 
