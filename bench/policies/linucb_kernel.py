@@ -26,6 +26,7 @@ from tqdm import tqdm
 from bench.common.paths import OUT
 from bench.common.streams import BanditStream
 from bench.policies.compare import load
+from bench.policies.kernel import percentiles
 from online import make_policy
 from online.policies.linucb import ucb_scores
 
@@ -35,10 +36,6 @@ def numpy_scores(x, known, A_inv, b, alpha):
     d = len(x)
     u = A_inv[known, :d, :d] @ x
     return np.einsum("kd,kd->k", b[known, :d], u) + alpha * np.sqrt(np.maximum(u @ x, 0.0))
-
-
-def percentiles(ns) -> dict:
-    return {f"p{q}": float(np.percentile(ns, q)) / 1e3 for q in (50, 99, 99.9)}
 
 
 def main(argv=None):

@@ -94,9 +94,12 @@ class RefitJob:
         t0 = time.perf_counter()
         plays = np.bincount(self.actions, minlength=self.n_actions).astype(np.int64)
         parts = [CompiledEnsemble.empty(1) for _ in range(self.n_actions)]
-        linear = RidgeBase.empty(self.n_actions) if self.linear_l2 is None else RidgeBase.fit(
-            self.X, self.actions, self.rewards, self.n_actions, self.kinds, self.linear_l2,
-            self.widths)
+        if self.linear_l2 is None:
+            linear, in_sample = RidgeBase.empty(self.n_actions), None
+        else:
+            linear, in_sample = RidgeBase.fit_predict(
+                self.X, self.actions, self.rewards, self.n_actions, self.kinds, self.linear_l2,
+                self.widths)
         if len(self.actions):
             params = dict(self.params)
             rounds = params.pop("num_iterations")
@@ -114,14 +117,13 @@ class RefitJob:
                 data = full.subset(rows)
                 if self.linear_l2 is not None:  # boost from the linear base: fit its residuals
                     data.construct()  # (a subset's init score set before construct is ignored)
-                    data.set_init_score(linear.in_sample[rows])
+                    data.set_init_score(in_sample[rows])
                 # keep_training_booster: the text model is taken once (the default would
                 # write it and read it back into a predictor first: 15 % of a refit)
                 booster = lightgbm.train(params, data, num_boost_round=rounds,
                                          keep_training_booster=True)
                 parts[k] = parse_lightgbm(booster.model_to_string())
                 booster.free_dataset()
-        linear.in_sample = None  # (only the refit needs it: 8 bytes per window event)
         blend = np.ones(self.n_actions)
         if self.held_out is not None and self.recent > 0:
             recent = slice(len(self.actions) - min(self.recent, len(self.actions)), None)

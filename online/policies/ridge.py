@@ -68,7 +68,6 @@ class RidgeBase:
     covariance: np.ndarray | None = None
 
     def __post_init__(self):
-        self.in_sample: np.ndarray | None = None  # set by fit
         if self.covariance is None:
             self.covariance = np.zeros((len(self.weights), 0), np.float32)
         # index in a coded row of each code column's code 0 (kept for the decide path)
@@ -123,9 +122,15 @@ class RidgeBase:
             kinds: list[str], l2: float, widths: bool = True) -> RidgeBase:
         """One ridge regression per action index on its rows of ``X`` (``kinds``: the encoder's
         ``column_kinds``); an action without events gets zero weights. ``widths``: also keep
-        what :meth:`widths` needs (each model's ``A^-1``; without, every width is 0).
-        ``in_sample`` (not stored): each row's prediction by its action's model, what the trees
-        boosted from the base start from (the coded rows are made once, here)."""
+        what :meth:`widths` needs (each model's ``A^-1``; without, every width is 0)."""
+        return cls.fit_predict(X, actions, rewards, n_actions, kinds, l2, widths)[0]
+
+    @classmethod
+    def fit_predict(cls, X: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
+                    n_actions: int, kinds: list[str], l2: float,
+                    widths: bool = True) -> tuple[RidgeBase, np.ndarray]:
+        """:meth:`fit`, and each row's prediction by its action's model (what the trees boosted
+        from the base start from: the coded rows are made once, here)."""
         kinds = list(kinds)[: X.shape[1]]
         numbers = np.array([j for j, k in enumerate(kinds) if k != "code"], np.int64)
         codes = np.array([j for j, k in enumerate(kinds) if k == "code"], np.int64)
@@ -133,8 +138,9 @@ class RidgeBase:
         n_codes = np.array([min(MAX_CODES, int(t) + 1) for t in top], np.int64)
         base = cls(numbers, codes, n_codes, np.zeros((n_actions, 1 + len(numbers) +
                                                       int(n_codes.sum()))))
+        in_sample = np.zeros(len(X))
         if not len(X):
-            return base
+            return base, in_sample
         Z = base.design(X)
         D = Z.shape[1]
         full = n_actions * D * D <= FULL_COVARIANCE_FLOATS
@@ -142,18 +148,17 @@ class RidgeBase:
         if widths:
             base.covariance = np.repeat(eye[None] if full else np.diag(eye)[None], n_actions,
                                         0).astype(np.float32)
-        base.in_sample = np.zeros(len(X))
         for k in np.unique(actions).tolist():
             rows = actions == k
             base.weights[k] = ridge_weights(Z[rows, 1:], rewards[rows], l2)
-            base.in_sample[rows] = Z[rows] @ base.weights[k]
+            in_sample[rows] = Z[rows] @ base.weights[k]
             if not widths:
                 continue
             A = Z[rows].T @ Z[rows]
             A[np.diag_indices_from(A)] += l2
             inverse = np.linalg.inv(A)
             base.covariance[k] = inverse if full else np.diag(inverse)
-        return base
+        return base, in_sample
 
     def nbytes(self) -> int:
         return self.weights.nbytes + self.covariance.nbytes + 3 * 8 * (
