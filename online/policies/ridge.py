@@ -26,6 +26,14 @@ while ``n_models * D^2`` stays under ``FULL_COVARIANCE_FLOATS`` (4 MB: 26 action
 only its diagonal (the width then ignores the columns' correlations: it is exact for one set
 variable, and a bound of the same order for a few). :func:`linear_widths` reads the coded row's
 non-zero entries only: ``nnz^2`` per candidate.
+
+Between refits each model learns every new event of its action at once, by recursive least
+squares (:meth:`RidgeBase.update`, :func:`ridge_update`): the same ridge (the bias unpenalised:
+``A = Z'Z + l2 P``, P the identity less its bias entry, whose solution is the centred one the
+refit computes) with one row more, in ``D x nnz + D^2`` operations from ``A^-1`` (float64, kept
+per model at the refit under the same ``FULL_COVARIANCE_FLOATS`` bound; above it, or for a
+model without events at the refit, the model waits for the next refit). Rows are only added:
+the events that left the window since the refit leave the model at the next refit.
 """
 
 from __future__ import annotations
@@ -38,7 +46,9 @@ import numpy as np
 __all__ = ["RidgeBase", "MAX_CODES"]
 
 FORMAT = "grove.ridge-base"
-VERSION = 2  # 2: the widths' covariances (a version-1 state loads with zero widths)
+# 2: the widths' covariances (a version-1 state loads with zero widths); 3: the models' A^-1 for
+# their updates between refits (a version-1 or -2 state's models wait for the next refit)
+VERSION = 3
 MAX_CODES = 64  # one-hot columns per category-code column (bounds the d^3 solve)
 FULL_COVARIANCE_FLOATS = 1 << 20  # above: each model keeps only the diagonal of A^-1
 
@@ -57,6 +67,14 @@ class RidgeBase:
     >>> wide = RidgeBase.fit(X, np.zeros(200, np.int32), r, 1, ["number", "code"], l2=1.0)
     >>> wide.widths(np.array([1.0, 2.0]), np.array([0, -1])).round(3).tolist()  # ~1 / sqrt(50)
     [0.141, 0.0]
+
+    Adding a row by :meth:`update` gives the refit on all the rows:
+
+    >>> wide.update(np.array([1.0, 2.0]), 0, 3.0)
+    >>> X2, r2 = np.vstack([X, [[1.0, 2.0]]]), np.append(r, 3.0)
+    >>> refit = RidgeBase.fit(X2, np.zeros(201, np.int32), r2, 1, ["number", "code"], l2=1.0)
+    >>> bool(np.allclose(wide.weights, refit.weights, atol=1e-12))
+    True
     """
 
     numbers: np.ndarray  # int64: columns of x read as numbers
@@ -66,10 +84,15 @@ class RidgeBase:
     # float32 A^-1 of each model, (n_models, D, D), or its diagonal, (n_models, D); (n_models, 0)
     # for no widths (a version-1 state)
     covariance: np.ndarray | None = None
+    # float64 (n_models, D, D): the fit's A^-1 (bias unpenalised) that :meth:`update` carries on,
+    # all zeros for a model without events; (n_models, 0, 0): no updates between refits
+    inverse: np.ndarray | None = None
 
     def __post_init__(self):
         if self.covariance is None:
             self.covariance = np.zeros((len(self.weights), 0), np.float32)
+        if self.inverse is None:
+            self.inverse = np.zeros((len(self.weights), 0, 0))
         # index in a coded row of each code column's code 0 (kept for the decide path)
         self.offsets = 1 + len(self.numbers) + np.concatenate(
             [[0], np.cumsum(self.n_codes)[:-1]]).astype(np.int64)[: len(self.codes)]
@@ -117,6 +140,14 @@ class RidgeBase:
                           c if c.ndim == 3 else c[:, :, None], c.ndim == 2, out)
         return out
 
+    def update(self, x: np.ndarray, model: int, target: float) -> None:
+        """Add one row (the encoded vector ``x`` and its ``target``) to model ``model`` in place:
+        its weights become the ridge fit on its rows so far plus this one. Nothing happens to a
+        model without an ``A^-1`` (no events at the fit, or no updates kept)."""
+        if self.inverse.shape[1] and 0 <= model < len(self.weights):
+            ridge_update(x, model, target, self.numbers, self.codes, self.offsets, self.n_codes,
+                         self.weights, self.inverse)
+
     @classmethod
     def fit(cls, X: np.ndarray, actions: np.ndarray, rewards: np.ndarray, n_actions: int,
             kinds: list[str], l2: float, widths: bool = True) -> RidgeBase:
@@ -148,32 +179,37 @@ class RidgeBase:
         if widths:
             base.covariance = np.repeat(eye[None] if full else np.diag(eye)[None], n_actions,
                                         0).astype(np.float32)
+        if full:
+            base.inverse = np.zeros((n_actions, D, D))
         for k in np.unique(actions).tolist():
             rows = actions == k
             base.weights[k] = ridge_weights(Z[rows, 1:], rewards[rows], l2)
             in_sample[rows] = Z[rows] @ base.weights[k]
-            if not widths:
-                continue
             A = Z[rows].T @ Z[rows]
             A[np.diag_indices_from(A)] += l2
-            inverse = np.linalg.inv(A)
-            base.covariance[k] = inverse if full else np.diag(inverse)
+            if widths:  # LinUCB's A, the bias penalised
+                inverse = np.linalg.inv(A)
+                base.covariance[k] = inverse if full else np.diag(inverse)
+            if full:  # the ridge's own A, the bias not penalised: what update carries on
+                A[0, 0] -= l2
+                base.inverse[k] = np.linalg.inv(A)
         return base, in_sample
 
     def nbytes(self) -> int:
-        return self.weights.nbytes + self.covariance.nbytes + 3 * 8 * (
+        return self.weights.nbytes + self.covariance.nbytes + self.inverse.nbytes + 3 * 8 * (
             len(self.codes) + len(self.numbers))
 
     def to_state(self) -> dict:
         return {"format": FORMAT, "version": VERSION, "numbers": self.numbers.copy(),
                 "codes": self.codes.copy(), "n_codes": self.n_codes.copy(),
-                "weights": self.weights.copy(), "covariance": self.covariance.copy()}
+                "weights": self.weights.copy(), "covariance": self.covariance.copy(),
+                "inverse": self.inverse.copy()}
 
     @classmethod
     def from_state(cls, state: dict) -> RidgeBase:
-        """Versions 1 (no widths) and 2 are read."""
-        if state.get("format") != FORMAT or state.get("version") not in (1, VERSION):
-            raise ValueError(f"not a {FORMAT} state of version 1 or {VERSION}: "
+        """Versions 1 (no widths), 2 (no updates between refits) and 3 are read."""
+        if state.get("format") != FORMAT or state.get("version") not in (1, 2, VERSION):
+            raise ValueError(f"not a {FORMAT} state of version 1, 2 or {VERSION}: "
                              f"{state.get('format')!r} {state.get('version')!r}")
         weights = np.asarray(state["weights"], np.float64).reshape(
             -1, 1 + len(state["numbers"]) + int(np.sum(state["n_codes"]))).copy()
@@ -184,9 +220,17 @@ class RidgeBase:
                 or covariance.shape[2:] not in ((), weights.shape[1:])):
             raise ValueError(f"covariance of shape {covariance.shape} for weights of shape "
                              f"{weights.shape}")
+        inverse = np.asarray(state["inverse"], np.float64).copy() if "inverse" in state else None
+        if inverse is not None and inverse.size == 0:  # none kept (JSON drops the empty axes)
+            inverse = None
+        if inverse is not None and inverse.shape[1:] not in ((0, 0), weights.shape[1:] * 2):
+            raise ValueError(f"inverse of shape {inverse.shape} for weights of shape "
+                             f"{weights.shape}")
+        if inverse is not None and len(inverse) != len(weights):
+            raise ValueError(f"{len(inverse)} inverses for {len(weights)} models")
         return cls(np.asarray(state["numbers"], np.int64).copy(),
                    np.asarray(state["codes"], np.int64).copy(),
-                   np.asarray(state["n_codes"], np.int64).copy(), weights, covariance)
+                   np.asarray(state["n_codes"], np.int64).copy(), weights, covariance, inverse)
 
 
 def ridge_weights(Z: np.ndarray, r: np.ndarray, l2: float) -> np.ndarray:
@@ -225,13 +269,10 @@ def linear_scores(x, models, numbers, codes, offsets, n_codes, weights, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def linear_widths(x, models, numbers, codes, offsets, n_codes, covariance, diagonal, out):
-    """``out[j] = sqrt(z' covariance[models[j]] z)`` for the coded row z of ``x`` (0 where
-    ``models[j] < 0``); with ``diagonal``, ``covariance[m, i, 0]`` is entry (i, i) and the rest
-    is taken as 0. Reads z's non-zero entries only."""
+def coded_entries(x, numbers, codes, offsets, n_codes, index, value):
+    """Write the coded row of ``x``'s non-zero entries (the bias first) into ``index`` and
+    ``value`` (each at least ``1 + len(numbers) + len(codes)`` long); return their count."""
     d = x.shape[0]
-    index = np.empty(1 + numbers.shape[0] + codes.shape[0], np.int64)
-    value = np.empty(index.shape[0])
     index[0], value[0] = 0, 1.0  # the bias
     nnz = 1
     for i in range(numbers.shape[0]):
@@ -246,6 +287,17 @@ def linear_widths(x, models, numbers, codes, offsets, n_codes, covariance, diago
             if v >= 0 and v < n_codes[i]:
                 index[nnz], value[nnz] = offsets[i] + int(v), 1.0
                 nnz += 1
+    return nnz
+
+
+@numba.njit(cache=True, nogil=True)
+def linear_widths(x, models, numbers, codes, offsets, n_codes, covariance, diagonal, out):
+    """``out[j] = sqrt(z' covariance[models[j]] z)`` for the coded row z of ``x`` (0 where
+    ``models[j] < 0``); with ``diagonal``, ``covariance[m, i, 0]`` is entry (i, i) and the rest
+    is taken as 0. Reads z's non-zero entries only."""
+    index = np.empty(1 + numbers.shape[0] + codes.shape[0], np.int64)
+    value = np.empty(index.shape[0])
+    nnz = coded_entries(x, numbers, codes, offsets, n_codes, index, value)
     for j in range(models.shape[0]):
         m = models[j]
         if m < 0:
@@ -261,3 +313,32 @@ def linear_widths(x, models, numbers, codes, offsets, n_codes, covariance, diago
                     row += covariance[m, index[p], index[q]] * value[q]
                 s += value[p] * row
         out[j] = np.sqrt(max(s, 0.0))
+
+
+@numba.njit(cache=True, nogil=True)
+def ridge_update(x, m, target, numbers, codes, offsets, n_codes, weights, inverse):
+    """Recursive least squares: model ``m``'s ``weights`` and ``inverse`` (``A^-1``) after one
+    more row, the coded row z of ``x`` with ``target``: ``u = A^-1 z``, ``w += u (target - z'w) /
+    (1 + z'u)``, ``A^-1 -= u u' / (1 + z'u)`` (Sherman-Morrison). A model whose ``A^-1`` is all
+    zeros (no events at its fit) is left as it is."""
+    if inverse[m, 0, 0] == 0.0:
+        return
+    D = weights.shape[1]
+    index = np.empty(1 + numbers.shape[0] + codes.shape[0], np.int64)
+    value = np.empty(index.shape[0])
+    nnz = coded_entries(x, numbers, codes, offsets, n_codes, index, value)
+    u = np.zeros(D)
+    for p in range(nnz):  # A^-1 is symmetric: its rows are its columns
+        row, v = index[p], value[p]
+        for i in range(D):
+            u[i] += inverse[m, row, i] * v
+    denominator, error = 1.0, target
+    for p in range(nnz):
+        denominator += value[p] * u[index[p]]
+        error -= value[p] * weights[m, index[p]]
+    step = error / denominator
+    for i in range(D):
+        weights[m, i] += u[i] * step
+        ui = u[i] / denominator
+        for j in range(D):
+            inverse[m, i, j] -= ui * u[j]

@@ -9,7 +9,7 @@ import pytest
 
 from online.policies.ridge import MAX_CODES, RidgeBase
 from online.policies.trees import TreeEnsemblePolicy
-from tests.online.policies.test_trees_policy import _plain, favorite_stream, play, small
+from tests.online.policies.test_trees_policy import ADS, _plain, favorite_stream, play, small
 
 
 def linear_rows(n, seed=0):
@@ -57,7 +57,9 @@ def test_ridge_penalty_shrinks_towards_the_mean_and_ignores_unseen_codes():
 
 def test_trees_fit_the_residuals_of_the_linear_base():
     policy = small(n_trees=30)
-    play(policy, favorite_stream(1500, seed=2))
+    rng = np.random.default_rng(2)  # a uniform log: every action seen with every favorite
+    policy.learn_many((x, ADS[i], float(ADS[i] == x["favorite"]), 0.2)
+                      for x, i in zip(favorite_stream(1500, seed=2), rng.integers(0, 5, 1500)))
     x, _ = policy._encoder.encode({"favorite": "a2", "device": "tv", "hour": 3.0})
     actions = policy.actions
     models = np.arange(len(actions))
@@ -199,3 +201,81 @@ def test_a_state_without_widths_loads_and_decides_as_before():
     assert [loaded.probabilities(x) for x in contexts] == [old.probabilities(x) for x in contexts]
     play(loaded, favorite_stream(400, seed=7))
     assert loaded._linear.covariance.shape[1] > 0
+
+
+def test_updates_between_refits_give_the_refit_on_every_row():
+    """Recursive least squares from the fit's A^-1: after each added row the weights are the
+    ridge fitted on all the rows so far (codes one-hot, NaN as absent, the bias unpenalised);
+    a model that had no events at the fit, or an index out of range, is left alone."""
+    kinds = ["number", "number", "code"]
+    X, r = linear_rows(600, seed=3)
+    actions = np.tile(np.array([0, 1], np.int32), 300)
+    base = RidgeBase.fit(X[:200], actions[:200], r[:200], 3, kinds, l2=2.0)
+    for i in range(200, 600):
+        base.update(X[i], int(actions[i]), r[i])
+        base.update(X[i], 7, r[i])
+    refit = RidgeBase.fit(X, actions, r, 3, kinds, l2=2.0)
+    np.testing.assert_allclose(base.weights[:2], refit.weights[:2], atol=1e-10)
+    np.testing.assert_allclose(base.inverse[:2], refit.inverse[:2], atol=1e-10)
+    base.update(X[0], 2, 1.0)  # action 2 never played before the fit: waits for the refit
+    assert (base.weights[2] == 0).all() and (base.inverse[2] == 0).all()
+
+
+def test_without_room_for_the_inverses_the_base_waits_for_refits(monkeypatch):
+    import online.policies.ridge as ridge
+
+    X, r = linear_rows(300)
+    monkeypatch.setattr(ridge, "FULL_COVARIANCE_FLOATS", 10)
+    base = RidgeBase.fit(X, np.zeros(300, np.int32), r, 1, ["number", "number", "code"], 1.0)
+    before = base.weights.copy()
+    base.update(X[0], 0, 5.0)
+    assert base.inverse.shape == (1, 0, 0)
+    np.testing.assert_array_equal(base.weights, before)
+
+
+def test_the_policy_s_linear_base_learns_each_event_on_what_the_trees_leave():
+    """Between refits each learned event moves its action's linear base: the target is the
+    reward less the action's weighed trees, and a refit running meanwhile (in the service, off
+    the event loop) gets the events learned while it ran, as if it had been inline."""
+    rng = np.random.default_rng(11)
+    log = [(x, ADS[i], float(ADS[i] == x["favorite"]), 0.2)  # a uniform policy's log
+           for x, i in zip(favorite_stream(500, seed=11), rng.integers(0, len(ADS), 500))]
+    inline, deferred = small(auto_refit=False), small(auto_refit=False)
+    for policy in (inline, deferred):
+        policy.learn_many(log[:400])
+    inline.finish_refit(inline.start_refit()())
+    job = deferred.start_refit()
+    before = inline._linear.weights.copy()
+    inline.learn_many(log[400:])
+    deferred.learn_many(log[400:])
+    deferred.finish_refit(job())
+    np.testing.assert_allclose(deferred._linear.weights, inline._linear.weights, atol=1e-12)
+    assert not np.allclose(inline._linear.weights, before)
+    # the targets: the bases' refit on the 100 events' reward less the weighed trees
+    X, a, r, _ = inline._window.arrays(inline._encoder.n_columns)
+    trees = np.array([inline._ensemble.predict(x.astype(np.float64), np.array([k]))[0]
+                      for x, k in zip(X[400:], a[400:])])
+    target = np.concatenate([r[:400], r[400:] - inline._blend[a[400:]] * trees])
+    expected = RidgeBase.fit(X, a, target, len(inline.actions), inline._encoder.column_kinds,
+                             inline.linear_l2)
+    np.testing.assert_allclose(inline._linear.weights, expected.weights, atol=1e-9)
+
+
+def test_a_state_before_the_updates_loads_and_waits_for_the_next_refit():
+    old = small()
+    play(old, favorite_stream(500, seed=8))
+    state = json.loads(json.dumps(_plain(old.to_state())))
+    assert state["model"]["linear"]["version"] == 3
+    state["model"]["linear"]["version"] = 2
+    del state["model"]["linear"]["inverse"]
+    loaded = TreeEnsemblePolicy.from_state(state)
+    contexts = list(favorite_stream(100, seed=6))
+    assert [loaded.probabilities(x) for x in contexts] == [old.probabilities(x) for x in contexts]
+    before = loaded._linear.weights.copy()
+    loaded.auto_refit = False
+    play(loaded, favorite_stream(50, seed=7))  # until the next refit the base is as it was
+    np.testing.assert_array_equal(loaded._linear.weights, before)
+    bad = json.loads(json.dumps(_plain(old.to_state())))
+    bad["model"]["linear"]["inverse"] = [[[1.0]]]
+    with pytest.raises(ValueError, match="inverse"):
+        TreeEnsemblePolicy.from_state(bad)
