@@ -199,11 +199,14 @@ class RidgeBase:
         return self.weights.nbytes + self.covariance.nbytes + self.inverse.nbytes + 3 * 8 * (
             len(self.codes) + len(self.numbers))
 
-    def to_state(self) -> dict:
+    def to_state(self, inverse: bool = True) -> dict:
+        """Arrays and metadata; ``inverse=False`` leaves out what only :meth:`update` reads (a
+        copy that decides as this one and waits for refits)."""
         return {"format": FORMAT, "version": VERSION, "numbers": self.numbers.copy(),
                 "codes": self.codes.copy(), "n_codes": self.n_codes.copy(),
                 "weights": self.weights.copy(), "covariance": self.covariance.copy(),
-                "inverse": self.inverse.copy()}
+                "inverse": self.inverse.copy() if inverse else
+                np.zeros((len(self.weights), 0, 0))}
 
     @classmethod
     def from_state(cls, state: dict) -> RidgeBase:

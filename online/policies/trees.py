@@ -436,10 +436,11 @@ class TreeEnsemblePolicy(Policy):
         return self._window.nbytes() + self._ensemble.nbytes() + self._linear.nbytes()
 
     def _model_state(self, statistics: bool) -> dict:
-        state = {"ensemble": self._ensemble.to_state(), "linear": self._linear.to_state(),
+        state = {"ensemble": self._ensemble.to_state(),
+                 "linear": self._linear.to_state(inverse=statistics),
                  "plays": self._plays.copy(), "blend": self._blend.copy(),
                  "fitted_events": self._fitted_events, "refits": self._refits}
-        if statistics:  # the window: what the next refits learn from
+        if statistics:  # the window: what the next refits learn from (and the base's A^-1)
             state["window"] = self._window.to_state(self._encoder.n_columns)
         return state
 

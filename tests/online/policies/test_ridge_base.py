@@ -251,6 +251,12 @@ def test_the_policy_s_linear_base_learns_each_event_on_what_the_trees_leave():
     deferred.finish_refit(job())
     np.testing.assert_allclose(deferred._linear.weights, inline._linear.weights, atol=1e-12)
     assert not np.allclose(inline._linear.weights, before)
+    # an API process's copy decides as the trainer's without what only learning reads
+    serving = inline.to_state(statistics=False)["model"]["linear"]
+    assert serving["inverse"].size == 0 and inline._linear.inverse.size > 0
+    contexts = list(favorite_stream(50, seed=12))
+    copy = TreeEnsemblePolicy.from_state(inline.to_state(statistics=False))
+    assert [copy.probabilities(x) for x in contexts] == [inline.probabilities(x) for x in contexts]
     # the targets: the bases' refit on the 100 events' reward less the weighed trees
     X, a, r, _ = inline._window.arrays(inline._encoder.n_columns)
     trees = np.array([inline._ensemble.predict(x.astype(np.float64), np.array([k]))[0]
