@@ -137,30 +137,33 @@ def tree_weights(actions: np.ndarray, rewards: np.ndarray, held_out: np.ndarray,
                  n_actions: int) -> np.ndarray:
     """Per action index, how much of its trees to add to its linear base: the least-squares
     ``b`` in [0, 1] of ``reward - linear ~ b * trees`` over the action's events, each predicted by
-    the models of its time before it was learned (out of sample), shrunk towards 1 by a prior
-    worth ``BLEND_MIN_EVENTS`` events (``b = (sum t (r - l) + m P) / (sum t^2 + m P)``, P the
-    mean ``t^2``: the trees are trusted until enough of their errors say otherwise). An action
-    with fewer than ``BLEND_MIN_EVENTS`` such events gets the ``b`` of all actions' events
-    pooled, and 1 while they are fewer than that too.
+    the models of its time before it was learned (out of sample), shrunk by a prior worth
+    ``BLEND_MIN_EVENTS`` events (``b = (sum t (r - l) + m P c) / (sum t^2 + m P)``, P the mean
+    ``t^2``) towards ``c``: hierarchically, each action's weight towards the pooled weight of all
+    actions' events (what the trees of every action have shown), and the pooled weight towards
+    1 (the trees are trusted until enough of their errors say otherwise). An action with fewer
+    than ``BLEND_MIN_EVENTS`` such events gets the pooled weight, and 1 while all actions' are
+    fewer than that too.
 
     >>> a = np.zeros(200, np.int32)
     >>> trees = np.tile([0.2, -0.2], 100)
     >>> r = 0.5 + 0.5 * trees  # half of what the trees predict comes true
     >>> held = np.column_stack([np.full(200, 0.5), trees]).astype(np.float32)
-    >>> tree_weights(a, r, held, 2).round(3).tolist()  # (0.5 x 200 + 50) / 250; 1: pooled
-    [0.6, 0.6]
+    >>> tree_weights(a, r, held, 2).round(3).tolist()  # pooled (4 + 2) / 10; (4 + 2 x 0.6) / 10
+    [0.52, 0.6]
     """
     known = np.isfinite(held_out).all(axis=1)
     pooled = _least_squares(rewards, held_out, known)
     weights = np.full(n_actions, 1.0 if pooled is None else pooled)
     for k in np.unique(actions[known]).tolist():
-        own = _least_squares(rewards, held_out, known & (actions == k))
+        own = _least_squares(rewards, held_out, known & (actions == k),
+                             1.0 if pooled is None else pooled)
         if own is not None:
             weights[k] = own
     return weights
 
 
-def _least_squares(rewards, held_out, rows) -> float | None:
+def _least_squares(rewards, held_out, rows, centre: float = 1.0) -> float | None:
     if rows.sum() < BLEND_MIN_EVENTS:
         return None
     linear, trees = held_out[rows, 0].astype(np.float64), held_out[rows, 1].astype(np.float64)
@@ -169,4 +172,5 @@ def _least_squares(rewards, held_out, rows) -> float | None:
         return None
     # the prior: BLEND_MIN_EVENTS events of the rows' mean trees power that the trees got right
     prior = BLEND_MIN_EVENTS * power / len(trees)
-    return min(1.0, max(0.0, (float(trees @ (rewards[rows] - linear)) + prior) / (power + prior)))
+    return min(1.0, max(0.0, (float(trees @ (rewards[rows] - linear)) + prior * centre)
+                    / (power + prior)))

@@ -35,17 +35,18 @@ def test_tree_weights_are_the_held_out_least_squares_fit_clipped_to_0_1():
     held[actions == 3] = np.nan  # no model when they were learned
     got = tree_weights(actions, rewards, held, 5)
 
-    def fit(rows):  # the least-squares weight with a prior of BLEND_MIN_EVENTS events at 1
+    def fit(rows, centre=1.0):  # least squares, a prior of BLEND_MIN_EVENTS events at centre
         t, e = trees[rows], (rewards - linear)[rows]
         prior = BLEND_MIN_EVENTS * (t @ t) / len(t)
-        return (t @ e + prior) / (t @ t + prior)
+        return (t @ e + prior * centre) / (t @ t + prior)
 
-    np.testing.assert_allclose(got[0], fit(actions == 0), rtol=1e-5)
-    assert 0.45 < got[0] < 0.6  # ~(100 events x 0.3 + 50 prior events x 1) / 150
-    assert got[1] == 1.0 and got[2] == 0.0  # clipped (true weights 2 and -1)
     known = actions != 3
-    pooled = fit(known)
+    pooled = fit(known)  # all actions' events, shrunk towards 1
     assert 0 < pooled < 1
+    # each action's own events, shrunk towards the pooled weight
+    np.testing.assert_allclose(got[0], fit(actions == 0, pooled), rtol=1e-5)
+    assert 0.3 < got[0] < pooled  # ~(100 events x 0.3 + 50 prior events x pooled) / 150
+    assert got[1] == 1.0 and got[2] == 0.0  # clipped (true weights 2 and -1)
     # none held out for action 3, action 4 never played: the pooled fit
     assert abs(got[3] - pooled) < 1e-6 and got[3] == got[4]
     few = np.flatnonzero(actions == 0)[BLEND_MIN_EVENTS - 1:]
