@@ -185,6 +185,8 @@ class RidgeBase:
             rows = actions == k
             base.weights[k] = ridge_weights(Z[rows, 1:], rewards[rows], l2)
             in_sample[rows] = Z[rows] @ base.weights[k]
+            if not (widths or full):
+                continue
             A = Z[rows].T @ Z[rows]
             A[np.diag_indices_from(A)] += l2
             if widths:  # LinUCB's A, the bias penalised
@@ -226,7 +228,7 @@ class RidgeBase:
         inverse = np.asarray(state["inverse"], np.float64).copy() if "inverse" in state else None
         if inverse is not None and inverse.size == 0:  # none kept (JSON drops the empty axes)
             inverse = None
-        if inverse is not None and inverse.shape[1:] not in ((0, 0), weights.shape[1:] * 2):
+        if inverse is not None and inverse.shape[1:] != weights.shape[1:] * 2:
             raise ValueError(f"inverse of shape {inverse.shape} for weights of shape "
                              f"{weights.shape}")
         if inverse is not None and len(inverse) != len(weights):

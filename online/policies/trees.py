@@ -372,21 +372,25 @@ class TreeEnsemblePolicy(Policy):
     # -- learning --------------------------------------------------------------------------
 
     def _learn(self, x: np.ndarray, k: int, reward: float, probability: float) -> None:
-        held_out = (np.nan, np.nan)  # what the current models predicted, before learning it
-        if k < self._ensemble.n_models and self._plays[k] > 0 and (
-                self.weigh_trees or self._linear.inverse.shape[1]):
-            model = np.array([k])
-            held_out = (self._linear.predict(x, model)[0], self._ensemble.predict(x, model)[0])
-            self._update_linear(x, k, reward, held_out[1])
+        held_out = self._predict_then_learn_linear(x, k, reward)
         self._window.append(x, k, reward, probability,
                             held_out if self.weigh_trees else (np.nan, np.nan))
         if self.auto_refit and not self._refits_deferred and self.refit_due():
             self.finish_refit(self.start_refit()())
 
-    def _update_linear(self, x: np.ndarray, k: int, reward: float, trees: float) -> None:
-        """Action ``k``'s linear base learns the event at once, on what its weighed trees leave
-        of the reward (``trees``: their sum at ``x``)."""
-        self._linear.update(x, k, reward - self._blend[k] * trees)
+    def _predict_then_learn_linear(self, x: np.ndarray, k: int,
+                                   reward: float) -> tuple[float, float]:
+        """What action ``k``'s current models (linear base, trees) predict at ``x`` before the
+        event is learned (NaN without models, or when neither the weights nor the base read
+        it); then its linear base learns the event on what its weighed trees leave of the
+        reward."""
+        if not (k < self._ensemble.n_models and self._plays[k] > 0
+                and (self.weigh_trees or self._linear.inverse.shape[1])):
+            return np.nan, np.nan
+        model = np.array([k])
+        held_out = (self._linear.predict(x, model)[0], self._ensemble.predict(x, model)[0])
+        self._linear.update(x, k, reward - self._blend[k] * held_out[1])
+        return held_out
 
     # -- refits (the trainer's hooks) ------------------------------------------------------
 
@@ -421,12 +425,13 @@ class TreeEnsemblePolicy(Policy):
         self._blend = result.blend
         self._fitted_events = result.n_events
         self._refits += 1
+        if not self._linear.inverse.shape[1]:
+            return
         # the events learned while the refit ran: into the new linear base, as _learn would have
         X, actions, rewards = self._window.recent(self._window.n_events - result.n_events)
         for row, k, reward in zip(X, actions.tolist(), rewards.tolist()):
-            if k < self._ensemble.n_models and self._plays[k] > 0:
-                x = row[: self._encoder.n_columns].astype(np.float64)
-                self._update_linear(x, k, reward, self._ensemble.predict(x, np.array([k]))[0])
+            self._predict_then_learn_linear(row[: self._encoder.n_columns].astype(np.float64),
+                                            k, reward)
 
     # -- introspection and state -----------------------------------------------------------
 

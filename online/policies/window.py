@@ -97,8 +97,8 @@ class EventWindow:
         return X, self._a[order], self._r[order], self._p[order]
 
     def recent(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Views-free copies of (X, actions, rewards) of the last ``n`` events still in the
-        window (fewer if it holds fewer), oldest first."""
+        """Copies of (X, actions, rewards) of the last ``n`` events still in the window (fewer
+        if it holds fewer), oldest first."""
         n = min(n, len(self))
         rows = (self._n - n + np.arange(n)) % self.size
         return self._X[rows], self._a[rows], self._r[rows]
