@@ -14,6 +14,9 @@ action, need: a ridge on standardised columns (every column's variance 1, so rar
 barely penalised) lost 0.02-0.07 reward at 1k steps on every held-out stream against trees
 alone, the raw penalty did not (figures in the policy's docstring). A number on a large scale
 (a price in dollars) is penalised little, as in LinUCB.
+The penalty is one for all the models, given or chosen at each fit from a grid by the models'
+leave-one-out errors in closed form (:mod:`~online.policies.ridge_loo`): how much to shrink
+depends on how noisy the stream's rewards are, which only its own events say.
 Predicting for one context among several actions is one compiled loop over the candidates
 (:func:`linear_scores`), no Python per action.
 
@@ -38,17 +41,21 @@ the events that left the window since the refit leave the model at the next refi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numba
 import numpy as np
 
+from online.policies.ridge_loo import CentredRidge, choose_penalty
+
 __all__ = ["RidgeBase", "MAX_CODES"]
 
 FORMAT = "grove.ridge-base"
 # 2: the widths' covariances (a version-1 state loads with zero widths); 3: the models' A^-1 for
-# their updates between refits (a version-1 or -2 state's models wait for the next refit)
-VERSION = 3
+# their updates between refits (a version-1 or -2 state's models wait for the next refit); 4:
+# the fit's penalty, ``l2`` (0 when read from an older state)
+VERSION = 4
 MAX_CODES = 64  # one-hot columns per category-code column (bounds the d^3 solve)
 FULL_COVARIANCE_FLOATS = 1 << 20  # above: each model keeps only the diagonal of A^-1
 
@@ -87,6 +94,7 @@ class RidgeBase:
     # float64 (n_models, D, D): the fit's A^-1 (bias unpenalised) that :meth:`update` carries on,
     # all zeros for a model without events; (n_models, 0, 0): no updates between refits
     inverse: np.ndarray | None = None
+    l2: float = 0.0  # the fit's penalty (chosen by leave-one-out error from a grid); 0: no fit
 
     def __post_init__(self):
         if self.covariance is None:
@@ -158,43 +166,48 @@ class RidgeBase:
 
     @classmethod
     def fit_predict(cls, X: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
-                    n_actions: int, kinds: list[str], l2: float,
+                    n_actions: int, kinds: list[str], l2: float | Sequence[float],
                     widths: bool = True) -> tuple[RidgeBase, np.ndarray]:
         """:meth:`fit`, and each row's prediction by its action's model (what the trees boosted
-        from the base start from: the coded rows are made once, here)."""
+        from the base start from: the coded rows are made once, here). ``l2``: the penalty, or
+        a grid of them, the first kept unless the models' leave-one-out errors show another
+        better (:func:`~online.policies.ridge_loo.choose_penalty`)."""
         kinds = list(kinds)[: X.shape[1]]
         numbers = np.array([j for j, k in enumerate(kinds) if k != "code"], np.int64)
         codes = np.array([j for j, k in enumerate(kinds) if k == "code"], np.int64)
         top = [np.nanmax(X[:, c], initial=-1.0) if len(X) else -1.0 for c in codes.tolist()]
         n_codes = np.array([min(MAX_CODES, int(t) + 1) for t in top], np.int64)
+        grid = (float(l2),) if np.isscalar(l2) else tuple(float(v) for v in l2)
         base = cls(numbers, codes, n_codes, np.zeros((n_actions, 1 + len(numbers) +
-                                                      int(n_codes.sum()))))
+                                                      int(n_codes.sum()))), l2=grid[0])
         in_sample = np.zeros(len(X))
         if not len(X):
             return base, in_sample
         Z = base.design(X)
+        fits, errors = {}, [np.zeros((0, len(grid)))]
+        for k in np.unique(actions).tolist():
+            rows = actions == k
+            fits[k], e = CentredRidge.fit(Z[rows, 1:], rewards[rows], grid if len(grid) > 1
+                                          else ())
+            errors.append(e)
+        base.l2 = l2 = grid[choose_penalty(np.concatenate(errors)) if len(grid) > 1 else 0]
         D = Z.shape[1]
         full = n_actions * D * D <= FULL_COVARIANCE_FLOATS
-        eye = np.eye(D) / l2
         if widths:
+            eye = np.eye(D) / l2
             base.covariance = np.repeat(eye[None] if full else np.diag(eye)[None], n_actions,
                                         0).astype(np.float32)
         if full:
             base.inverse = np.zeros((n_actions, D, D))
-        for k in np.unique(actions).tolist():
+        for k, fit in fits.items():
+            base.weights[k] = fit.weights(l2)
             rows = actions == k
-            base.weights[k] = ridge_weights(Z[rows, 1:], rewards[rows], l2)
             in_sample[rows] = Z[rows] @ base.weights[k]
-            if not (widths or full):
-                continue
-            A = Z[rows].T @ Z[rows]
-            A[np.diag_indices_from(A)] += l2
             if widths:  # LinUCB's A, the bias penalised
-                inverse = np.linalg.inv(A)
+                inverse = np.linalg.inv(fit.normal_matrix(l2, bias_penalised=True))
                 base.covariance[k] = inverse if full else np.diag(inverse)
             if full:  # the ridge's own A, the bias not penalised: what update carries on
-                A[0, 0] -= l2
-                base.inverse[k] = np.linalg.inv(A)
+                base.inverse[k] = np.linalg.inv(fit.normal_matrix(l2, bias_penalised=False))
         return base, in_sample
 
     def nbytes(self) -> int:
@@ -208,13 +221,14 @@ class RidgeBase:
                 "codes": self.codes.copy(), "n_codes": self.n_codes.copy(),
                 "weights": self.weights.copy(), "covariance": self.covariance.copy(),
                 "inverse": self.inverse.copy() if inverse else
-                np.zeros((len(self.weights), 0, 0))}
+                np.zeros((len(self.weights), 0, 0)), "l2": self.l2}
 
     @classmethod
     def from_state(cls, state: dict) -> RidgeBase:
-        """Versions 1 (no widths), 2 (no updates between refits) and 3 are read."""
-        if state.get("format") != FORMAT or state.get("version") not in (1, 2, VERSION):
-            raise ValueError(f"not a {FORMAT} state of version 1, 2 or {VERSION}: "
+        """Versions 1 (no widths), 2 (no updates between refits), 3 (no ``l2``) and 4 are
+        read."""
+        if state.get("format") != FORMAT or state.get("version") not in (1, 2, 3, VERSION):
+            raise ValueError(f"not a {FORMAT} state of version 1 to {VERSION}: "
                              f"{state.get('format')!r} {state.get('version')!r}")
         weights = np.asarray(state["weights"], np.float64).reshape(
             -1, 1 + len(state["numbers"]) + int(np.sum(state["n_codes"]))).copy()
@@ -235,19 +249,8 @@ class RidgeBase:
             raise ValueError(f"{len(inverse)} inverses for {len(weights)} models")
         return cls(np.asarray(state["numbers"], np.int64).copy(),
                    np.asarray(state["codes"], np.int64).copy(),
-                   np.asarray(state["n_codes"], np.int64).copy(), weights, covariance, inverse)
-
-
-def ridge_weights(Z: np.ndarray, r: np.ndarray, l2: float) -> np.ndarray:
-    """``[bias, w]`` minimising ``|r - bias - Z w|^2 + l2 |w|^2``: the bias is not penalised
-    (the columns are centred, so it is the mean reward minus the centred part)."""
-    mean = Z.mean(axis=0)
-    C = Z - mean
-    A = C.T @ C
-    A[np.diag_indices_from(A)] += l2
-    rbar = float(r.mean())
-    w = np.linalg.solve(A, C.T @ (r - rbar))
-    return np.concatenate([[rbar - float(w @ mean)], w])
+                   np.asarray(state["n_codes"], np.int64).copy(), weights, covariance, inverse,
+                   float(state.get("l2", 0.0)))
 
 
 @numba.njit(cache=True, nogil=True)

@@ -5,6 +5,8 @@ See :class:`TreeEnsemblePolicy`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from numbers import Real
 from typing import NamedTuple
 
 import numpy as np
@@ -13,6 +15,7 @@ from online.policies.base import Policy
 from online.policies.features import FeatureEncoder
 from online.policies.refit import RefitJob, RefitResult, booster_params
 from online.policies.ridge import RidgeBase
+from online.policies.ridge_loo import PENALTIES
 from online.policies.squarecb import gamma as igw_gamma
 from online.policies.squarecb import inverse_gap_weights
 from online.policies.tree_arrays import CompiledEnsemble
@@ -202,7 +205,9 @@ class TreeEnsemblePolicy(Policy):
     n_trees, learning_rate, num_leaves, min_data_in_leaf, l2
         Each action's LightGBM regressor.
     linear_l2
-        The ridge penalty of each action's linear base (None: no linear base, trees alone).
+        The ridge penalty of each action's linear base: a number, or a grid of numbers from
+        which each refit takes the one with the least leave-one-out error (the default,
+        ``PENALTIES``: 0.1 to 1,000 in steps of sqrt(10)); None: no linear base, trees alone.
     optimism
         The weight of the linear base's width in the scores IGW weighs (0: the predictions).
     weigh_trees
@@ -248,7 +253,8 @@ class TreeEnsemblePolicy(Policy):
     def __init__(self, gamma_scale: float = 4.0, window: int = 100_000,
                  refit_fraction: float = 0.25, refit_min: int = 32, n_trees: int = 100,
                  learning_rate: float = 0.1, num_leaves: int = 63, min_data_in_leaf: int = 5,
-                 l2: float = 1.0, linear_l2: float | None = 10.0, optimism: float = 0.0,
+                 l2: float = 1.0, linear_l2: float | Sequence[float] | None = PENALTIES,
+                 optimism: float = 0.0,
                  weigh_trees: bool = True, auto_refit: bool = True,
                  seed: int | None = None):
         for name, value in (("gamma_scale", gamma_scale), ("refit_fraction", refit_fraction),
@@ -258,8 +264,13 @@ class TreeEnsemblePolicy(Policy):
         for name, value in (("l2", l2), ("optimism", optimism)):
             if not value >= 0:
                 raise ValueError(f"{name} must be >= 0, got {value!r}")
-        if linear_l2 is not None and not linear_l2 > 0:
-            raise ValueError(f"linear_l2 must be > 0 or None, got {linear_l2!r}")
+        if linear_l2 is not None:
+            grid = [linear_l2] if np.isscalar(linear_l2) else list(linear_l2)
+            if not grid or not all(isinstance(v, Real) and not isinstance(v, bool) and v > 0
+                                   for v in grid):
+                raise ValueError("linear_l2 must be a number > 0, a non-empty list of them, or "
+                                 f"None, got {linear_l2!r}")
+            linear_l2 = grid[0] if np.isscalar(linear_l2) else tuple(grid)
         for name, value, low in (("window", window, 1), ("refit_min", refit_min, 1),
                                  ("n_trees", n_trees, 1), ("num_leaves", num_leaves, 2),
                                  ("min_data_in_leaf", min_data_in_leaf, 1)):
@@ -412,8 +423,13 @@ class TreeEnsemblePolicy(Policy):
         categorical = [j for j, kind in enumerate(self._encoder.column_kinds) if kind == "code"]
         params = booster_params(self.n_trees, self.learning_rate, self.num_leaves,
                                 self.min_data_in_leaf, self.l2, (self.seed or 0) + self._refits)
+        penalties = self.linear_l2
+        if isinstance(penalties, tuple) and self._linear.l2 in penalties:
+            # the penalty in use is kept unless the errors show another better: the first fits
+            # start from the grid's first, and a choice once made does not flip with the noise
+            penalties = (self._linear.l2, *(p for p in penalties if p != self._linear.l2))
         return RefitJob(X, a, r, len(self._actions), categorical, params, self._window.n_events,
-                        self._encoder.column_kinds, self.linear_l2, self.optimism > 0,
+                        self._encoder.column_kinds, penalties, self.optimism > 0,
                         self._window.held_out() if self.weigh_trees else None,
                         self._window.n_events - self._fitted_events)
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from online.policies.ridge import MAX_CODES, RidgeBase
+from online.policies.ridge_loo import PENALTIES
 from online.policies.trees import TreeEnsemblePolicy
 from tests.online.policies.test_trees_policy import ADS, _plain, favorite_stream, play, small
 
@@ -98,7 +99,7 @@ def test_a_version_1_state_loads_and_decides_as_before():
     assert [(d.action, d.probability) for d in map(loaded.decide, contexts)] == [
         (d.action, d.probability) for d in map(old.decide, contexts)]
     # it learns on, now with the linear base (the constructor's default) at its next refit
-    assert loaded.linear_l2 == 10.0
+    assert loaded.linear_l2 == PENALTIES
     play(loaded, favorite_stream(400, seed=7))
     assert loaded._linear.weights.any()
 
@@ -271,9 +272,9 @@ def test_a_state_before_the_updates_loads_and_waits_for_the_next_refit():
     old = small()
     play(old, favorite_stream(500, seed=8))
     state = json.loads(json.dumps(_plain(old.to_state())))
-    assert state["model"]["linear"]["version"] == 3
+    assert state["model"]["linear"]["version"] == 4
     state["model"]["linear"]["version"] = 2
-    del state["model"]["linear"]["inverse"]
+    del state["model"]["linear"]["inverse"], state["model"]["linear"]["l2"]
     loaded = TreeEnsemblePolicy.from_state(state)
     contexts = list(favorite_stream(100, seed=6))
     assert [loaded.probabilities(x) for x in contexts] == [old.probabilities(x) for x in contexts]
