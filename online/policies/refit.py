@@ -94,12 +94,19 @@ class RefitJob:
         t0 = time.perf_counter()
         plays = np.bincount(self.actions, minlength=self.n_actions).astype(np.int64)
         parts = [CompiledEnsemble.empty(1) for _ in range(self.n_actions)]
+        blend = np.ones(self.n_actions)
+        if self.held_out is not None and self.recent > 0:
+            recent = slice(len(self.actions) - min(self.recent, len(self.actions)), None)
+            blend = tree_weights(self.actions[recent], self.rewards[recent],
+                                 self.held_out[recent], self.n_actions)
         if self.linear_l2 is None:
             linear, in_sample = RidgeBase.empty(self.n_actions), None
         else:
             linear, in_sample = RidgeBase.fit_predict(
                 self.X, self.actions, self.rewards, self.n_actions, self.kinds, self.linear_l2,
-                self.widths)
+                # the penalty is chosen where the base is most of the prediction (trees weighed
+                # under one half): there its own held-out error is the prediction's
+                self.widths, chooses=blend < 0.5)
         if len(self.actions):
             params = dict(self.params)
             rounds = params.pop("num_iterations")
@@ -124,11 +131,6 @@ class RefitJob:
                                          keep_training_booster=True)
                 parts[k] = parse_lightgbm(booster.model_to_string())
                 booster.free_dataset()
-        blend = np.ones(self.n_actions)
-        if self.held_out is not None and self.recent > 0:
-            recent = slice(len(self.actions) - min(self.recent, len(self.actions)), None)
-            blend = tree_weights(self.actions[recent], self.rewards[recent],
-                                 self.held_out[recent], self.n_actions)
         return RefitResult(CompiledEnsemble.concatenate(parts), linear, plays, blend,
                            self.n_events, time.perf_counter() - t0)
 

@@ -167,11 +167,13 @@ class RidgeBase:
     @classmethod
     def fit_predict(cls, X: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
                     n_actions: int, kinds: list[str], l2: float | Sequence[float],
-                    widths: bool = True) -> tuple[RidgeBase, np.ndarray]:
+                    widths: bool = True,
+                    chooses: np.ndarray | None = None) -> tuple[RidgeBase, np.ndarray]:
         """:meth:`fit`, and each row's prediction by its action's model (what the trees boosted
         from the base start from: the coded rows are made once, here). ``l2``: the penalty, or
-        a grid of them, the first kept unless the models' leave-one-out errors show another
-        better (:func:`~online.policies.ridge_loo.choose_penalty`)."""
+        a grid of them, the first kept unless the leave-one-out errors of the models in
+        ``chooses`` (a mask over the action indices; None: all) show another better
+        (:func:`~online.policies.ridge_loo.choose_penalty`)."""
         kinds = list(kinds)[: X.shape[1]]
         numbers = np.array([j for j, k in enumerate(kinds) if k != "code"], np.int64)
         codes = np.array([j for j, k in enumerate(kinds) if k == "code"], np.int64)
@@ -187,9 +189,9 @@ class RidgeBase:
         fits, errors = {}, [np.zeros((0, len(grid)))]
         for k in np.unique(actions).tolist():
             rows = actions == k
-            fits[k], e = CentredRidge.fit(Z[rows, 1:], rewards[rows], grid if len(grid) > 1
-                                          else ())
-            errors.append(e)
+            scored = len(grid) > 1 and (chooses is None or bool(chooses[k]))
+            fits[k], e = CentredRidge.fit(Z[rows, 1:], rewards[rows], grid if scored else ())
+            errors.append(e if scored else errors[0])
         base.l2 = l2 = grid[choose_penalty(np.concatenate(errors)) if len(grid) > 1 else 0]
         D = Z.shape[1]
         full = n_actions * D * D <= FULL_COVARIANCE_FLOATS

@@ -117,9 +117,10 @@ class TreeEnsemblePolicy(Policy):
       and lost 0.01 on vowel (990 rows): kept for the long streams, whose full window holds
       more events per action; 20 events per leaf learned slower
       early (vowel 0.63 vs 0.70 at 10k steps), 2 was no better than 5.
-    - *A linear base under the trees* (``linear_l2 = 10``): prediction(x) = ridge_a(x) +
-      trees_a(x), the ridge fitted on action a's window events at each refit (closed form, a
-      pure function of the window like the trees: nothing to downdate as events leave it),
+    - *A linear base under the trees* (``linear_l2``: 10, then as chosen below): prediction(x)
+      = ridge_a(x) + trees_a(x), the ridge fitted on action a's window events at each refit
+      (closed form, a pure function of the window like the trees: nothing to downdate as events
+      leave it),
       numbers as numbers (missing = 0), categories one-hot, the bias unpenalised; LightGBM's
       ``init_score`` is the ridge's prediction, so the trees fit the residuals. Mean of seeds 0
       and 1, 30k steps, reward at 10k / 30k / last 10k, trees alone -> with the base: vowel
@@ -156,6 +157,28 @@ class TreeEnsemblePolicy(Policy):
       stream 0.043 / 0.054 / 0.057 / 0.061 -> 0.053 / 0.056 / 0.063 / 0.070. Refitting the
       base on the raw rewards instead (no backfitting) counted the signal twice: Letter at 10k,
       seed 0, 0.301 (0.356 without updates, 0.400 with them).
+    - *The base's penalty chosen by the stream's own errors* (``linear_l2 = PENALTIES``): at
+      each refit, every penalty of a grid (0.1 to 1,000 in steps of sqrt(10)) is scored by the
+      leave-one-out errors of the actions' ridges on their window events, in closed form from
+      one eigendecomposition per action (:mod:`~online.policies.ridge_loo`, ~0.03 CPU s more on
+      a full Letter window). Only the actions whose trees weigh under one half score: there
+      the base is most of the prediction, and its own held-out error is the prediction's;
+      where the trees carry the prediction the base is their starting point, and a penalty
+      that fits the base alone better can leave them more to do. The penalty in use (10 at
+      first, the value the held-out streams chose above) is kept unless another's errors are
+      lower by more than two standard errors of the paired differences
+      (:func:`~online.policies.ridge_loo.choose_penalty`). Why: how much to shrink depends on
+      how noisy the rewards are, which differs by stream and only its events say (Adult at
+      10k, 3 seeds, a fixed penalty of 10 / 30 / 100: 0.245 / 0.253 / 0.260; Letter 0.411 /
+      0.377 / 0.372). Tried first: every action scoring, the plain argmin: vowel at 1k steps
+      0.240 against 0.283 with 10 (the first fits, on a few events per action, followed their
+      noise); with the test, Adult at 10k gained most (8 seeds: 0.259 against 0.239) but Letter
+      lost (8 seeds: 0.385 against 0.405; 1M, 3 seeds: 0.836 against 0.841), where the trees
+      carry the signal and a larger penalty fitted the base alone better. Without keeping the
+      penalty in use, a stream that no linear model predicts flipped between two penalties
+      whose errors differed by little, and its trees' weights swung with them. Held-out
+      streams, seeds 0-1, reward at 1k / 10k / 30k / last 10k of 30k, penalty 10 -> chosen:
+      HELDOUT_FIGURES.
     - *A sliding window of 100,000 events* (memory and refit time bounded whatever the stream's
       length; the policy follows traffic that drifts): a 30,000-event window lost 0.044 on
       waveform-40 over the last 10k of 100k steps. gamma stops growing at the window size

@@ -264,7 +264,7 @@ def test_the_policy_s_linear_base_learns_each_event_on_what_the_trees_leave():
                       for x, k in zip(X[400:], a[400:])])
     target = np.concatenate([r[:400], r[400:] - inline._blend[a[400:]] * trees])
     expected = RidgeBase.fit(X, a, target, len(inline.actions), inline._encoder.column_kinds,
-                             inline.linear_l2)
+                             inline._linear.l2)  # the penalty the refit chose
     np.testing.assert_allclose(inline._linear.weights, expected.weights, atol=1e-9)
 
 

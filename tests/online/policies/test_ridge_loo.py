@@ -97,3 +97,24 @@ def test_the_policy_takes_a_grid_or_a_number_and_keeps_it_in_its_state():
     assert [loaded.probabilities(x) for x in contexts] == [
         policy.probabilities(x) for x in contexts]
     assert TreeEnsemblePolicy().linear_l2 == PENALTIES
+
+
+def test_only_actions_whose_trees_weigh_little_choose():
+    """The base's own error is the prediction's only where the trees add little to it."""
+    rng = np.random.default_rng(5)
+    n, d = 6000, 10
+    X = (rng.random((n, d)) < 0.5).astype(np.float32)
+    actions = rng.integers(2, size=n).astype(np.int32)
+    noise = (rng.random(n) < 0.25).astype(float)
+    kinds = ["number"] * d
+    fit = RidgeBase.fit_predict
+    assert fit(X, actions, noise, 2, kinds, PENALTIES, chooses=np.array([True, True]))[0].l2 > 10
+    assert fit(X, actions, noise, 2, kinds, PENALTIES, chooses=np.array([True, False]))[0].l2 > 10
+    assert fit(X, actions, noise, 2, kinds, PENALTIES, chooses=np.zeros(2, bool))[0].l2 == 10.0
+    # trees not weighed (weight 1 everywhere): the base is their starting point, 10 stays
+    policy = small(weigh_trees=False)
+    rng = np.random.default_rng(6)
+    for x in favorite_stream(1500, seed=3):
+        d = policy.decide(x)
+        policy.learn_one(x, d.action, float(rng.random() < 0.3), d.probability)
+    assert policy.n_refits > 5 and policy._linear.l2 == 10.0
