@@ -206,14 +206,17 @@ def plot(out: Path, data_names: list[str], path: Path, window: int = 10_000) -> 
     fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.4), dpi=90, squeeze=False)
     for ax, data_name in zip(axes[0], names):
         for p, rs in sorted(collect(out, data_name).items()):
-            r = max(rs, key=lambda r: (r["steps"], -r["seed"]))  # the longest, lowest seed
+            rs = [r for r in rs if r["seed"] == 0]  # one stream for every policy: seed 0's
+            if not rs:
+                continue
+            r = max(rs, key=lambda r: r["steps"])
             cum = np.concatenate([[0.0], np.asarray(r["cum_reward"])])
             k = max(1, min(window, r["steps"] // 20) // r["every"])
             ends = np.arange(k, len(cum), k)
             rate = (cum[ends] - cum[ends - k]) / (k * r["every"])
             ax.plot(ends * r["every"], rate, label=f"{p} ({r['mean_reward']:.3f})")
         ax.set_xscale("log")
-        ax.set_title(f"{data_name} (seed {r['seed']})", fontsize=9)
+        ax.set_title(f"{data_name} (seed 0)", fontsize=9)
         ax.set_xlabel("step")
         ax.set_ylabel("average reward per window")
         ax.grid(alpha=0.3)
