@@ -65,15 +65,19 @@ def test_the_default_stays_until_the_errors_show_another_better():
     assert choose_penalty(rows[:, ::-1]) == 0  # (the same errors, 1000 first)
 
 
-def test_noise_gets_a_large_penalty_and_signal_a_small_one():
-    rng = np.random.default_rng(0)
-    n, d = 3000, 20
+def noise_rows(n, d, n_actions, seed):
+    """0/1 contexts, actions drawn uniformly, rewards that no context predicts."""
+    rng = np.random.default_rng(seed)
     X = (rng.random((n, d)) < 0.5).astype(np.float32)
-    actions = rng.integers(3, size=n).astype(np.int32)
-    noise = (rng.random(n) < 0.25).astype(float)
+    actions = rng.integers(n_actions, size=n).astype(np.int32)
+    return rng, X, actions, (rng.random(n) < 0.25).astype(float), ["number"] * d
+
+
+def test_noise_gets_a_large_penalty_and_signal_a_small_one():
+    n = 3000
+    rng, X, actions, noise, kinds = noise_rows(n, 20, 3, seed=0)
     signal = np.where(X[:, actions] > 0, 0.9, 0.1)[np.arange(n), np.arange(n)]
     signal = (rng.random(n) < signal).astype(float)
-    kinds = ["number"] * d
     assert RidgeBase.fit(X, actions, noise, 3, kinds, PENALTIES).l2 == max(PENALTIES)
     assert RidgeBase.fit(X, actions, signal, 3, kinds, PENALTIES).l2 <= 10.0
     assert RidgeBase.fit(X, actions, signal, 3, kinds, 7.0).l2 == 7.0  # a number is kept
@@ -101,12 +105,7 @@ def test_the_policy_takes_a_grid_or_a_number_and_keeps_it_in_its_state():
 
 def test_only_actions_whose_trees_weigh_little_choose():
     """The base's own error is the prediction's only where the trees add little to it."""
-    rng = np.random.default_rng(5)
-    n, d = 6000, 10
-    X = (rng.random((n, d)) < 0.5).astype(np.float32)
-    actions = rng.integers(2, size=n).astype(np.int32)
-    noise = (rng.random(n) < 0.25).astype(float)
-    kinds = ["number"] * d
+    _, X, actions, noise, kinds = noise_rows(6000, 10, 2, seed=5)
     fit = RidgeBase.fit_predict
     assert fit(X, actions, noise, 2, kinds, PENALTIES, chooses=np.array([True, True]))[0].l2 > 10
     assert fit(X, actions, noise, 2, kinds, PENALTIES, chooses=np.array([True, False]))[0].l2 > 10
