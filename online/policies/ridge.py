@@ -191,7 +191,8 @@ class RidgeBase:
             rows = actions == k
             scored = len(grid) > 1 and (chooses is None or bool(chooses[k]))
             fits[k], e = CentredRidge.fit(Z[rows, 1:], rewards[rows], grid if scored else ())
-            errors.append(e if scored else errors[0])
+            if scored:
+                errors.append(e)
         base.l2 = l2 = grid[choose_penalty(np.concatenate(errors)) if len(grid) > 1 else 0]
         D = Z.shape[1]
         full = n_actions * D * D <= FULL_COVARIANCE_FLOATS

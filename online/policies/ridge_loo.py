@@ -68,11 +68,11 @@ class CentredRidge:
         gram = C.T @ C
         values, vectors = np.linalg.eigh(gram)
         values = np.maximum(values, 0.0)  # rounding can make a zero eigenvalue negative
-        Q = C @ vectors
         centred = r - rbar
-        projected = Q.T @ centred
+        projected = vectors.T @ (C.T @ centred)  # O(n D): Q = C V only where the grid is scored
         errors = np.zeros((0, len(grid)))
         if n >= 2 and len(grid):
+            Q = C @ vectors
             shrink = 1.0 / (values[:, None] + np.asarray(grid, np.float64)[None, :])  # (D, G)
             residuals = centred[:, None] - Q @ (projected[:, None] * shrink)
             leverage = 1.0 / n + (Q * Q) @ shrink
