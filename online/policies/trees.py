@@ -160,8 +160,9 @@ class TreeEnsemblePolicy(Policy):
     - *The base's penalty chosen by the stream's own errors* (``linear_l2 = PENALTIES``): at
       each refit, every penalty of a grid (0.1 to 1,000 in steps of sqrt(10)) is scored by the
       leave-one-out errors of the actions' ridges on their window events, in closed form from
-      one eigendecomposition per action (:mod:`~online.policies.ridge_loo`, ~0.03 CPU s more on
-      a full Letter window). Only the actions whose trees weigh under one half score: there
+      one eigendecomposition per action (:mod:`~online.policies.ridge_loo`; on a 100k-event
+      window of 76 columns the ridge takes 0.20 CPU s, 0.32 when every action scores). Only
+      the actions whose trees weigh under one half score: there
       the base is most of the prediction, and its own held-out error is the prediction's;
       where the trees carry the prediction the base is their starting point, and a penalty
       that fits the base alone better can leave them more to do. The penalty in use (10 at
