@@ -243,6 +243,28 @@ def test_five_action_problem_learns_within_2000_events():
     assert np.mean(rewards[1000:]) >= 0.9
 
 
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_linucb_distribution_rows_are_the_probabilities_of_each_context(fit_intercept):
+    """What an evaluator gets for many rows at once is, number for number, probabilities(x)."""
+    policy = LinUCB(epsilon=0.05, fit_intercept=fit_intercept, seed=0)
+    for a in ADS:
+        policy.add_action(a)
+    rng = random.Random(1)
+    for x in favorite_stream(400, seed=3):
+        x = {**x, "hour": rng.random() * 24}
+        d = policy.decide(x)
+        policy.learn_one(x, d.action, float(d.action == x["favorite"]), d.probability)
+    policy.add_action("a6")  # no data yet
+    xs = list(favorite_stream(100, seed=4))
+    xs[3] = {"favorite": "never seen", "new key": 1.0, "hour": None}
+    xs[7] = {**xs[7], "hour": 30.5}
+    actions, rows = policy.distribution_rows(xs)
+    assert actions == ADS + ["a6"] and rows.shape == (100, 6)
+    for x, row in zip(xs, rows):
+        assert dict(zip(actions, row.tolist())) == policy.probabilities(x)
+    assert policy.distribution_rows([])[1].shape == (0, 6)
+
+
 def test_river_pull_update_and_int_actions():
     policy = LinUCB(seed=0)
     for t in range(300):
