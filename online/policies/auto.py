@@ -499,7 +499,7 @@ class AutoPolicy(Policy):
     def _mixed_rows(self, policy, xs: list, position: dict, K: int) -> np.ndarray:
         """The candidate's served distribution for each context of ``xs`` over the inventory,
         in inventory order: all rows at once from its ``distribution_rows`` when it has one
-        (the trees, LinUCB), else ``probabilities(x)`` row by row."""
+        (the trees, LinUCB, Bandit Forest), else ``probabilities(x)`` row by row."""
         rows = np.zeros((len(xs), K))
         if hasattr(policy, "distribution_rows"):
             actions, probs = policy.distribution_rows(xs)

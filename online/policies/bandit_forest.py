@@ -38,3 +38,21 @@ class BanditForestPolicy(BanditForest):
         decide_probabilities(xb, self._kernel_forest(), known, self.voting == "all-finished",
                              probs, drawn, order, paths)
         return {candidates[i]: float(probs[i]) for i in order.tolist()}
+
+    def distribution_rows(self, xs: list[dict]) -> tuple[list, np.ndarray]:
+        """The inventory's actions, and for each context of ``xs`` the distribution
+        :meth:`decide` would draw from over them (row i: ``xs[i]``; the values of
+        :meth:`probabilities`, in inventory order).
+
+        For an evaluator (``AutoPolicy``) that needs many rows at once: the forest's arrays and
+        the candidates are read once, no dict per row."""
+        candidates, known = self._candidates(None, ())
+        n = len(candidates)
+        probs = np.empty((len(xs), n))
+        drawn, order = np.empty(n, np.int64), np.empty(n, np.int64)
+        paths = np.empty(len(self._roots), np.int64)
+        forest, all_finished = self._kernel_forest(), self.voting == "all-finished"
+        for i, x in enumerate(xs):
+            xb, _ = self._encoder.encode_known(x)
+            decide_probabilities(xb, forest, known, all_finished, probs[i], drawn, order, paths)
+        return candidates, probs

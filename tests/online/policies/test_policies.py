@@ -265,6 +265,26 @@ def test_linucb_distribution_rows_are_the_probabilities_of_each_context(fit_inte
     assert policy.distribution_rows([])[1].shape == (0, 6)
 
 
+def test_bandit_forest_distribution_rows_are_the_probabilities_of_each_context():
+    # settings that leave uniform play early (the defaults take thousands of events)
+    policy = BanditForestPolicy(n_trees=5, warmup=20, delta=0.5, epsilon=0.8, max_depth=2,
+                                seed=0)
+    for a in ADS:
+        policy.add_action(a)
+    for x in favorite_stream(6000, seed=3):
+        d = policy.decide(x)
+        policy.learn_one(x, d.action, float(d.action == x["favorite"]), d.probability)
+    policy.add_action("a6")  # no data yet
+    xs = list(favorite_stream(100, seed=4))
+    xs[3] = {"favorite": "never seen", "new key": 1.0}
+    actions, rows = policy.distribution_rows(xs)
+    assert actions == ADS + ["a6"] and rows.shape == (100, 6)
+    assert len({tuple(row) for row in rows.tolist()}) > 1  # the contexts are told apart
+    for x, row in zip(xs, rows):
+        assert dict(zip(actions, row.tolist())) == policy.probabilities(x)
+    assert policy.distribution_rows([])[1].shape == (0, 6)
+
+
 def test_river_pull_update_and_int_actions():
     policy = LinUCB(seed=0)
     for t in range(300):
