@@ -106,9 +106,9 @@ class TreeEnsemblePolicy(Policy):
       and -0.01 per window at 200k). Re-measured with today's oracle (the base's updates and
       penalty, the weighed trees): Letter +0.043 and Adult -0.003 at 10k (8 seeds), the
       held-out streams even on average, the MOOC stream -0.007 (-10 %) over the last 10k of
-      30k. Scaling the bonus by the rewards' noise (per action, or pooled over the actions) did
-      not tell the two kinds of stream apart: it kept less of the gain than of the loss
-      (bench/policies/README.md). Ad traffic is the low-signal kind, so it is off by default;
+      30k. Scaling the bonus by the rewards' noise did not tell the two kinds of stream apart:
+      per action it lost on Letter too, pooled over the actions it kept a quarter of the gain
+      and most of the loss (bench/policies/README.md). Ad traffic is the low-signal kind, so it is off by default;
       an app whose actions differ clearly can set 0.5 (the largest standard deviation of a
       reward in [0, 1], the unit the width is in). With optimism the base keeps ``A_a^-1`` per
       action (float32; only its diagonal when the actions times the coded columns squared
