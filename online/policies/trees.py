@@ -110,9 +110,10 @@ class TreeEnsemblePolicy(Policy):
       per action it lost on Letter too, pooled over the actions it kept a quarter of the gain
       and most of the loss (bench/policies/README.md). Ad traffic is the low-signal kind, so
       it is off by default; an app whose actions differ clearly can set 0.5 (the largest
-      standard deviation of a reward in [0, 1], the unit the width is in). With optimism the base keeps ``A_a^-1`` per
-      action (float32; only its diagonal when the actions times the coded columns squared
-      pass 2^20 floats: 4 MB); the bonus reads z's non-zero entries (nnz^2 per candidate).
+      standard deviation of a reward in [0, 1], the unit the width is in). With optimism the
+      base keeps ``A_a^-1`` per action (float32; only its diagonal when the actions times the
+      coded columns squared pass 2^20 floats: 4 MB); the bonus reads z's non-zero entries
+      (nnz^2 per candidate).
     - *One regressor per action* (not one model with the action as a categorical feature, the
       issue's prototype): adding or removing an action stays local, and each action's trees
       spend no split on separating actions.
