@@ -14,6 +14,7 @@ from online.policies.bandit_forest import BanditForestPolicy
 from online.policies.features import FeatureEncoder
 from online.policies.linucb import LinUCB
 from online.policies.registry import POLICY_KINDS, make_policy
+from tests.helpers.distribution_rows import assert_rows_are_probabilities
 
 ADS = ["a1", "a2", "a3", "a4", "a5"]
 
@@ -258,11 +259,7 @@ def test_linucb_distribution_rows_are_the_probabilities_of_each_context(fit_inte
     xs = list(favorite_stream(100, seed=4))
     xs[3] = {"favorite": "never seen", "new key": 1.0, "hour": None}
     xs[7] = {**xs[7], "hour": 30.5}
-    actions, rows = policy.distribution_rows(xs)
-    assert actions == ADS + ["a6"] and rows.shape == (100, 6)
-    for x, row in zip(xs, rows):
-        assert dict(zip(actions, row.tolist())) == policy.probabilities(x)
-    assert policy.distribution_rows([])[1].shape == (0, 6)
+    assert_rows_are_probabilities(policy, xs, ADS + ["a6"])
 
 
 def test_bandit_forest_distribution_rows_are_the_probabilities_of_each_context():
@@ -277,12 +274,8 @@ def test_bandit_forest_distribution_rows_are_the_probabilities_of_each_context()
     policy.add_action("a6")  # no data yet
     xs = list(favorite_stream(100, seed=4))
     xs[3] = {"favorite": "never seen", "new key": 1.0}
-    actions, rows = policy.distribution_rows(xs)
-    assert actions == ADS + ["a6"] and rows.shape == (100, 6)
+    rows = assert_rows_are_probabilities(policy, xs, ADS + ["a6"])
     assert len({tuple(row) for row in rows.tolist()}) > 1  # the contexts are told apart
-    for x, row in zip(xs, rows):
-        assert dict(zip(actions, row.tolist())) == policy.probabilities(x)
-    assert policy.distribution_rows([])[1].shape == (0, 6)
 
 
 def test_river_pull_update_and_int_actions():

@@ -14,6 +14,7 @@ from online.policies.squarecb import inverse_gap_weights
 from online.policies.tree_arrays import CompiledEnsemble, parse_lightgbm
 from online.policies.trees import TreeEnsemblePolicy
 from online.policies.window import EventWindow
+from tests.helpers.distribution_rows import assert_rows_are_probabilities
 
 ADS = ["a1", "a2", "a3", "a4", "a5"]
 
@@ -278,11 +279,7 @@ def test_distribution_rows_are_the_probabilities_of_each_context(optimism):
     xs = [{**x, "hour": None} if i % 5 == 0 else x
           for i, x in enumerate(favorite_stream(200, seed=5))]
     xs[3] = {"favorite": "never seen", "new key": 1.0}
-    actions, rows = policy.distribution_rows(xs)
-    assert actions == ADS + ["a6"] and rows.shape == (200, 6)
-    for x, row in zip(xs, rows):
-        assert dict(zip(actions, row.tolist())) == policy.probabilities(x)
-    assert policy.distribution_rows([])[1].shape == (0, 6)
+    assert_rows_are_probabilities(policy, xs, ADS + ["a6"])
 
 
 def test_unseen_actions_are_tried_at_once_and_removed_ones_never():
