@@ -178,11 +178,9 @@ class LinUCB(Policy):
         For an evaluator (``AutoPolicy``) that needs many rows at once: one compiled loop over
         the rows, no dict per row."""
         candidates, known = self._candidates(None, ())
-        X = np.zeros((len(xs), self._d))
+        X = np.empty((len(xs), self._d))
         for i, x in enumerate(xs):
-            X[i, int(self.fit_intercept):] = self._encoder.encode(x)[0]
-        if self.fit_intercept:
-            X[:, 0] = 1.0
+            X[i] = self._vector(self._encoder.encode(x)[0])
         probs = np.empty((len(xs), len(known)))
         ucb_distribution_rows(X, known, self._A_inv, self._b, self.alpha, self.ridge,
                               self.epsilon, probs)

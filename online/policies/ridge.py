@@ -186,9 +186,9 @@ class RidgeBase:
         if not len(X):
             return base, in_sample
         Z = base.design(X)
-        fits, errors = {}, [np.zeros((0, len(grid)))]
+        fits, members, errors = {}, {}, [np.zeros((0, len(grid)))]
         for k in np.unique(actions).tolist():
-            rows = actions == k
+            members[k] = rows = np.flatnonzero(actions == k)
             scored = len(grid) > 1 and (chooses is None or bool(chooses[k]))
             fits[k], e = CentredRidge.fit(Z[rows, 1:], rewards[rows], grid if scored else ())
             if scored:
@@ -204,7 +204,7 @@ class RidgeBase:
             base.inverse = np.zeros((n_actions, D, D))
         for k, fit in fits.items():
             base.weights[k] = fit.weights(l2)
-            rows = actions == k
+            rows = members[k]
             in_sample[rows] = Z[rows] @ base.weights[k]
             if widths:  # LinUCB's A, the bias penalised
                 inverse = np.linalg.inv(fit.normal_matrix(l2, bias_penalised=True))
