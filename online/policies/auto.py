@@ -410,18 +410,18 @@ class AutoPolicy(Policy):
 
     # -- acting ----------------------------------------------------------------------------------
 
-    def _mixed(self, policy, x, actions, excluded) -> tuple[list, np.ndarray]:
-        dist = policy.probabilities(x, actions, excluded)
-        candidates = list(dist)
-        probs = np.fromiter(dist.values(), float, len(candidates))
+    def _mixed(self, policy, x, actions, excluded,
+               checked: bool = True) -> tuple[list, np.ndarray]:
+        candidates, probs = policy._decide_distribution(x, actions, excluded, checked)
         return candidates, (1.0 - self.floor) * probs + self.floor / len(candidates)
 
-    def _decide_distribution(self, x, actions, excluded) -> tuple[list, np.ndarray]:
+    def _decide_distribution(self, x, actions, excluded,
+                             checked: bool = True) -> tuple[list, np.ndarray]:
         if not isinstance(x, dict):
             raise ValueError(f"a context must be a dict, got {type(x).__name__}")
         if actions is None and not excluded and not self.actions:
             raise ValueError("no action to choose from: the list is empty or all are excluded")
-        return self._mixed(self._get(self._serving).policy, x, actions, excluded)
+        return self._mixed(self._get(self._serving).policy, x, actions, excluded, checked)
 
     # -- learning --------------------------------------------------------------------------------
 

@@ -30,6 +30,17 @@ class BanditForestPolicy(BanditForest):
 
         Changes nothing (not even the random generator).
         """
+        candidates, probs, order = self._distribution_of(x, actions, excluded)
+        return {candidates[i]: float(probs[i]) for i in order.tolist()}
+
+    def _decide_distribution(self, x: dict, actions: Iterable | None, excluded: Iterable,
+                             checked: bool = True) -> tuple[list, np.ndarray]:
+        """The candidates and their probabilities, in candidate order (the interface of
+        ``online.policies.base.Policy`` that ``AutoPolicy`` serves a candidate through; the
+        kernel's probabilities always sum to 1, so ``checked`` changes nothing)."""
+        return self._distribution_of(x, actions, excluded)[:2]
+
+    def _distribution_of(self, x, actions, excluded) -> tuple[list, np.ndarray, np.ndarray]:
         xb, _ = self._encoder.encode_known(x)
         candidates, known = self._candidates(actions, excluded)
         n = len(candidates)
@@ -37,7 +48,7 @@ class BanditForestPolicy(BanditForest):
         paths = np.empty(len(self._roots), np.int64)
         decide_probabilities(xb, self._kernel_forest(), known, self.voting == "all-finished",
                              probs, drawn, order, paths)
-        return {candidates[i]: float(probs[i]) for i in order.tolist()}
+        return candidates, probs, order
 
     def distribution_rows(self, xs: list[dict]) -> tuple[list, np.ndarray]:
         """The inventory's actions, and for each context of ``xs`` the distribution

@@ -25,6 +25,7 @@ import numpy as np
 from river import bandit
 
 from online.decision import Decision
+from online.policies.draw import draw
 from online.policies.features import FeatureEncoder
 
 __all__ = ["Policy", "rng_state", "rng_from_state"]
@@ -189,14 +190,15 @@ class Policy(bandit.base.ContextualPolicy):
         Does not change what the policy has learned (only its random generator moves on).
         ``explored`` is True when the drawn action is less probable than the most probable one.
         """
-        candidates, probs = self._decide_distribution(x, actions, excluded)
-        u = self._rng.random()
-        j = min(int(np.searchsorted(np.cumsum(probs), u, side="right")), len(probs) - 1)
-        while probs[j] == 0.0:  # u at the very top of the sum of rounded probabilities
-            j -= 1
-        p = float(probs[j])
-        decision = Decision(candidates[j], p, None, p < float(probs.max()),
-                            _ranking=(candidates, probs, np.argsort(-probs, kind="stable")))
+        candidates, probs = self._decide_distribution(x, actions, excluded, checked=False)
+        if probs.shape != (len(candidates),):
+            _not_a_distribution(self, probs, candidates)
+        order = np.empty(len(probs), np.int64)
+        j, explored = draw(probs, self._rng.random(), order)
+        if j < 0:
+            _not_a_distribution(self, probs, candidates)
+        decision = Decision(candidates[j], float(probs[j]), None, explored,
+                            _ranking=(candidates, probs, order))
         self._last_decision = decision
         return decision
 
@@ -205,14 +207,16 @@ class Policy(bandit.base.ContextualPolicy):
         candidates, probs = self._decide_distribution(x, actions, excluded)
         return candidates[int(np.argmax(probs))]
 
-    def _decide_distribution(self, x, actions, excluded) -> tuple[list, np.ndarray]:
+    def _decide_distribution(self, x, actions, excluded,
+                             checked: bool = True) -> tuple[list, np.ndarray]:
+        """The candidates and their probabilities (``checked``: RuntimeError if they are not a
+        distribution; :meth:`decide` checks them as it draws)."""
         xv, _ = self._encoder.encode(x)
         candidates, known = self._candidates(actions, excluded)
         probs = np.asarray(self._distribution(xv, known), float)
-        if probs.shape != (len(candidates),) or not abs(probs.sum() - 1.0) < 1e-9 or (
-                probs < 0).any():
-            raise RuntimeError(f"{type(self).__name__}._distribution gave {probs!r} for "
-                               f"{len(candidates)} candidates: not a distribution")
+        if checked and (probs.shape != (len(candidates),) or not abs(probs.sum() - 1.0) < 1e-9
+                        or (probs < 0).any()):
+            _not_a_distribution(self, probs, candidates)
         return candidates, probs
 
     # -- learning ------------------------------------------------------------------------------
@@ -365,6 +369,11 @@ class Policy(bandit.base.ContextualPolicy):
         self._n_learned = int(state["n_learned"])
         self._rng = rng_from_state(state["rng"])
         self._n_columns = self._encoder.n_columns
+
+
+def _not_a_distribution(policy: Policy, probs: np.ndarray, candidates: list):
+    raise RuntimeError(f"{type(policy).__name__}._distribution gave {probs!r} for "
+                       f"{len(candidates)} candidates: not a distribution")
 
 
 def _check_feedback(reward, probability) -> tuple[float, float]:
