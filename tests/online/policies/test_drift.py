@@ -1,0 +1,147 @@
+"""Changes in an action's rewards: the held-out error test, and the tree-ensemble policy that
+forgets an action's events before a change it found."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from online.policies.drift import ResidualMonitor
+from online.policies.trees import TreeEnsemblePolicy
+from tests.online.policies.test_trees_policy import ADS, favorite_stream, play, small
+
+
+def shifted(x):
+    """After the change: the action after the favorite earns (every action's rewards change)."""
+    return ADS[(ADS.index(x["favorite"]) + 1) % len(ADS)]
+
+
+# -- the test on held-out errors -----------------------------------------------------------------
+
+
+def test_monitor_raises_no_alarm_on_errors_of_mean_zero():
+    """Bounded errors of mean zero, the widest spread the bound allows (uniform on [-1, 1]
+    and +-1 coin flips), 26 actions: no false alarm in 300,000 errors."""
+    rng = np.random.default_rng(1)
+    monitor = ResidualMonitor(26, delta=0.01)
+    errors = np.concatenate([rng.uniform(-1, 1, 150_000), rng.choice([-1.0, 1.0], 150_000)])
+    found = [monitor.observe(t % 26, e, t, 1.0) for t, e in enumerate(errors.tolist())]
+    assert not any(c is not None for c in found)
+
+
+@pytest.mark.parametrize("shift", [1.0, -0.5])
+def test_monitor_finds_a_shift_and_where_it_started(shift):
+    rng = np.random.default_rng(2)
+    monitor = ResidualMonitor(3, delta=0.01)
+    for t in range(6000):
+        assert monitor.observe(t % 3, float(rng.uniform(-0.5, 0.5)), t, 1.0) is None
+    for t in range(6000, 12_000):
+        cut = monitor.observe(1, float(rng.uniform(-0.5, 0.5)) + shift, t, 1.0)
+        if cut is not None:
+            break
+    assert cut is not None and t < 6000 + 600  # a shift of half the error range: < 600 errors
+    # where it started, to within 50 of the action's errors (it has one event in three; the
+    # split is the CUSUM's, whose slope before the change is shallow: ~2,000 errors against ~100)
+    assert 6000 - 150 <= cut <= 6000 + 15
+    assert monitor.observe(1, shift, t + 1, 1.0) is None  # cleared: the test starts over
+
+
+def test_monitor_scale_bounds_the_errors():
+    """Errors beyond ``scale`` count as ``scale``: one wild value cannot raise an alarm."""
+    monitor = ResidualMonitor(1)
+    for t in range(100):
+        assert monitor.observe(0, 0.0, t, 1.0) is None
+    assert monitor.observe(0, 1e9, 100, 1.0) is None
+
+
+def test_monitor_state_round_trip_continues_the_same_tests():
+    rng = np.random.default_rng(3)
+    monitor = ResidualMonitor(2)
+    for t in range(3000):
+        monitor.observe(t % 2, float(rng.normal(0, 0.2)), t, 1.0)
+    clone = ResidualMonitor.from_state(json.loads(json.dumps(
+        monitor.to_state(), default=lambda a: a.tolist())))
+    for t in range(3000, 4000):
+        e = float(rng.normal(0, 0.2)) - 0.7 * (t >= 3500)
+        assert clone.observe(t % 2, e, t, 1.0) == monitor.observe(t % 2, e, t, 1.0)
+
+
+def test_monitor_rejects_a_bad_delta():
+    with pytest.raises(ValueError, match="delta"):
+        ResidualMonitor(1, delta=0.0)
+    with pytest.raises(ValueError, match="drift_delta"):
+        TreeEnsemblePolicy(drift_delta=1.5)
+
+
+# -- the tree-ensemble policy ----------------------------------------------------------------------
+
+
+def test_trees_earn_again_soon_after_every_action_changes():
+    """The five-action problem; at event 3,000 the action after the favorite becomes the one that
+    earns. With the test the policy earns >= 0.9 again over events 4,000-5,000; with the window
+    alone it earns almost nothing there (it keeps the 3,000 events of the old world)."""
+    contexts = list(favorite_stream(5000, seed=4))
+
+    def run(policy):
+        before = play(policy, contexts[:3000])
+        after = play(policy, contexts[3000:], best=shifted)
+        return before, after
+
+    before, after = run(small())
+    assert before[2000:].mean() >= 0.9
+    assert after[1000:2000].mean() >= 0.9
+    _, frozen = run(small(drift_delta=None))
+    assert frozen[1000:2000].mean() < 0.5
+
+
+def test_trees_find_no_change_in_a_stationary_stream():
+    policy = small()
+    rewards = play(policy, favorite_stream(6000, seed=5))
+    assert policy.n_changes == 0 and rewards[3000:].mean() >= 0.95
+
+
+def test_trees_fit_an_action_only_on_its_events_since_its_change():
+    policy = small()
+    contexts = list(favorite_stream(3600, seed=6))
+    play(policy, contexts[:3000])
+    play(policy, contexts[3000:], best=shifted)
+    assert policy.n_changes >= 1
+    since = policy._drift.since
+    assert (since[since > 0] >= 2900).all()  # each cut near the change, none before it
+    job = policy.start_refit()
+    events = policy._window.n_events - len(policy._window) + np.arange(len(policy._window))
+    _, actions, _, _ = policy._window.arrays()
+    kept = events >= np.pad(since, (0, 5 - len(since)))[actions]
+    assert len(job.actions) == kept.sum() < len(actions)
+
+
+def test_trees_state_round_trip_keeps_what_the_changes_left_out():
+    policy = small()
+    contexts = list(favorite_stream(3600, seed=6))
+    play(policy, contexts[:3000])
+    play(policy, contexts[3000:], best=shifted)
+    state = json.loads(json.dumps(policy.to_state(), default=lambda a: a.tolist()))
+    clone = TreeEnsemblePolicy.from_state(state)
+    assert clone.n_changes == policy.n_changes
+    np.testing.assert_array_equal(clone._drift.since, policy._drift.since)
+    more = list(favorite_stream(400, seed=7))
+    assert (play(clone, more, best=shifted) == play(policy, more, best=shifted)).all()
+    assert clone.n_changes == policy.n_changes
+
+
+def test_trees_forget_only_the_actions_that_changed():
+    """A campaign ends: from event 3,000 on, a4 earns in a3's place (a3 earns nothing). a3's
+    events before the change are left out; a1, a2 and a5, whose rewards did not change, keep
+    theirs, and the policy earns again on a3's contexts."""
+    contexts = list(favorite_stream(6000, seed=8))
+    policy = small()
+    play(policy, contexts[:3000])
+    moved = {"a3": "a4"}
+    after = play(policy, contexts[3000:], best=lambda x: moved.get(x["favorite"], x["favorite"]))
+    since = dict(zip(ADS, np.pad(policy._drift.since, (0, 5 - len(policy._drift.since)))))
+    assert since["a3"] >= 2900
+    assert since["a1"] == since["a2"] == since["a5"] == 0
+    on_a3 = np.array([x["favorite"] == "a3" for x in contexts[3000:]])
+    assert after[2000:][on_a3[2000:]].mean() >= 0.85
