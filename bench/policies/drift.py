@@ -12,7 +12,8 @@ them, as when some campaigns end and others start). Every policy plays the same 
 Policies: ``trees`` (the default tree-ensemble policy, which watches its held-out errors for a
 change: ``online.policies.drift``), ``trees_nowatch`` (the same with ``drift_delta=None``: the
 window alone forgets), ``auto`` (the default kind: its serving candidate's decisions),
-``linucb`` (the hosted ``linucb`` kind), ``vw_squarecb`` (VW ``--cb_explore_adf --squarecb -q
+``linucb`` (the hosted ``linucb`` kind, which watches its errors the same way; its restarts:
+``linucb_nowatch`` without), ``vw_squarecb`` (VW ``--cb_explore_adf --squarecb -q
 sa``, online SGD). Prints the average reward over the 5,000 steps before the change and over
 windows after it; draws ``<plots>/drift_<data>_moved<percent>.png`` (reward per 500-step
 window, seed 0).
@@ -64,6 +65,7 @@ PLAYERS = {
     "trees_nowatch": lambda data, seed: TreesPlayer(data, seed, drift_delta=None),
     "auto": lambda data, seed: KindPlayer(data, seed, "auto"),
     "linucb": lambda data, seed: KindPlayer(data, seed, "linucb"),
+    "linucb_nowatch": lambda data, seed: KindPlayer(data, seed, "linucb", drift_delta=None),
     "vw_squarecb": lambda data, seed: VWSquareCBPlayer(data, seed),
 }
 

@@ -101,7 +101,9 @@ class AutoPolicy(Policy):
     supermartingale per candidate is what makes the bands valid although they are read after
     every batch; a window read repeatedly would need a union over windows and loses that.
     Traffic is non-stationary, so the candidates themselves keep adapting (each learns every
-    event), and a candidate added later (:meth:`add_candidate`) is evaluated from its creation,
+    event; ``trees`` and ``linucb`` also watch their held-out errors and forget an action's
+    events from before a change they find: :mod:`~online.policies.drift`), and a candidate
+    added later (:meth:`add_candidate`) is evaluated from its creation,
     on the current traffic only.
 
     Bad and hostile input

@@ -23,8 +23,10 @@ rewards, which shift with the contexts the policy plays each action in).
 
 When a test rejects, the change point is the split of the action's kept errors that maximizes
 the CUSUM statistic ``|S_j - (j/n) S_n|`` (Page 1954; the least-squares split into two means),
-and :meth:`observe` returns the event index where the new regime starts. The policy then
-forgets the action's events before it and refits. Why only changes of some size: with m at
+and :meth:`observe` returns the event index where the new regime starts. The tree-ensemble
+policy then leaves the action's events before it out of its fits and refits; LinUCB, which
+keeps sums rather than events, restarts the action (it tests inside its compiled learning loop:
+:func:`watch_error`). Why only changes of some size: with m at
 most 2,048, a shift of the mean error smaller than ~0.2 R is not detected; the window forgets
 those as before.
 """
@@ -32,6 +34,7 @@ those as before.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -72,11 +75,20 @@ class ResidualMonitor:
         self._events = np.zeros((n_actions, capacity), np.int64)
         self._count = np.zeros(n_actions, np.int64)  # errors kept per action (ring counter)
         self._sums = np.zeros((n_actions, len(self.lengths)))  # sum of the last m, per length
-        self._tests = 0  # errors observed, all actions: the t of the union bound
+        self._tally = np.zeros(1, np.int64)  # errors tested, all actions: the t of the bound
 
     @property
     def n_actions(self) -> int:
         return len(self._count)
+
+    @property
+    def _tests(self) -> int:
+        return int(self._tally[0])
+
+    def rings(self) -> Rings:
+        """The arrays, for a compiled learner that tests as it learns (:func:`watch_error`)."""
+        return Rings(self._errors, self._events, self._count, self._sums, self.lengths,
+                     self._tally)
 
     def resize(self, n_actions: int) -> None:
         """Room for ``n_actions`` actions (new ones start empty)."""
@@ -98,7 +110,7 @@ class ResidualMonitor:
         """Add action ``k``'s held-out error of event number ``event`` (errors lie in
         ``[-scale, scale]``); the event where a new regime starts if a test rejects, else None.
         After a rejection the action's errors are cleared."""
-        self._tests += 1
+        self._tally[0] += 1
         log_term = math.log(math.pi ** 2 * self._tests ** 2 * len(self.lengths)
                             / (3.0 * self.delta))
         cut = observe_error(self._errors, self._events, self._count, self._sums,
@@ -141,11 +153,45 @@ class ResidualMonitor:
         monitor._events = np.asarray(state["events"], np.int64).copy()
         monitor._count = np.asarray(state["count"], np.int64).copy()
         monitor._sums = np.asarray(state["sums"], np.float64).copy()
-        monitor._tests = int(state["tests"])
+        monitor._tally[0] = int(state["tests"])
         return monitor
 
     def nbytes(self) -> int:
         return self._errors.nbytes + self._events.nbytes + self._count.nbytes + self._sums.nbytes
+
+
+class Rings(NamedTuple):
+    """:class:`ResidualMonitor`'s arrays, as a compiled learner takes them."""
+
+    errors: np.ndarray  # float32 (n_actions, capacity): each action's last errors, a ring
+    events: np.ndarray  # int64 (n_actions, capacity): their event numbers
+    count: np.ndarray  # int64 (n_actions,): errors added since the action's last clear
+    sums: np.ndarray  # float64 (n_actions, len(lengths)): the sum of its last m errors
+    lengths: np.ndarray  # int64: the lengths m tested
+    tally: np.ndarray  # int64 (1,): errors tested, all actions
+
+
+@numba.njit(cache=True, nogil=True)
+def watch_error(rings, k, reward, predicted, event, bounds, delta):
+    """:meth:`ResidualMonitor.observe` inside a compiled learner: ``bounds`` (float64 [low,
+    high]) is widened to ``reward``, the error is ``reward - predicted`` with ``predicted``
+    clipped to it, and nothing is tested while the rewards have shown no range. Returns the
+    change's start (the action's errors then cleared) or -1."""
+    bounds[0] = min(bounds[0], reward)
+    bounds[1] = max(bounds[1], reward)
+    scale = bounds[1] - bounds[0]
+    if not scale > 0.0:
+        return -1
+    rings.tally[0] += 1
+    t = np.float64(rings.tally[0])
+    log_term = math.log(math.pi ** 2 * (t * t) * rings.lengths.shape[0] / (3.0 * delta))
+    error = reward - min(max(predicted, bounds[0]), bounds[1])
+    cut = observe_error(rings.errors, rings.events, rings.count, rings.sums, rings.lengths, k,
+                        error, event, scale * scale * 2.0 * log_term)
+    if cut >= 0:
+        rings.count[k] = 0
+        rings.sums[k, :] = 0.0
+    return cut
 
 
 @numba.njit(cache=True, nogil=True)

@@ -314,3 +314,23 @@ def test_bandit_forest_policy_decides_as_bandit_forest():
         assert original.decide(x, actions=ADS) == d
         for p in (hosted, original):
             p.learn_one(x, d.action, float(d.action == x["favorite"]), d.probability)
+
+
+@pytest.mark.parametrize("bad", [[0.7, 0.7, -0.4], [0.5, 0.6, 0.0], [np.nan, 0.5, 0.5],
+                                 [0.5, 0.5]])
+def test_a_distribution_that_is_not_one_is_a_runtime_error_not_a_draw(bad):
+    """``decide`` checks the subclass's distribution as it draws (one compiled call), as
+    ``probabilities`` does: a negative or NaN entry, a sum off 1, or the wrong length."""
+    from online.policies.base import Policy
+
+    class Broken(Policy):
+        def _distribution(self, x, known):
+            return np.array(bad)
+
+    policy = Broken(seed=0)
+    for a in ["a", "b", "c"]:
+        policy.add_action(a)
+    with pytest.raises(RuntimeError, match="not a distribution"):
+        policy.decide({"f": 1.0})
+    with pytest.raises(RuntimeError, match="not a distribution"):
+        policy.probabilities({"f": 1.0})
