@@ -76,6 +76,7 @@ class ResidualMonitor:
         self._count = np.zeros(n_actions, np.int64)  # errors kept per action (ring counter)
         self._sums = np.zeros((n_actions, len(self.lengths)))  # sum of the last m, per length
         self._tally = np.zeros(1, np.int64)  # errors tested, all actions: the t of the bound
+        self._followed = 0  # actions tested at a change point found (:meth:`changed_with`)
 
     @property
     def n_actions(self) -> int:
@@ -121,6 +122,20 @@ class ResidualMonitor:
         self.clear(k)
         return int(cut)
 
+    def changed_with(self, k: int, start: int, scale: float, others) -> list[int]:
+        """Action ``k`` changed from event ``start`` on (what :meth:`observe` returned): ``k``
+        and each of ``others`` whose errors since ``start`` changed too (:meth:`shifted_since`),
+        their errors cleared."""
+        changed = [k]
+        for j in others:
+            if j != k:
+                self._followed += 1
+                if self.shifted_since(j, start, scale, self._followed):
+                    changed.append(j)
+        for j in changed:
+            self.clear(j)
+        return changed
+
     def shifted_since(self, k: int, start: int, scale: float, n_tests: int) -> bool:
         """Whether action ``k``'s errors of events ``start`` and later (those it still keeps)
         have a mean other than zero, by Hoeffding's bound at ``delta * 6 / (pi^2 n_tests^2)``:
@@ -141,7 +156,7 @@ class ResidualMonitor:
         return {"format": self.FORMAT, "version": self.VERSION, "delta": self.delta,
                 "lengths": self.lengths.copy(), "errors": self._errors.copy(),
                 "events": self._events.copy(), "count": self._count.copy(),
-                "sums": self._sums.copy(), "tests": self._tests}
+                "sums": self._sums.copy(), "tests": self._tests, "followed": self._followed}
 
     @classmethod
     def from_state(cls, state: dict) -> ResidualMonitor:
@@ -154,6 +169,7 @@ class ResidualMonitor:
         monitor._count = np.asarray(state["count"], np.int64).copy()
         monitor._sums = np.asarray(state["sums"], np.float64).copy()
         monitor._tally[0] = int(state["tests"])
+        monitor._followed = int(state["followed"])
         return monitor
 
     def nbytes(self) -> int:
@@ -248,7 +264,6 @@ class ActionChanges:
         self.cut_at = np.zeros(0, np.int64)
         self.low, self.high = math.inf, -math.inf  # the rewards seen
         self.changes = 0
-        self.followed = 0  # tests of other actions at a change point found (shifted_since)
         self.refit_now = False  # a change was found since the last refit started
 
     @classmethod
@@ -278,8 +293,7 @@ class ActionChanges:
                 "cut_at": self.cut_at.copy(),
                 "low": self.low if math.isfinite(self.low) else None,
                 "high": self.high if math.isfinite(self.high) else None,
-                "changes": self.changes, "followed": self.followed,
-                "refit_now": self.refit_now}
+                "changes": self.changes, "refit_now": self.refit_now}
 
     @classmethod
     def from_state(cls, state: dict) -> ActionChanges:
@@ -290,6 +304,5 @@ class ActionChanges:
         changes.low = math.inf if low is None else float(low)
         changes.high = -math.inf if high is None else float(high)
         changes.changes = int(state["changes"])
-        changes.followed = int(state["followed"])
         changes.refit_now = bool(state["refit_now"])
         return changes

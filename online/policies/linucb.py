@@ -250,20 +250,11 @@ class LinUCB(Policy):
     def _restart(self, k: int, start: int) -> None:
         """Action ``k``'s errors changed from event ``start`` on: it, and each other action
         whose errors since ``start`` also changed, starts afresh (lambda I, 0)."""
-        monitor, scale = self._monitor, float(self._bounds[1] - self._bounds[0])
-        changed = [k]
-        for j in range(len(self._actions)):
-            if j != k:
-                self._followed += 1
-                if monitor.shifted_since(j, start, scale, self._followed):
-                    changed.append(j)
-        for j in changed:
-            monitor.clear(j)
-            self._A_inv[j] = np.eye(self._A_inv.shape[1]) / self.ridge
-            self._b[j] = 0.0
+        changed = self._monitor.changed_with(k, start, float(self._bounds[1] - self._bounds[0]),
+                                             range(len(self._actions)))
+        self._A_inv[changed] = np.eye(self._A_inv.shape[1]) / self.ridge
+        self._b[changed] = 0.0
         self._changes += len(changed)
-
-    _followed = 0  # tests of other actions at a change point
 
     @property
     def n_changes(self) -> int:
@@ -280,7 +271,7 @@ class LinUCB(Policy):
             bounds = self._bounds.tolist()
             state["changes"] = {"monitor": self._monitor.to_state(),
                                 "bounds": [b if math.isfinite(b) else None for b in bounds],
-                                "changes": self._changes, "followed": self._followed}
+                                "changes": self._changes}
         return state
 
     def _load_model_state(self, state: dict) -> None:
@@ -300,7 +291,7 @@ class LinUCB(Policy):
             low, high = changes["bounds"]
             self._bounds = np.array([np.inf if low is None else low,
                                      -np.inf if high is None else high], float)
-            self._changes, self._followed = int(changes["changes"]), int(changes["followed"])
+            self._changes = int(changes["changes"])
 
     @classmethod
     def _unit_test_params(cls):

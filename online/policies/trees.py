@@ -491,15 +491,9 @@ class TreeEnsemblePolicy(Policy):
         start = d.monitor.observe(k, reward - predicted, event, d.high - d.low)
         if start is None:
             return
-        changed = [k]
-        for j in range(len(d.since)):  # the others, tested at the change point found
-            if j != k and d.cut_at[j] <= self._fitted_events:
-                d.followed += 1
-                if d.monitor.shifted_since(j, start, d.high - d.low, d.followed):
-                    changed.append(j)
-        for j in changed:
-            d.since[j], d.cut_at[j] = start, event + 1
-            d.monitor.clear(j)
+        watched = np.flatnonzero(d.cut_at <= self._fitted_events).tolist()
+        changed = d.monitor.changed_with(k, start, d.high - d.low, watched)
+        d.since[changed], d.cut_at[changed] = start, event + 1
         d.changes += len(changed)
         d.refit_now = True
 
