@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.bandit_forest.players import Player, VWSquareCBPlayer
+from bench.bandit_forest.players import VWSquareCBPlayer
 from bench.common.paths import OUT
 from bench.common.streams import BanditStream
 from bench.policies.compare import TreesPlayer, load
@@ -37,8 +37,8 @@ EVERY = 100  # the runs keep the reward summed over each 100 steps
 AFTER = ((0, 1000), (1000, 2000), (2000, 5000), (5000, 10_000), (10_000, 30_000))
 
 
-class KindPlayer(Player):
-    """A hosted kind (``online.make_policy``) on dict contexts, as ``TreesPlayer``."""
+class KindPlayer(TreesPlayer):
+    """A hosted kind (``online.make_policy``) on dict contexts, played as ``TreesPlayer``."""
 
     def __init__(self, data, seed: int, kind: str, **params):
         from online.policies.registry import make_policy
@@ -47,17 +47,6 @@ class KindPlayer(Player):
         self.policy = make_policy(kind, actions=list(data.actions), seed=seed, **params)
         self.index = {a: i for i, a in enumerate(data.actions)}
         self.names = data.feature_names
-
-    def play(self, X, y):
-        out = np.empty(len(y))
-        decide, learn, index, names = self.policy.decide, self.policy.learn_one, self.index, \
-            self.names
-        for i, (row, label) in enumerate(zip(X.tolist(), y.tolist())):
-            x = dict(zip(names, row))
-            d = decide(x)
-            out[i] = r = 1.0 if index[d.action] == label else 0.0
-            learn(x, d.action, r, d.probability)
-        return out
 
 
 PLAYERS = {
@@ -114,7 +103,7 @@ def windows(res: dict) -> list[float]:
             for a, b in spans]
 
 
-def report(results: list[dict], plot: bool = True) -> str:
+def report(results: list[dict], plots: Path | None = PLOTS) -> str:
     names = ["before (5k)"] + [f"+{a // 1000}k-{b // 1000}k" for a, b in AFTER]
     lines = ["| policy | " + " | ".join(names) + " | changes found | seeds |",
              "|---|" + "---:|" * (len(names) + 2)]
@@ -127,12 +116,12 @@ def report(results: list[dict], plot: bool = True) -> str:
         lines.append(f"| {policy} | " + " | ".join(
             "-" if np.isnan(c).any() else f"{c.mean():.3f}" for c in cols.T)
             + f" | {'-' if found[0] is None else ', '.join(map(str, found))} | {len(runs)} |")
-    if plot:
-        _plot(by_policy, results[0]["change"])
+    if plots is not None:
+        _plot(by_policy, results[0]["change"], plots)
     return "\n".join(lines)
 
 
-def _plot(by_policy: dict[str, list[dict]], change: int, width: int = 500) -> None:
+def _plot(by_policy: dict[str, list[dict]], change: int, plots: Path, width: int = 500) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -152,8 +141,8 @@ def _plot(by_policy: dict[str, list[dict]], change: int, width: int = 500) -> No
            title=f"{first['data']}: {first['moved']:.0%} of the labels move to another action "
                  f"at step {change:,} (seed {first['seed']})")
     ax.legend()
-    PLOTS.mkdir(exist_ok=True)
-    fig.savefig(PLOTS / f"drift_{first['data']}_moved{round(100 * first['moved'])}.png", dpi=100,
+    plots.mkdir(parents=True, exist_ok=True)
+    fig.savefig(plots / f"drift_{first['data']}_moved{round(100 * first['moved'])}.png", dpi=100,
                 bbox_inches="tight")
 
 
@@ -166,6 +155,7 @@ def main(argv=None) -> None:
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--policies", default=",".join(PLAYERS))
     ap.add_argument("--out", type=Path, default=OUT / "drift")
+    ap.add_argument("--plots", type=Path, default=PLOTS)
     ap.add_argument("--report-only", action="store_true")
     args = ap.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -180,7 +170,7 @@ def main(argv=None) -> None:
             else:
                 results.append(run(args.data, policy, args.steps, args.change, args.moved,
                                    seed, args.out))
-    print(report(results))
+    print(report(results, args.plots))
 
 
 if __name__ == "__main__":
