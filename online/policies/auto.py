@@ -570,10 +570,12 @@ class AutoPolicy(Policy):
         }
 
     def evaluations(self) -> list[dict]:
-        """Per candidate: name, kind, params, estimate, lower, upper, events, serving, and the
+        """Per candidate: name, kind, params, estimate, lower, upper, events, serving, changes
+        (actions whose rewards it found changed; None for a kind that does not watch), and the
         IPS / SNIPS / DR figures (``estimate``/``lower``/``upper`` are those of ``estimator``)."""
         return [{"name": c.name, "kind": c.kind, "params": dict(c.params), **self._figures(c),
                  "serving": c.name == self._serving, "created_at": c.created_at,
+                 "changes": getattr(c.policy, "n_changes", None),
                  "level": float(1.0 - alpha)}
                 for c, alpha in zip(self._candidates_, self._estimates.alpha)]
 

@@ -266,12 +266,11 @@ class LinUCB(Policy):
     def _model_state(self, statistics: bool) -> dict:
         K, d = len(self._actions), self._d
         state = {"A_inv": self._A_inv[:K, :d, :d].copy(), "b": self._b[:K, :d].copy(),
-                 "counts": self._plays[:K].copy()}
+                 "counts": self._plays[:K].copy(), "n_changes": self._changes}
         if statistics and self._monitor is not None:
             bounds = self._bounds.tolist()
             state["changes"] = {"monitor": self._monitor.to_state(),
-                                "bounds": [b if math.isfinite(b) else None for b in bounds],
-                                "changes": self._changes}
+                                "bounds": [b if math.isfinite(b) else None for b in bounds]}
         return state
 
     def _load_model_state(self, state: dict) -> None:
@@ -284,6 +283,7 @@ class LinUCB(Policy):
         self._A_inv[:K, :d, :d] = A_inv
         self._b[:K, :d] = np.asarray(state["b"], float)
         self._plays[:K] = np.asarray(state["counts"], np.int64)
+        self._changes = int(state.get("n_changes", 0))
         if self._monitor is not None and "changes" in state:
             changes = state["changes"]
             self._monitor = ResidualMonitor.from_state(changes["monitor"])
@@ -291,7 +291,6 @@ class LinUCB(Policy):
             low, high = changes["bounds"]
             self._bounds = np.array([np.inf if low is None else low,
                                      -np.inf if high is None else high], float)
-            self._changes = int(changes["changes"])
 
     @classmethod
     def _unit_test_params(cls):

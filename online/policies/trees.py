@@ -582,7 +582,7 @@ class TreeEnsemblePolicy(Policy):
                  "linear": self._linear.to_state(inverse=statistics),
                  "plays": self._plays.copy(), "blend": self._blend.copy(),
                  "fitted_events": self._fitted_events, "fit_rows": self._fit_rows,
-                 "refits": self._refits}
+                 "refits": self._refits, "n_changes": self.n_changes}
         if statistics:  # the window: what the next refits learn from (and the base's A^-1)
             state["window"] = self._window.to_state(self._encoder.n_columns)
             if self._drift is not None:
@@ -608,5 +608,7 @@ class TreeEnsemblePolicy(Policy):
         self._refits = int(state["refits"])
         if self._drift is not None and "changes" in state:
             self._drift = ActionChanges.from_state(state["changes"])
+        elif self._drift is not None:  # a serving copy: the count only
+            self._drift.changes = int(state.get("n_changes", 0))
         if "window" in state:
             self._window = EventWindow.from_state(state["window"])

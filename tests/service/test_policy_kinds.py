@@ -54,6 +54,8 @@ def test_an_app_that_names_no_policy_gets_auto_with_the_tree_policy_serving(clie
     figures = client.get("/apps/plain/evaluations", headers=ADMIN).json()
     assert [c["kind"] for c in figures["candidates"]] == ["trees", "linucb", "bandit-forest"]
     assert [c["serving"] for c in figures["candidates"]] == [True, False, False]
+    # changes found in an action's rewards: none yet; Bandit Forest does not watch
+    assert [c["changes"] for c in figures["candidates"]] == [0, 0, None]
 
 
 def test_unknown_params_of_a_policy_kind_are_a_422_naming_them(client):

@@ -44,6 +44,9 @@ class CandidateEvaluation(BaseModel):
     serving: bool
     level: float = Field(description="confidence level of this candidate's band")
     created_at: int = Field(description="events the app had learned when it was created")
+    changes: int | None = Field(None, description="actions whose rewards the candidate found "
+                                "changed, and forgot (trees) or restarted (linucb); null for a "
+                                "kind that does not watch (bandit-forest)")
     ips: Band
     snips: float | None
     dr: Band

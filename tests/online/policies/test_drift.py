@@ -175,3 +175,22 @@ def test_linucb_restarts_the_actions_that_changed():
     more = list(favorite_stream(300, seed=10))
     assert (play(clone, more) == play(policy, more)).all()
     assert clone.n_changes == policy.n_changes
+
+
+def test_auto_shows_each_candidates_changes_also_from_a_serving_copy():
+    """``evaluations()`` counts the changes each candidate found (None for Bandit Forest, which
+    does not watch); the serving snapshot (no statistics) keeps the counts."""
+    from online.policies.auto import AutoPolicy
+    from online.policies.registry import make_policy
+
+    policy = make_policy("auto", actions=ADS, seed=1)
+    contexts = list(favorite_stream(4500, seed=11))
+    play(policy, contexts[:3000])
+    play(policy, contexts[3000:], best=shifted)
+    changes = {e["kind"]: e["changes"] for e in policy.evaluations()}
+    assert changes["trees"] >= len(ADS) and changes["linucb"] >= len(ADS)
+    assert changes["bandit-forest"] is None
+    state = json.loads(json.dumps(policy.to_state(statistics=False),
+                                  default=lambda a: a.tolist()))
+    served = AutoPolicy.from_state(state)
+    assert {e["kind"]: e["changes"] for e in served.evaluations()} == changes
