@@ -26,9 +26,9 @@ the CUSUM statistic ``|S_j - (j/n) S_n|`` (Page 1954; the least-squares split in
 and :meth:`observe` returns the event index where the new regime starts. The tree-ensemble
 policy then leaves the action's events before it out of its fits and refits; LinUCB, which
 keeps sums rather than events, restarts the action (it tests inside its compiled learning loop:
-:func:`watch_error`). Why only changes of some size: with m at
-most 2,048, a shift of the mean error smaller than ~0.2 R is not detected; the window forgets
-those as before.
+:func:`watch_error`, what :meth:`ResidualMonitor.watch` calls). Why only changes of some
+size: with m at most 2,048, a shift of the mean error smaller than ~0.2 R is not detected; the
+window forgets those as before.
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ class ResidualMonitor:
         self._count = np.zeros(n_actions, np.int64)  # errors kept per action (ring counter)
         self._sums = np.zeros((n_actions, len(self.lengths)))  # sum of the last m, per length
         self._tally = np.zeros(1, np.int64)  # errors tested, all actions: the t of the bound
+        self._bounds = np.array([math.inf, -math.inf])  # the rewards seen (:meth:`watch`)
         self._followed = 0  # actions tested at a change point found (:meth:`changed_with`)
 
     @property
@@ -86,10 +87,15 @@ class ResidualMonitor:
     def _tests(self) -> int:
         return int(self._tally[0])
 
+    @property
+    def scale(self) -> float:
+        """The range of the rewards seen (what :meth:`watch`'s errors are bounded by)."""
+        return float(self._bounds[1] - self._bounds[0])
+
     def rings(self) -> Rings:
         """The arrays, for a compiled learner that tests as it learns (:func:`watch_error`)."""
         return Rings(self._errors, self._events, self._count, self._sums, self.lengths,
-                     self._tally)
+                     self._tally, self._bounds)
 
     def resize(self, n_actions: int) -> None:
         """Room for ``n_actions`` actions (new ones start empty)."""
@@ -111,26 +117,30 @@ class ResidualMonitor:
         """Add action ``k``'s held-out error of event number ``event`` (errors lie in
         ``[-scale, scale]``); the event where a new regime starts if a test rejects, else None.
         After a rejection the action's errors are cleared."""
-        self._tally[0] += 1
-        log_term = math.log(math.pi ** 2 * self._tests ** 2 * len(self.lengths)
-                            / (3.0 * self.delta))
-        cut = observe_error(self._errors, self._events, self._count, self._sums,
-                            self.lengths, k, min(max(error, -scale), scale), event,
-                            scale * scale * 2.0 * log_term)
-        if cut < 0:
-            return None
-        self.clear(k)
-        return int(cut)
+        cut = test_error(self.rings(), k, error, event, scale, self.delta)
+        return None if cut < 0 else int(cut)
 
-    def changed_with(self, k: int, start: int, scale: float, others) -> list[int]:
-        """Action ``k`` changed from event ``start`` on (what :meth:`observe` returned): ``k``
+    def watch(self, k: int, reward: float, predicted: float, event: int) -> int | None:
+        """:meth:`observe` of ``reward - predicted``, the prediction clipped to the rewards seen
+        (``reward`` included), whose range is the scale; nothing is tested while the rewards
+        have shown no range."""
+        cut = watch_error(self.rings(), k, reward, predicted, event, self.delta)
+        return None if cut < 0 else int(cut)
+
+    def widen(self, reward: float) -> None:
+        """Count ``reward`` among the rewards seen, for an event whose error is not tested."""
+        self._bounds[0] = min(self._bounds[0], reward)
+        self._bounds[1] = max(self._bounds[1], reward)
+
+    def changed_with(self, k: int, start: int, others) -> list[int]:
+        """Action ``k`` changed from event ``start`` on (what :meth:`watch` returned): ``k``
         and each of ``others`` whose errors since ``start`` changed too (:meth:`shifted_since`),
         their errors cleared."""
         changed = [k]
         for j in others:
             if j != k:
                 self._followed += 1
-                if self.shifted_since(j, start, scale, self._followed):
+                if self.shifted_since(j, start, self.scale, self._followed):
                     changed.append(j)
         for j in changed:
             self.clear(j)
@@ -156,7 +166,8 @@ class ResidualMonitor:
         return {"format": self.FORMAT, "version": self.VERSION, "delta": self.delta,
                 "lengths": self.lengths.copy(), "errors": self._errors.copy(),
                 "events": self._events.copy(), "count": self._count.copy(),
-                "sums": self._sums.copy(), "tests": self._tests, "followed": self._followed}
+                "sums": self._sums.copy(), "tests": self._tests, "followed": self._followed,
+                "bounds": [b if math.isfinite(b) else None for b in self._bounds.tolist()]}
 
     @classmethod
     def from_state(cls, state: dict) -> ResidualMonitor:
@@ -170,6 +181,8 @@ class ResidualMonitor:
         monitor._sums = np.asarray(state["sums"], np.float64).copy()
         monitor._tally[0] = int(state["tests"])
         monitor._followed = int(state["followed"])
+        low, high = state["bounds"]
+        monitor._bounds[:] = (math.inf if low is None else low, -math.inf if high is None else high)
         return monitor
 
     def nbytes(self) -> int:
@@ -185,25 +198,34 @@ class Rings(NamedTuple):
     sums: np.ndarray  # float64 (n_actions, len(lengths)): the sum of its last m errors
     lengths: np.ndarray  # int64: the lengths m tested
     tally: np.ndarray  # int64 (1,): errors tested, all actions
+    bounds: np.ndarray  # float64 (2,): the lowest and highest reward seen
 
 
 @numba.njit(cache=True, nogil=True)
-def watch_error(rings, k, reward, predicted, event, bounds, delta):
-    """:meth:`ResidualMonitor.observe` inside a compiled learner: ``bounds`` (float64 [low,
-    high]) is widened to ``reward``, the error is ``reward - predicted`` with ``predicted``
-    clipped to it, and nothing is tested while the rewards have shown no range. Returns the
-    change's start (the action's errors then cleared) or -1."""
+def watch_error(rings, k, reward, predicted, event, delta):
+    """:meth:`ResidualMonitor.watch`, callable inside a compiled learner: ``rings.bounds`` is
+    widened to ``reward`` and the error is ``reward - predicted`` with ``predicted`` clipped to
+    it. Returns the change's start or -1."""
+    bounds = rings.bounds
     bounds[0] = min(bounds[0], reward)
     bounds[1] = max(bounds[1], reward)
     scale = bounds[1] - bounds[0]
     if not scale > 0.0:
         return -1
+    return test_error(rings, k, reward - min(max(predicted, bounds[0]), bounds[1]), event,
+                      scale, delta)
+
+
+@numba.njit(cache=True, nogil=True)
+def test_error(rings, k, error, event, scale, delta):
+    """:meth:`ResidualMonitor.observe`: the error, clipped to ``[-scale, scale]``, tested at
+    the union bound's next t (``rings.tally``); on a rejection the action's errors are cleared.
+    Returns the change's start or -1."""
     rings.tally[0] += 1
     t = np.float64(rings.tally[0])
     log_term = math.log(math.pi ** 2 * (t * t) * rings.lengths.shape[0] / (3.0 * delta))
-    error = reward - min(max(predicted, bounds[0]), bounds[1])
     cut = observe_error(rings.errors, rings.events, rings.count, rings.sums, rings.lengths, k,
-                        error, event, scale * scale * 2.0 * log_term)
+                        min(max(error, -scale), scale), event, scale * scale * 2.0 * log_term)
     if cut >= 0:
         rings.count[k] = 0
         rings.sums[k, :] = 0.0
@@ -253,7 +275,7 @@ def observe_error(errors, events, count, sums, lengths, k, error, event, bound):
 
 
 class ActionChanges:
-    """What a policy keeps about its actions' changes: the monitor, the rewards' range, and per
+    """What a policy that keeps events knows of its actions' changes: the monitor, and per
     action the first event its models may learn from (``since``) and the event count when its
     change was found (``cut_at``: its errors are watched again once the models in use were
     fitted after it)."""
@@ -262,7 +284,6 @@ class ActionChanges:
         self.monitor = monitor
         self.since = np.zeros(0, np.int64)
         self.cut_at = np.zeros(0, np.int64)
-        self.low, self.high = math.inf, -math.inf  # the rewards seen
         self.changes = 0
         self.refit_now = False  # a change was found since the last refit started
 
@@ -289,20 +310,16 @@ class ActionChanges:
         return events >= since[actions]
 
     def to_state(self) -> dict:
+        """The monitor and the cuts (the count of changes is the policy's to keep: a serving
+        copy, without this state, shows it too)."""
         return {"monitor": self.monitor.to_state(), "since": self.since.copy(),
-                "cut_at": self.cut_at.copy(),
-                "low": self.low if math.isfinite(self.low) else None,
-                "high": self.high if math.isfinite(self.high) else None,
-                "changes": self.changes, "refit_now": self.refit_now}
+                "cut_at": self.cut_at.copy(), "refit_now": self.refit_now}
 
     @classmethod
-    def from_state(cls, state: dict) -> ActionChanges:
+    def from_state(cls, state: dict, n_changes: int) -> ActionChanges:
         changes = cls(ResidualMonitor.from_state(state["monitor"]))
         changes.since = np.asarray(state["since"], np.int64).copy()
         changes.cut_at = np.asarray(state["cut_at"], np.int64).copy()
-        low, high = state["low"], state["high"]
-        changes.low = math.inf if low is None else float(low)
-        changes.high = -math.inf if high is None else float(high)
-        changes.changes = int(state["changes"])
+        changes.changes = n_changes
         changes.refit_now = bool(state["refit_now"])
         return changes

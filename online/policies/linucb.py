@@ -149,7 +149,6 @@ class LinUCB(Policy):
         self.max_columns = max_columns
         self.drift_delta = drift_delta
         self._monitor = None if drift_delta is None else ResidualMonitor(0, drift_delta)
-        self._bounds = np.array([np.inf, -np.inf])  # the rewards' range (the errors' scale)
         self._changes = 0  # actions restarted
         self._A_inv = np.zeros((0, 0, 0))  # (action capacity, d capacity, d capacity)
         self._b = np.zeros((0, 0))
@@ -221,13 +220,7 @@ class LinUCB(Policy):
         return 1.0 / probability if self.weighting == "ips" else 1.0
 
     def _learn(self, x: np.ndarray, k: int, reward: float, probability: float) -> None:
-        if self._monitor is not None:
-            self._learn_batch(x[None], np.array([k]), np.array([reward]),
-                              np.array([probability]))
-            return
-        sherman_morrison(self._vector(x), k, reward, self._weight(probability), self._A_inv,
-                         self._b)
-        self._plays[k] += 1
+        self._learn_batch(x[None], np.array([k]), np.array([reward]), np.array([probability]))
 
     def _learn_batch(self, X, ks, rewards, probabilities) -> None:
         if self.fit_intercept:
@@ -241,7 +234,7 @@ class LinUCB(Policy):
         while done < len(X):
             n, start = learn_watched(X[done:], ks[done:], rewards[done:], weights[done:],
                                      (self._A_inv, self._b), self._monitor.rings(),
-                                     (self._bounds, self.drift_delta, first + done))
+                                     (self.drift_delta, first + done))
             np.add.at(self._plays, ks[done:done + n], 1)
             done += n
             if start >= 0:
@@ -250,8 +243,7 @@ class LinUCB(Policy):
     def _restart(self, k: int, start: int) -> None:
         """Action ``k``'s errors changed from event ``start`` on: it, and each other action
         whose errors since ``start`` also changed, starts afresh (lambda I, 0)."""
-        changed = self._monitor.changed_with(k, start, float(self._bounds[1] - self._bounds[0]),
-                                             range(len(self._actions)))
+        changed = self._monitor.changed_with(k, start, range(len(self._actions)))
         self._A_inv[changed] = np.eye(self._A_inv.shape[1]) / self.ridge
         self._b[changed] = 0.0
         self._changes += len(changed)
@@ -268,9 +260,7 @@ class LinUCB(Policy):
         state = {"A_inv": self._A_inv[:K, :d, :d].copy(), "b": self._b[:K, :d].copy(),
                  "counts": self._plays[:K].copy(), "n_changes": self._changes}
         if statistics and self._monitor is not None:
-            bounds = self._bounds.tolist()
-            state["changes"] = {"monitor": self._monitor.to_state(),
-                                "bounds": [b if math.isfinite(b) else None for b in bounds]}
+            state["monitor"] = self._monitor.to_state()
         return state
 
     def _load_model_state(self, state: dict) -> None:
@@ -284,13 +274,9 @@ class LinUCB(Policy):
         self._b[:K, :d] = np.asarray(state["b"], float)
         self._plays[:K] = np.asarray(state["counts"], np.int64)
         self._changes = int(state.get("n_changes", 0))
-        if self._monitor is not None and "changes" in state:
-            changes = state["changes"]
-            self._monitor = ResidualMonitor.from_state(changes["monitor"])
+        if self._monitor is not None and "monitor" in state:
+            self._monitor = ResidualMonitor.from_state(state["monitor"])
             self._monitor.resize(self._A_inv.shape[0])
-            low, high = changes["bounds"]
-            self._bounds = np.array([np.inf if low is None else low,
-                                     -np.inf if high is None else high], float)
 
     @classmethod
     def _unit_test_params(cls):
@@ -355,7 +341,9 @@ def ucb_distribution(x, known, A_inv, b, alpha, ridge, epsilon, out):
 
 @njit(cache=True)
 def sherman_morrison(x, k, reward, weight, A_inv, b):
-    """A_a += w x x^T through its inverse (Sherman-Morrison), b_a += w r x."""
+    """A_a += w x x^T through its inverse (Sherman-Morrison), b_a += w r x. Returns theta_a . x
+    before the update, ``b_a . (A_a^-1 x)`` (the event's held-out prediction: the product
+    ``A_a^-1 x`` is the update's own)."""
     d = x.shape[0]
     u = np.zeros(d)
     for r in range(d):
@@ -364,8 +352,10 @@ def sherman_morrison(x, k, reward, weight, A_inv, b):
             if x[c] != 0.0:
                 s += A_inv[k, r, c] * x[c]
         u[r] = s
+    predicted = 0.0
     denom = 1.0
     for r in range(d):
+        predicted += b[k, r] * u[r]
         denom += weight * x[r] * u[r]
     scale = weight / denom
     for r in range(d):
@@ -373,6 +363,7 @@ def sherman_morrison(x, k, reward, weight, A_inv, b):
         for c in range(d):
             A_inv[k, r, c] -= ur * u[c]
         b[k, r] += weight * reward * x[r]
+    return predicted
 
 
 @njit(cache=True)
@@ -387,24 +378,15 @@ def learn_watched(X, ks, rewards, weights, model, rings, watch):
     """:func:`sherman_morrison` for each row, in order, each event's held-out error (its
     reward minus ``b_k . A_k^-1 x`` before the update) tested as it comes
     (:func:`~online.policies.drift.watch_error`; ``model``: (A_inv, b), ``rings``: the
-    monitor's arrays, ``watch``: (the rewards' bounds, delta, the first row's event number)).
+    monitor's arrays, ``watch``: (delta, the first row's event number)).
     Stops after the first event whose test rejects: returns (rows learned, the change's start
     event, or -1 when every row was learned without one)."""
     A_inv, b = model
-    bounds, delta, first = watch
-    d = X.shape[1]
+    delta, first = watch
     for i in range(X.shape[0]):
-        x, k = X[i], ks[i]
-        predicted = 0.0
-        for r in range(d):
-            if b[k, r] != 0.0:
-                s = 0.0
-                for c in range(d):
-                    if x[c] != 0.0:
-                        s += A_inv[k, r, c] * x[c]
-                predicted += b[k, r] * s
-        sherman_morrison(x, k, rewards[i], weights[i], A_inv, b)
-        start = watch_error(rings, k, rewards[i], predicted, first + i, bounds, delta)
+        k = ks[i]
+        predicted = sherman_morrison(X[i], k, rewards[i], weights[i], A_inv, b)
+        start = watch_error(rings, k, rewards[i], predicted, first + i, delta)
         if start >= 0:
             return i + 1, start
     return X.shape[0], -1

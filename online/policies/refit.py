@@ -60,7 +60,6 @@ class RefitResult:
     blend: np.ndarray  # float64 per action index: the weight of its trees (see tree_weights)
     n_events: int  # events the window held up to (the policy's event count at start_refit)
     seconds: float
-    n_rows: int = 0  # events the models were fitted on
 
 
 @dataclass
@@ -133,7 +132,7 @@ class RefitJob:
                 parts[k] = parse_lightgbm(booster.model_to_string())
                 booster.free_dataset()
         return RefitResult(CompiledEnsemble.concatenate(parts), linear, plays, blend,
-                           self.n_events, time.perf_counter() - t0, len(self.actions))
+                           self.n_events, time.perf_counter() - t0)
 
 
 def tree_weights(actions: np.ndarray, rewards: np.ndarray, held_out: np.ndarray,

@@ -364,7 +364,7 @@ class TreeEnsemblePolicy(Policy):
         self._plays = np.zeros(0, np.int64)  # per action index: plays in the fitted window
         self._blend = np.ones(0)  # per action index: the weight of its trees (refit.tree_weights)
         self._fitted_events = 0  # window events the current ensemble was fitted up to
-        self._fit_rows = 0  # events the current models were fitted on (gamma's n)
+        self._fit_rows = 0  # events the current models were fitted on: sum(plays), gamma's n
         self._refits = 0
         self._drift = ActionChanges.start(drift_delta)
         self._candidate_cache: _CandidateModels | None = None
@@ -481,18 +481,16 @@ class TreeEnsemblePolicy(Policy):
         one, its events before the new regime are left out of the fits from now on, and a
         refit is due at once."""
         d = self._drift
-        d.low, d.high = min(d.low, reward), max(d.high, reward)
-        if np.isnan(held_out[0]) or d.high <= d.low:
-            return
         d.grow(k + 1)
-        if d.cut_at[k] > self._fitted_events:  # the models in use predate its last change
+        # no model for the action, or the models in use predate its last change: not tested
+        if np.isnan(held_out[0]) or d.cut_at[k] > self._fitted_events:
+            d.monitor.widen(reward)
             return
-        predicted = min(max(held_out[0] + self._blend[k] * held_out[1], d.low), d.high)
-        start = d.monitor.observe(k, reward - predicted, event, d.high - d.low)
+        start = d.monitor.watch(k, reward, held_out[0] + self._blend[k] * held_out[1], event)
         if start is None:
             return
         watched = np.flatnonzero(d.cut_at <= self._fitted_events).tolist()
-        changed = d.monitor.changed_with(k, start, d.high - d.low, watched)
+        changed = d.monitor.changed_with(k, start, watched)
         d.since[changed], d.cut_at[changed] = start, event + 1
         d.changes += len(changed)
         d.refit_now = True
@@ -549,7 +547,7 @@ class TreeEnsemblePolicy(Policy):
         self._plays = result.plays
         self._blend = result.blend
         self._fitted_events = result.n_events
-        self._fit_rows = result.n_rows
+        self._fit_rows = int(result.plays.sum())
         self._refits += 1
         if not self._linear.inverse.shape[1]:
             return
@@ -581,8 +579,8 @@ class TreeEnsemblePolicy(Policy):
         state = {"ensemble": self._ensemble.to_state(),
                  "linear": self._linear.to_state(inverse=statistics),
                  "plays": self._plays.copy(), "blend": self._blend.copy(),
-                 "fitted_events": self._fitted_events, "fit_rows": self._fit_rows,
-                 "refits": self._refits, "n_changes": self.n_changes}
+                 "fitted_events": self._fitted_events, "refits": self._refits,
+                 "n_changes": self.n_changes}
         if statistics:  # the window: what the next refits learn from (and the base's A^-1)
             state["window"] = self._window.to_state(self._encoder.n_columns)
             if self._drift is not None:
@@ -603,12 +601,12 @@ class TreeEnsemblePolicy(Policy):
         self._blend = np.asarray(state["blend"], np.float64).copy() if "blend" in state else \
             np.ones(self._ensemble.n_models)  # written before the trees were weighed: weight 1
         self._fitted_events = int(state["fitted_events"])
-        # (written before changes were watched: the window's events, all of them)
-        self._fit_rows = int(state.get("fit_rows", min(self._fitted_events, self.window)))
+        self._fit_rows = int(self._plays.sum())
         self._refits = int(state["refits"])
-        if self._drift is not None and "changes" in state:
-            self._drift = ActionChanges.from_state(state["changes"])
-        elif self._drift is not None:  # a serving copy: the count only
-            self._drift.changes = int(state.get("n_changes", 0))
+        if self._drift is not None:  # (a serving copy, without statistics: the count only)
+            n_changes = int(state.get("n_changes", 0))
+            if "changes" in state:
+                self._drift = ActionChanges.from_state(state["changes"], n_changes)
+            self._drift.changes = n_changes
         if "window" in state:
             self._window = EventWindow.from_state(state["window"])
