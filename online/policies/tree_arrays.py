@@ -10,9 +10,9 @@ decision rule exactly (``Tree::NumericalDecision`` / ``CategoricalDecision``):
 - numerical: NaN counts as 0.0 unless the missing type is NaN; missing values (NaN for type
   NaN, |v| <= 1e-35 for type zero) follow the default direction; else ``v <= threshold`` goes
   left;
-- categorical: NaN or a negative value goes right; otherwise the integer value goes left when
-  its bit is set in the node's bitset (``cat_threshold[cat_boundaries[i]:cat_boundaries[i+1]]``,
-  32 categories per word, ``i = int(threshold)``);
+- categorical: the value cast to an integer (toward zero) goes left when its bit is set in the
+  node's bitset (``cat_threshold[cat_boundaries[i]:cat_boundaries[i+1]]``, 32 categories per
+  word, ``i = int(threshold)``); NaN, a negative integer or one past the bitset goes right;
 - a model's prediction is the sum of its trees' leaves (LightGBM folds the initial score into
   the first tree and the learning rate into the leaves).
 
@@ -253,8 +253,9 @@ def parse_lightgbm(model_string: str) -> CompiledEnsemble:
 # ways, chosen per tree when the ensemble is packed:
 #
 # QuickScorer (Lucchese, Nardini, Orlando, Perego, Tonellotto & Venturini, SIGIR 2015), for every
-# tree of at most 64 leaves whose nodes are all numerical with a threshold (Letter's, Shuttle's,
-# Adult's: every tree). A tree's leaves are numbered left to right, and each node has a 64-bit
+# tree of at most 64 leaves whose nodes are numerical with a threshold or categorical with a
+# bitset of at most MAX_QUICK_CODES bits (every tree of the paper's streams and of contexts with
+# a few categories). A tree's leaves are numbered left to right, and each node has a 64-bit
 # mask with zeros on the leaves of its left subtree. A node that is false (the value goes right)
 # rules those leaves out, so ANDing the masks of a tree's false nodes into an all-ones word leaves
 # the exit leaf as the lowest set bit (the paper's Theorem 1). The false nodes are found per
@@ -267,9 +268,12 @@ def parse_lightgbm(model_string: str) -> CompiledEnsemble:
 # entry, and then one leaf per tree: ~3x faster than the walk below on Letter's trees
 # (bench/policies/README.md, "QuickScorer"). It reads every model's entries, so a request for
 # a few of the models (learning one event, a model's prediction) walks their trees instead.
+# A categorical node has no threshold to sort by, but the value's code says which nodes it makes
+# false, so those are listed per code (``_categorical_entries``): one list per block of trees,
+# feature and code, and one for any other value (NaN, negative, past every bitset).
 #
-# The walk, for the other trees (a categorical node: its bitset test has no threshold to sort by;
-# a NaN threshold; more than 64 leaves). One tree at a time, root to leaf, a branch per step:
+# The walk, for the other trees (a categorical node with a longer bitset; a NaN threshold; more
+# than 64 leaves). One tree at a time, root to leaf, a branch per step:
 #
 # - one 8-byte word per node *and* per leaf, each tree's in depth-first order: a node's left child
 #   is the next word, its right child ``right`` words further; a leaf's word is its value;
@@ -324,6 +328,10 @@ class Quick(NamedTuple):
     threshold: np.ndarray  # float64, per entry: a tree's nodes of one slot and one threshold
     tree: np.ndarray  # uint16: the entry's tree in its block (2 bytes: 1.1-1.2x faster than 4)
     mask: np.ndarray  # uint64: zeros on the leaves of the nodes' left subtrees
+    cat_groups: np.ndarray  # int64 (groups, 4): block, feature, codes C, first row of cat_code
+    cat_code: np.ndarray  # int64: per group, C + 1 rows (codes 0..C-1, then "any other value")
+    cat_tree: np.ndarray  # uint16, per entry: a tree's nodes of one group false for one code
+    cat_mask: np.ndarray  # uint64: their masks ANDed
 
 
 class _Trees(NamedTuple):
@@ -355,6 +363,7 @@ class _Layout(NamedTuple):
 
 
 MAX_QUICK_LEAVES = 64  # QuickScorer's masks are one 64-bit word
+MAX_QUICK_CODES = 256  # a categorical node's bitset of at most 8 words is QuickScorer's
 TREE_BITS = 16  # QuickScorer's blocks of trees
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 # the lowest set bit's index: (w & -w) * _DE_BRUIJN >> 58 indexes _LOWEST (Leiserson et al. 1998)
@@ -374,10 +383,17 @@ def pack(e: CompiledEnsemble) -> Packed:
         view[(missing << 1) | left] = v
     node_view = view[(e.decision_type >> 1) & 7]
     special = ~numerical | np.isnan(e.threshold) | (node_view < 0)
-    # the trees QuickScorer takes: at most 64 leaves, every node numerical with a threshold
     tree_of_node = np.repeat(np.arange(e.n_trees), np.diff(e.tree_nodes))
+    cat_bits = np.zeros(len(e.feature), np.int64)  # a categorical node's bitset, in bits
+    cat_rows = np.flatnonzero(~numerical)
+    cat_rows = cat_rows[~np.isnan(e.threshold[cat_rows])]
+    row = e.tree_cats[tree_of_node[cat_rows]] + e.threshold[cat_rows].astype(np.int64)
+    cat_bits[cat_rows] = 32 * (e.cat_boundaries[row + 1] - e.cat_boundaries[row])
+    quick_cat = (cat_bits > 0) & (cat_bits <= MAX_QUICK_CODES)
+    # the trees QuickScorer takes: at most 64 leaves, every node numerical with a threshold or
+    # categorical with a bitset of at most MAX_QUICK_CODES bits
     quick = np.diff(e.tree_leaves) <= MAX_QUICK_LEAVES
-    quick[tree_of_node[special]] = False
+    quick[tree_of_node[special & ~quick_cat]] = False
     if (N_VIEWS * n_features >= SPECIAL or max(len(thresholds), len(e.feature)) >= 1 << INDEX_BITS
             or int(np.diff(e.tree_nodes).max(initial=0)) * 2 >= 1 << RIGHT_BITS
             or e.n_trees >= 1 << 31):
@@ -393,7 +409,7 @@ def pack(e: CompiledEnsemble) -> Packed:
     index = np.searchsorted(thresholds, e.threshold)  # each node's distinct threshold
     _lay_out(trees, index, view, n_features, quick, out)
     # QuickScorer's nodes, by block of trees, then slot, then threshold
-    nodes = np.flatnonzero(quick[tree_of_node])
+    nodes = np.flatnonzero(quick[tree_of_node] & numerical)
     n_slots, tree = N_VIEWS * n_features, tree_of_node[nodes]
     group = (tree >> TREE_BITS) * n_slots + node_view[nodes] * n_features + e.feature[nodes]
     # one stable sort on (group, threshold's rank) keeps the flat order, by tree, among equals
@@ -413,10 +429,56 @@ def pack(e: CompiledEnsemble) -> Packed:
     n_groups = ((e.n_trees - 1 >> TREE_BITS) + 1) * n_slots
     qs = Quick(out.leaf0, out.leaves,
                np.searchsorted(group, np.arange(n_groups + 1)).astype(np.int64),
-               threshold, (tree & (1 << TREE_BITS) - 1).astype(np.uint16), mask)
+               threshold, (tree & (1 << TREE_BITS) - 1).astype(np.uint16), mask,
+               *_categorical_entries(e, np.flatnonzero(quick[tree_of_node] & quick_cat),
+                                     tree_of_node, cat_bits, out.mask))
     return Packed(e.model_trees, out.roots, words, out.values, thresholds, n_features,
                   e.feature, e.threshold, e.decision_type, out.cat_row, e.cat_boundaries,
                   e.cat_threshold, qs)
+
+
+def _categorical_entries(e: CompiledEnsemble, nodes: np.ndarray, tree_of_node: np.ndarray,
+                         cat_bits: np.ndarray, node_mask: np.ndarray) -> tuple:
+    """QuickScorer's entries of the categorical ``nodes`` (of quick trees): ``Quick``'s
+    ``cat_groups, cat_code, cat_tree, cat_mask``.
+
+    A categorical node has no threshold to sort by, but a value's code picks the nodes it makes
+    false: those whose bitset lacks the code, and all of them for a value that is NaN, negative
+    or past every bitset of the feature (``_flat_decision``'s rule). So per block of trees and
+    feature (a group, C codes: the longest bitset's bits), the entries are listed per code 0 ..
+    C - 1 and for "any other value", a tree's nodes false for the same code ANDed into one."""
+    tree = tree_of_node[nodes]
+    feature = e.feature[nodes].astype(np.int64)
+    key = (tree >> TREE_BITS) * (int(feature.max(initial=0)) + 1) + feature
+    keys, group = np.unique(key, return_inverse=True)
+    codes = np.zeros(len(keys), np.int64)
+    np.maximum.at(codes, group, cat_bits[nodes])
+    first = np.concatenate([[0], np.cumsum(codes + 1)]).astype(np.int64)
+    # bit c of each node's bitset (0 past its words), for c < its group's C
+    row = e.tree_cats[tree] + e.threshold[nodes].astype(np.int64)
+    start = e.cat_boundaries[row]
+    n_words = (cat_bits[nodes] // 32)[:, None]
+    w = np.arange(int(n_words.max(initial=0)))[None, :]
+    words = np.where(w < n_words, e.cat_threshold[np.minimum(start[:, None] + w,
+                                                             len(e.cat_threshold) - 1)], 0)
+    bits = (words[:, :, None] >> np.arange(32, dtype=np.uint32)) & 1
+    false = (bits.reshape(len(nodes), 32 * w.shape[1]) == 0) & (
+        np.arange(32 * w.shape[1])[None, :] < codes[group][:, None])
+    at, code = np.nonzero(false)
+    rows = np.concatenate([first[group[at]] + code, first[group] + codes[group]])  # + "other"
+    at = np.concatenate([at, np.arange(len(nodes))])
+    entry_tree = tree[at]
+    order = np.lexsort((entry_tree, rows))
+    rows, entry_tree, masks = rows[order], entry_tree[order], node_mask[nodes[at[order]]]
+    new = np.ones(len(rows), np.bool_)
+    new[1:] = (rows[1:] != rows[:-1]) | (entry_tree[1:] != entry_tree[:-1])
+    starts = np.flatnonzero(new)
+    masks = np.bitwise_and.reduceat(masks, starts) if len(starts) else masks[:0]
+    groups = np.column_stack([keys // (int(feature.max(initial=0)) + 1),
+                              keys % (int(feature.max(initial=0)) + 1), codes, first[:-1]])
+    return (groups.astype(np.int64).ravel(),
+            np.searchsorted(rows[starts], np.arange(first[-1] + 1)).astype(np.int64),
+            (entry_tree[starts] & (1 << TREE_BITS) - 1).astype(np.uint16), masks)
 
 
 # The kernels take the layout as one buffer of 8-byte words plus an index, not as ``Packed``:
@@ -427,7 +489,8 @@ _PARTS = (("model_trees", np.int64), ("roots", np.int64), ("words", np.uint64),
           ("decision_type", np.uint8), ("cat_row", np.int64), ("cat_boundaries", np.int64),
           ("cat_threshold", np.uint32), ("qs.leaf0", np.int64), ("qs.leaves", np.float64),
           ("qs.slot_nodes", np.int64), ("qs.threshold", np.float64), ("qs.tree", np.uint16),
-          ("qs.mask", np.uint64))
+          ("qs.mask", np.uint64), ("qs.cat_groups", np.int64), ("qs.cat_code", np.int64),
+          ("qs.cat_tree", np.uint16), ("qs.cat_mask", np.uint64))
 _N_PARTS = len(_PARTS)
 
 
@@ -464,7 +527,8 @@ def _field(packed: Packed, name: str) -> np.ndarray:
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _unblob(buf, index):
-    """``from_blob`` in the kernels: the parts in ``_PARTS``' order, then ``n_features``."""
+    """``from_blob`` in the kernels: the parts in ``_PARTS``' order (QuickScorer's categorical
+    ones as one tuple, ``cats``: groups, code rows, trees, masks), then ``n_features``."""
     n = _N_PARTS + 1
 
     def part(k):
@@ -476,7 +540,9 @@ def _unblob(buf, index):
             part(7).view(np.int64), part(8).view(np.int64),
             part(9).view(np.uint32)[:index[n + 9]], part(10).view(np.int64),
             part(11).view(np.float64), part(12).view(np.int64), part(13).view(np.float64),
-            part(14).view(np.uint16)[:index[n + 14]], part(15), index[-1])
+            part(14).view(np.uint16)[:index[n + 14]], part(15),
+            (part(16).view(np.int64), part(17).view(np.int64),
+             part(18).view(np.uint16)[:index[n + 18]], part(19)), index[-1])
 
 
 @numba.njit(cache=True)
@@ -556,9 +622,9 @@ def _flat_decision(x, i, feature, threshold, decision_type, cat_row, cat_boundar
     d = decision_type[i]
     v = x[f] if f < x.shape[0] else np.nan
     if d & CATEGORICAL_MASK:
-        if np.isnan(v) or v < 0.0:
+        if np.isnan(v) or v <= -1.0 or v >= 2.0 ** 31:  # LightGBM's int cast is negative
             return False
-        iv = np.int64(v)
+        iv = np.int64(v)  # toward zero: (-1, 0) reads as 0
         c = cat_row[i]
         w0 = cat_boundaries[c]
         word = iv // 32
@@ -590,9 +656,10 @@ def _copies(x, n_f, xs):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _quick_found(xs, slot_nodes, threshold, tree, mask, found):
+def _quick_found(xs, slot_nodes, threshold, tree, mask, cats, found):
     """QuickScorer's first pass for one row's copies ``xs``: ``found[t]``, for each quick tree
-    t, the AND of its false nodes' masks (its exit leaf: the lowest bit set)."""
+    t, the AND of its false nodes' masks (its exit leaf: the lowest bit set). ``cats``: the
+    categorical nodes' entries (``_unblob``)."""
     found[:] = _ALL
     n_slots = xs.shape[0] - 1
     for g in range(slot_nodes.shape[0] - 1):
@@ -605,6 +672,16 @@ def _quick_found(xs, slot_nodes, threshold, tree, mask, found):
         block = (g // n_slots) << TREE_BITS
         for i in range(g0, g1):
             found[block + tree[i]] &= mask[i]
+    groups, code_rows, cat_tree, cat_mask = cats
+    for h in range(groups.shape[0] // 4):
+        block, f, n_codes, first = groups[4 * h], groups[4 * h + 1], groups[4 * h + 2], \
+            groups[4 * h + 3]
+        v = xs[f]  # the first copy: x itself (NaN past its end)
+        # the value's code as _flat_decision reads it; NaN, negative or past C: "other"
+        c = n_codes if np.isnan(v) or v <= -1.0 or v >= n_codes else np.int64(v)
+        block <<= TREE_BITS
+        for i in range(code_rows[first + c], code_rows[first + c + 1]):
+            found[block + cat_tree[i]] &= cat_mask[i]
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -625,14 +702,15 @@ def score_models(x, models, buf, index, out):
     ``buf, index``: ``CompiledEnsemble``'s layout (``to_blob``). A tree's leaf is QuickScorer's exit
     leaf (a quick tree, when ``_quick``) or found by a walk, root to leaf."""
     (model_trees, roots, words, thresholds, feature, threshold, decision_type, cat_row, cat_b,
-     cat_t, leaf0, leaves, slot_nodes, q_threshold, q_tree, q_mask, n_f) = _unblob(buf, index)
+     cat_t, leaf0, leaves, slot_nodes, q_threshold, q_tree, q_mask, cats, n_f) = _unblob(buf,
+                                                                                     index)
     values = words.view(np.float64)
     xs = np.empty(N_VIEWS * n_f + 1)
     _copies(x, n_f, xs)
     quick = _quick(models, model_trees)
     found = np.empty(model_trees[-1] if quick else 0, np.uint64)
     if quick:
-        _quick_found(xs, slot_nodes, q_threshold, q_tree, q_mask, found)
+        _quick_found(xs, slot_nodes, q_threshold, q_tree, q_mask, cats, found)
     slot_mask, index_mask = np.uint64(SPECIAL), np.uint64((1 << INDEX_BITS) - 1)
     right_mask = np.uint64((1 << RIGHT_BITS) - 1)
     index_shift, right_shift = np.uint64(SLOT_BITS), np.uint64(SLOT_BITS + INDEX_BITS)
@@ -679,7 +757,8 @@ def score_rows(X, models, buf, index, out):
     The walk is ``score_models``' own, written out again: a shared numba helper taking the
     layout made the single-row kernel 2.7x slower."""
     (model_trees, roots, words, thresholds, feature, threshold, decision_type, cat_row, cat_b,
-     cat_t, leaf0, leaves, slot_nodes, q_threshold, q_tree, q_mask, n_f) = _unblob(buf, index)
+     cat_t, leaf0, leaves, slot_nodes, q_threshold, q_tree, q_mask, cats, n_f) = _unblob(buf,
+                                                                                     index)
     values = words.view(np.float64)
     xs = np.empty((X.shape[0], N_VIEWS * n_f + 1))  # each row's copies, as score_models'
     for i in range(X.shape[0]):
@@ -688,7 +767,7 @@ def score_rows(X, models, buf, index, out):
     found = np.empty((X.shape[0] if quick else 0, model_trees[-1]), np.uint64)
     if quick:
         for i in range(X.shape[0]):
-            _quick_found(xs[i], slot_nodes, q_threshold, q_tree, q_mask, found[i])
+            _quick_found(xs[i], slot_nodes, q_threshold, q_tree, q_mask, cats, found[i])
     slot_mask, index_mask = np.uint64(SPECIAL), np.uint64((1 << INDEX_BITS) - 1)
     right_mask = np.uint64((1 << RIGHT_BITS) - 1)
     index_shift, right_shift = np.uint64(SLOT_BITS), np.uint64(SLOT_BITS + INDEX_BITS)

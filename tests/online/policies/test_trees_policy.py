@@ -121,9 +121,9 @@ def test_compiled_ensemble_deep_trees_single_leaves_and_empty_models():
 
 @pytest.mark.parametrize("zero_as_missing", [False, True])
 def test_quickscorer_and_the_walk_give_lightgbm_s_predictions(zero_as_missing):
-    """Numerical trees of at most 64 leaves are QuickScorer's, trees of more leaves or with a
-    categorical node are walked; a request for most of the trees uses QuickScorer, one for a
-    few models walks every tree: every way gives LightGBM's numbers exactly."""
+    """Trees of at most 64 leaves are QuickScorer's (numerical and categorical nodes alike),
+    trees of more leaves are walked; a request for most of the trees uses QuickScorer, one for
+    a few models walks every tree: every way gives LightGBM's numbers exactly."""
     rng = np.random.default_rng(2)
     n = 4000
     X = rng.random((n, 6))
@@ -149,8 +149,8 @@ def test_quickscorer_and_the_walk_give_lightgbm_s_predictions(zero_as_missing):
     tree_of_node = np.repeat(np.arange(ens.n_trees), np.diff(ens.tree_nodes))
     categorical = np.zeros(ens.n_trees, bool)
     categorical[tree_of_node[(ens.decision_type & 1) == 1]] = True
-    assert categorical[70:].any()  # with a categorical node: walked
-    np.testing.assert_array_equal(quick, (leaves <= 64) & ~categorical)
+    assert categorical[70:].any()  # with a categorical node: QuickScorer's too
+    np.testing.assert_array_equal(quick, leaves <= 64)
     T = rng.random((300, 6))
     T[rng.random(300) < 0.3, 0] = np.nan
     T[rng.random(300) < 0.3, 1] = 0.0
@@ -166,6 +166,42 @@ def test_quickscorer_and_the_walk_give_lightgbm_s_predictions(zero_as_missing):
         want = np.column_stack(columns)
         np.testing.assert_array_equal([ens.predict(t, np.array(models)) for t in T], want)
         np.testing.assert_array_equal(ens.predict_rows(T, np.array(models)), want)
+
+
+def test_quickscorer_reads_categorical_nodes_by_code():
+    """A categorical node's false codes are listed per code: codes in and out of its bitset,
+    codes past every bitset, NaN, negative and fractional values (cast toward zero, as LightGBM
+    does: -0.3 reads as 0) all give LightGBM's numbers; a bitset longer than MAX_QUICK_CODES
+    bits keeps its tree walked, with the same numbers."""
+    rng = np.random.default_rng(4)
+    n = 6000
+    X = rng.random((n, 4))
+    X[:, 1] = rng.integers(0, 12, n)  # a small category
+    X[:, 2] = rng.integers(0, 400, n)  # a large one: bitsets past 256 bits
+    X[rng.random(n) < 0.1, 1] = np.nan
+    y = np.isin(X[:, 1], [1, 4, 9]) + 2 * (X[:, 2] % 5 == 0) + (X[:, 2] > 300) + X[:, 0]
+    params = {"objective": "regression", "verbose": -1, "num_leaves": 31, "min_data_in_leaf": 3,
+              "min_data_per_group": 3, "cat_smooth": 1, "max_cat_threshold": 64}
+    small = X.copy()
+    small[:, 2] = 0  # the first two models never split on the large category
+    boosters = [lightgbm.train(params, lightgbm.Dataset(data, y * s, categorical_feature=[1, 2]),
+                               30) for data, s in ((small, 1.0), (small, -1.0), (X, 0.5))]
+    ens = CompiledEnsemble.concatenate([parse_lightgbm(b.model_to_string()) for b in boosters])
+    quick = ens._packed.qs.leaf0 >= 0
+    assert quick.any() and not quick.all()  # long bitsets: walked
+    assert len(ens._packed.qs.cat_tree) > 0
+    T = rng.random((600, 4))
+    T[:, 1] = rng.integers(-2, 40, 600) + np.where(rng.random(600) < 0.2, 0.7, 0.0)
+    T[:, 2] = rng.integers(-1, 450, 600)
+    T[rng.random(600) < 0.1, 1] = np.nan
+    T[rng.random(600) < 0.1, 2] = np.nan
+    expected = np.column_stack([b.predict(T) for b in boosters])
+    models = np.array([0, 1, 2])
+    np.testing.assert_array_equal(ens.predict_rows(T, models), expected)
+    np.testing.assert_array_equal([ens.predict(t, models) for t in T], expected)
+    # the walk (a request for one model of three) reads them alike
+    walked = np.column_stack([[ens.predict(t, np.array([m]))[0] for t in T] for m in models])
+    np.testing.assert_array_equal(walked, expected)
 
 
 def test_quickscorer_past_65536_trees():
