@@ -52,10 +52,9 @@ def test_an_app_that_names_no_policy_gets_auto_with_the_tree_policy_serving(clie
     app = client.get("/apps/plain", headers=ADMIN).json()
     assert app["policy"]["kind"] == "auto"
     figures = client.get("/apps/plain/evaluations", headers=ADMIN).json()
-    assert [c["kind"] for c in figures["candidates"]] == ["trees", "linucb", "bandit-forest"]
-    assert [c["serving"] for c in figures["candidates"]] == [True, False, False]
-    # changes found in an action's rewards: none yet; Bandit Forest does not watch
-    assert [c["changes"] for c in figures["candidates"]] == [0, 0, None]
+    assert [c["kind"] for c in figures["candidates"]] == ["trees", "linucb"]
+    assert [c["serving"] for c in figures["candidates"]] == [True, False]
+    assert [c["changes"] for c in figures["candidates"]] == [0, 0]  # found in rewards: none yet
 
 
 def test_unknown_params_of_a_policy_kind_are_a_422_naming_them(client):

@@ -183,7 +183,8 @@ def test_auto_shows_each_candidates_changes_also_from_a_serving_copy():
     from online.policies.auto import AutoPolicy
     from online.policies.registry import make_policy
 
-    policy = make_policy("auto", actions=ADS, seed=1)
+    policy = make_policy("auto", actions=ADS, seed=1, candidates=[
+        {"kind": "trees"}, {"kind": "linucb"}, {"kind": "bandit-forest"}])
     contexts = list(favorite_stream(4500, seed=11))
     play(policy, contexts[:3000])
     play(policy, contexts[3000:], best=shifted)
