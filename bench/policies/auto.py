@@ -5,7 +5,8 @@ Two benchmarks; figures go to ``bench/policies/AUTO.md``.
 ``quality``: the Bandit Forest paper's protocol (``bench/common/streams.py``: a labelled data set
 recoded into binary variables, rows shuffled and replayed, each variable flipped with probability
 0.05, reward 1 when the action is the label). ``auto`` is ``make_policy("auto")`` with its
-default candidates (trees, linucb, bandit-forest; trees serves first); each candidate also plays
+default candidates (trees and linucb since the twelfth session, bandit-forest also before it;
+trees serves first); each candidate also plays
 the stream alone (``make_policy(kind)`` with the same default params). Every policy decides and
 learns one event at a time through ``decide`` / ``learn_one``, on dict contexts, as
 ``bench/policies/compare.py`` does for ``trees``. Per run: average reward, which candidate
@@ -14,7 +15,7 @@ serves at the end, the switches (event, from, to), and each candidate's final fi
     python -m bench.policies.auto quality --data letter,shuttle,adult --steps 100000 --seeds 0,1,2
 
 ``throughput``: one app, events learned per second by :class:`service.trainer.Trainer` against a
-real redis-server (started here), for ``auto`` with the three default candidates and for each
+real redis-server (started here), for ``auto`` with its default candidates and for each
 candidate alone. Rewarded events are appended to the app's stream through the store (as
 ``POST /reward`` does), then the trainer is stepped until it has learned them all; the time is
 the trainer's (reading the stream, learning, publishing), the events are a five-action problem
@@ -204,8 +205,8 @@ def throughput(policy: dict, events: int, redis_url: str, seed: int = 0, batch: 
     return out
 
 
-#: the trainer throughput benchmark's apps: auto with its three default candidates, and each
-#: candidate alone with the same (default) params
+#: the trainer throughput benchmark's apps: auto with its default candidates, and each kind
+#: alone with the same (default) params
 THROUGHPUT_POLICIES = {
     "auto": {"kind": "auto"},
     "trees": {"kind": "trees"},
