@@ -144,6 +144,26 @@ class Bench:
         answer.raise_for_status()
         return name, answer.json()["apiKey"]
 
+    def train(self, app: str, actions: int, events: int, rate: float = 4000.0) -> dict:
+        """Feed ``events`` decided and rewarded events (``bench.http.trainer_lag``'s feeder:
+        the API's own Redis writes, wrk's contexts and reward rule) and wait until the trainer
+        has learned them and the API serves its last snapshot (the refits' included): the
+        decide workload then measures a trained app, not one without models."""
+        from bench.http.trainer_lag import feed_store
+
+        fed = feed_store(self.redis.url, app, actions, rate, events / rate)
+        t0, last, stable = time.monotonic(), None, time.monotonic()
+        while time.monotonic() - t0 < 600:
+            s = self.status(app)
+            seen = (s["trainerLag"], s["eventsLearned"], s["modelVersion"])
+            if seen[0] or seen != last:
+                last, stable = seen, time.monotonic()
+            elif time.monotonic() - stable > 15:  # no new snapshot for 15 s: refits done
+                break
+            time.sleep(1.0)
+        return {"fed": fed["sent"], "learned": last[1], "version": last[2],
+                "seconds": round(time.monotonic() - t0, 1)}
+
     def pids(self, server: str, actions: int) -> dict[str, int]:
         """The processes that serve ``server``'s requests, by role."""
         if server == "bare":
@@ -242,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", action="store_true",
                    help="then py-spy Grove under decide-then-reward (first --conns, --actions)")
     p.add_argument("--json", default=None, help="write every round's figures here")
+    p.add_argument("--train", type=int, default=0,
+                   help="first feed each app this many rewarded events (trainer_lag's feeder) "
+                        "and wait for its models: a trained app's decide")
     args = p.parse_args(argv)
     if shutil.which("wrk") is None:
         print("wrk not found: apt-get install wrk", file=sys.stderr)
@@ -252,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     try:
         apps = {n: bench.create_app(n) for n in args.actions}
+        for n, (app, _) in apps.items():
+            if args.train:
+                print(f"{n} actions: trained {bench.train(app, n, args.train)}", flush=True)
         for n, (app, key) in apps.items():  # numba compiles, snapshots load: not measured
             bench.bare_url(n)
             for mode in args.modes:
