@@ -363,7 +363,9 @@ class _Layout(NamedTuple):
 
 
 MAX_QUICK_LEAVES = 64  # QuickScorer's masks are one 64-bit word
-MAX_QUICK_CODES = 256  # a categorical node's bitset of at most 8 words is QuickScorer's
+# a categorical node whose bitset has at most 2 words (codes 0-63) is QuickScorer's: the entries
+# of a feature's nodes are at most (trees) x (codes + 1), 1.7 MB for 2,600 trees at 64 codes
+MAX_QUICK_CODES = 64
 TREE_BITS = 16  # QuickScorer's blocks of trees
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 # the lowest set bit's index: (w & -w) * _DE_BRUIJN >> 58 indexes _LOWEST (Leiserson et al. 1998)

@@ -176,10 +176,10 @@ def test_quickscorer_reads_categorical_nodes_by_code():
     rng = np.random.default_rng(4)
     n = 6000
     X = rng.random((n, 4))
-    X[:, 1] = rng.integers(0, 12, n)  # a small category
-    X[:, 2] = rng.integers(0, 400, n)  # a large one: bitsets past 256 bits
+    X[:, 1] = rng.integers(0, 40, n)  # a small category (bitsets of 1 or 2 words)
+    X[:, 2] = rng.integers(0, 400, n)  # a large one: bitsets past MAX_QUICK_CODES bits
     X[rng.random(n) < 0.1, 1] = np.nan
-    y = np.isin(X[:, 1], [1, 4, 9]) + 2 * (X[:, 2] % 5 == 0) + (X[:, 2] > 300) + X[:, 0]
+    y = np.isin(X[:, 1], [1, 4, 9, 35]) + 2 * (X[:, 2] % 5 == 0) + (X[:, 2] > 300) + X[:, 0]
     params = {"objective": "regression", "verbose": -1, "num_leaves": 31, "min_data_in_leaf": 3,
               "min_data_per_group": 3, "cat_smooth": 1, "max_cat_threshold": 64}
     small = X.copy()
@@ -191,7 +191,7 @@ def test_quickscorer_reads_categorical_nodes_by_code():
     assert quick.any() and not quick.all()  # long bitsets: walked
     assert len(ens._packed.qs.cat_tree) > 0
     T = rng.random((600, 4))
-    T[:, 1] = rng.integers(-2, 40, 600) + np.where(rng.random(600) < 0.2, 0.7, 0.0)
+    T[:, 1] = rng.integers(-2, 80, 600) + np.where(rng.random(600) < 0.2, 0.7, 0.0)
     T[:, 2] = rng.integers(-1, 450, 600)
     T[rng.random(600) < 0.1, 1] = np.nan
     T[rng.random(600) < 0.1, 2] = np.nan
