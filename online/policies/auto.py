@@ -238,6 +238,12 @@ class AutoPolicy(Policy):
     def clipped_rewards(self) -> int:
         return self._clipped
 
+    @property
+    def n_changes(self) -> int | None:
+        """The serving candidate's count of actions whose rewards it found changed (None for a
+        kind that does not watch); every candidate's: :meth:`evaluations`."""
+        return getattr(self._get(self._serving).policy, "n_changes", None)
+
     def candidate(self, name: str) -> Policy:
         """The policy of candidate ``name`` (KeyError if there is none)."""
         return self._get(name).policy

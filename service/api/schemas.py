@@ -150,6 +150,11 @@ class AppPublic(Schema):
     trainer_lag_seconds: float = Field(description="age of the oldest such event")
     trainer_alive: bool
     snapshot_age: float | None
+    changes_found: int | None = Field(
+        None, description="actions whose rewards the app's policy found changed (tastes changed, "
+        "a campaign ended) and forgot or restarted, in the model this process serves (for "
+        "'auto': its serving candidate's); null for a kind that does not watch "
+        "('bandit-forest', 'mcts-is') and in the list of apps")
     stats: dict[str, int] = Field(
         description="decisions, rewarded, defaulted (learned with defaultReward), "
         "dropped (deferred, never activated), labeled (events queued by POST /apps/{app}/learn)"

@@ -91,10 +91,12 @@ def get_app(app_version: AppVersionDep, store: StoreDep, models: ModelsDep) -> d
     config, _ = app_version
     status_ = store.app_status(config.name)
     try:
-        models.get(store, config, status_["model_version"])
+        served = models.get(store, config, status_["model_version"])
     except (CodecError, StoreError) as exc:  # the status is still worth answering
         log.warning("app %r: cannot load model version %s: %s", config.name,
                     status_["model_version"], exc)
+    else:
+        status_["changes_found"] = getattr(served.learner, "n_changes", None)
     return to_public(config, status_)
 
 
