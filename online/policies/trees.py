@@ -37,6 +37,17 @@ class _CandidateModels(NamedTuple):
     blend: np.ndarray
 
 
+class _ScoredRows(NamedTuple):
+    """The trees' sums :meth:`TreeEnsemblePolicy.distribution_rows` computed with ``ensemble``:
+    row i of ``sums`` is the context whose encoded vector's bytes map to i; its column of
+    action k is ``column[k]`` (-1: not a candidate then)."""
+
+    ensemble: CompiledEnsemble
+    rows: dict
+    sums: np.ndarray
+    column: np.ndarray
+
+
 class TreeEnsemblePolicy(Policy):
     """A contextual bandit whose exploration is driven by a regression oracle over trees.
 
@@ -368,6 +379,7 @@ class TreeEnsemblePolicy(Policy):
         self._refits = 0
         self._drift = ActionChanges.start(drift_delta)
         self._candidate_cache: _CandidateModels | None = None
+        self._scored: _ScoredRows | None = None  # the last distribution_rows' trees, reused
 
     def _new_encoder(self) -> FeatureEncoder:
         # trees split on category codes and route missing values themselves
@@ -439,6 +451,10 @@ class TreeEnsemblePolicy(Policy):
             np.zeros((0, self._encoder.n_columns))
         c = self._candidate_models(known)
         trees = self._ensemble.predict_rows(X, c.models)
+        column = np.full(int(known.max(initial=-1)) + 1, -1, np.int64)
+        column[known] = np.arange(len(known))
+        self._scored = _ScoredRows(self._ensemble, {row.tobytes(): i for i, row in enumerate(X)},
+                                   trees, column)
         g = self.gamma(len(known))
         probs = np.empty_like(trees)
         for i in range(len(X)):  # as _distribution, row by row
@@ -472,9 +488,22 @@ class TreeEnsemblePolicy(Policy):
                 and (self.weigh_trees or self._linear.inverse.shape[1])):
             return np.nan, np.nan
         model = np.array([k])
-        held_out = (self._linear.predict(x, model)[0], self._ensemble.predict(x, model)[0])
+        held_out = (self._linear.predict(x, model)[0], self._tree_sum(x, k))
         self._linear.update(x, k, reward - self._blend[k] * held_out[1])
         return held_out
+
+    def _tree_sum(self, x: np.ndarray, k: int) -> float:
+        """Action ``k``'s trees summed at ``x``: read from the last :meth:`distribution_rows`
+        when it scored ``x`` with these trees (an evaluator scores a batch, then the policy
+        learns it: ``AutoPolicy``), else computed. The same number either way (QuickScorer and
+        the walk find the same leaves, summed in the same order)."""
+        scored = self._scored
+        if scored is not None and scored.ensemble is self._ensemble and k < len(scored.column) \
+                and scored.column[k] >= 0:
+            i = scored.rows.get(x.tobytes())
+            if i is not None:
+                return float(scored.sums[i, scored.column[k]])
+        return float(self._ensemble.predict(x, np.array([k]))[0])
 
     def _watch(self, k: int, reward: float, held_out: tuple[float, float], event: int) -> None:
         """Test action ``k``'s held-out error for a change (:mod:`~online.policies.drift`); on

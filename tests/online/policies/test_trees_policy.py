@@ -318,6 +318,51 @@ def test_distribution_rows_are_the_probabilities_of_each_context(optimism):
     assert_rows_are_probabilities(policy, xs, ADS + ["a6"])
 
 
+def test_learning_reads_the_trees_sums_that_distribution_rows_computed():
+    """An evaluator scores a batch, then the policy learns it: the held-out prediction of each
+    event's trees comes from those rows (not scored again), the same number; a row not scored,
+    or scored by trees since replaced, is computed; decisions are those of a policy that
+    always computes."""
+    policy = small(refit_min=50)
+    play(policy, favorite_stream(600, seed=4))
+    policy.remove_action("a2")  # a column of no candidate
+    xs = list(favorite_stream(60, seed=5))
+    policy.distribution_rows(xs)
+    ensemble = policy._ensemble
+    rows = [policy._encoder.encode(x)[0] for x in xs]
+    want = [[ensemble.predict(xv, np.array([k]))[0] for k in range(len(ADS))] for xv in rows]
+
+    def scored_again(*args):
+        raise AssertionError("scored again")
+
+    ensemble.predict = scored_again  # an instance attribute hides the method
+    assert [[policy._tree_sum(xv, k) for k in (0, 2, 3, 4)] for xv in rows] == \
+        [[w[k] for k in (0, 2, 3, 4)] for w in want]
+    for xv, k in ((rows[0], 1), (rows[0] + 0.5, 0)):  # not a candidate; not a scored row
+        with pytest.raises(AssertionError, match="scored again"):
+            policy._tree_sum(xv, k)
+    del ensemble.predict
+    policy._ensemble = CompiledEnsemble.concatenate([ensemble])  # new trees: computed again
+    assert policy._tree_sum(rows[0], 0) == want[0][0]
+
+    def learn_in_batches(reuse: bool):
+        p = small(refit_min=50)
+        rewards = []
+        for lo in range(0, 1200, 40):
+            batch = []
+            for x in favorite_stream(40, seed=lo):
+                d = p.decide(x)
+                batch.append((x, d.action, float(d.action == x["favorite"]), d.probability))
+            p.distribution_rows([x for x, *_ in batch])
+            if not reuse:
+                p._scored = None
+            p.learn_many(batch)
+            rewards += [r for _, _, r, _ in batch]
+        return rewards
+
+    assert learn_in_batches(True) == learn_in_batches(False)
+
+
 def test_unseen_actions_are_tried_at_once_and_removed_ones_never():
     policy = small()
     play(policy, favorite_stream(400, seed=1))
