@@ -111,12 +111,14 @@ class AutoPolicy(Policy):
     the first few hundred events of some streams and after a change it restarts from (it
     forgets whole actions; the trees forget a window's worth), and costs ~100 us per event.
     Bandit Forest is not a default candidate, by measurement (``bench/policies/AUTO.md``, "The
-    default candidates"): it never served in any run of the paper's three streams or the seven
-    held-out ones (it earned 0.05-0.54 where the trees earned 0.29-0.97), so it changed no
-    decision, while it took a quarter of the trainer's CPU per event (~120 of ~460 us, 26
-    actions) and 4.4 MB of the app's checkpoint. Dropping it leaves the app's decisions
-    identical (the other candidates' seeds and band levels depend on their creation order
-    only). It stays a kind of its own, and a candidate an operator can add.
+    default candidates"): it never served in any run on the paper's three streams or on the
+    seven held-out ones (alone on the paper's streams it earned 0.05-0.54 where the trees
+    earned 0.28-0.97; inside auto on the held-out streams its estimates were 0.03-0.57 against
+    the trees' 0.06-0.94), so it changed no decision, while it took ~13 % of auto's learning
+    CPU on Letter (999 -> 871 us per event without it, refits included) and 4.4 MB of the
+    app's checkpoint. Dropping it leaves the app's decisions identical (the other candidates'
+    seeds and band levels depend on their creation order only). It stays a kind of its own,
+    and a candidate an operator can add.
 
     Bad and hostile input
     ---------------------
