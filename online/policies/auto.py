@@ -107,9 +107,10 @@ class AutoPolicy(Policy):
 
     The default candidates
     ----------------------
-    ``trees`` serves first and ``linucb`` learns beside it: LinUCB earns more than the trees in
-    the first few hundred events of some streams and after a change it restarts from (it
-    forgets whole actions; the trees forget a window's worth), and costs ~100 us per event.
+    ``trees`` serves first and ``linucb`` learns beside it: alone, LinUCB earns more than the
+    trees over the first few hundred events of some streams, and after a change in the
+    rewards (it restarts the changed actions; the trees drop their events from before it), for
+    ~20-100 us per event.
     Bandit Forest is not a default candidate, by measurement (``bench/policies/AUTO.md``, "The
     default candidates"): it never served in any run on the paper's three streams or on the
     seven held-out ones (alone on the paper's streams it earned 0.05-0.54 where the trees
