@@ -154,7 +154,7 @@ class AppPublic(Schema):
         None, description="actions whose rewards the app's policy found changed (tastes changed, "
         "a campaign ended) and forgot or restarted, in the model this process serves (for "
         "'auto': its serving candidate's); null for a kind that does not watch "
-        "('bandit-forest', 'mcts-is') and in the list of apps")
+        "('bandit-forest', 'mcts-is'), in the list of apps and in the creation's answer")
     stats: dict[str, int] = Field(
         description="decisions, rewarded, defaulted (learned with defaultReward), "
         "dropped (deferred, never activated), labeled (events queued by POST /apps/{app}/learn)"
