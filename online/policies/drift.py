@@ -129,8 +129,7 @@ class ResidualMonitor:
 
     def widen(self, reward: float) -> None:
         """Count ``reward`` among the rewards seen, for an event whose error is not tested."""
-        self._bounds[0] = min(self._bounds[0], reward)
-        self._bounds[1] = max(self._bounds[1], reward)
+        widen_bounds(self._bounds, reward)
 
     def changed_with(self, k: int, start: int, others) -> list[int]:
         """Action ``k`` changed from event ``start`` on (what :meth:`watch` returned): ``k``
@@ -202,14 +201,20 @@ class Rings(NamedTuple):
 
 
 @numba.njit(cache=True, nogil=True)
+def widen_bounds(bounds, reward):
+    """Widen ``bounds`` (the lowest and highest reward seen) to ``reward``; their range."""
+    bounds[0] = min(bounds[0], reward)
+    bounds[1] = max(bounds[1], reward)
+    return bounds[1] - bounds[0]
+
+
+@numba.njit(cache=True, nogil=True)
 def watch_error(rings, k, reward, predicted, event, delta):
     """:meth:`ResidualMonitor.watch`, callable inside a compiled learner: ``rings.bounds`` is
     widened to ``reward`` and the error is ``reward - predicted`` with ``predicted`` clipped to
     it. Returns the change's start or -1."""
     bounds = rings.bounds
-    bounds[0] = min(bounds[0], reward)
-    bounds[1] = max(bounds[1], reward)
-    scale = bounds[1] - bounds[0]
+    scale = widen_bounds(bounds, reward)
     if not scale > 0.0:
         return -1
     return test_error(rings, k, reward - min(max(predicted, bounds[0]), bounds[1]), event,
@@ -316,10 +321,10 @@ class ActionChanges:
                 "cut_at": self.cut_at.copy(), "refit_now": self.refit_now}
 
     @classmethod
-    def from_state(cls, state: dict, n_changes: int) -> ActionChanges:
+    def from_state(cls, state: dict) -> ActionChanges:
+        """(``changes``, the count, is the policy's to set: see :meth:`to_state`.)"""
         changes = cls(ResidualMonitor.from_state(state["monitor"]))
         changes.since = np.asarray(state["since"], np.int64).copy()
         changes.cut_at = np.asarray(state["cut_at"], np.int64).copy()
-        changes.changes = n_changes
         changes.refit_now = bool(state["refit_now"])
         return changes

@@ -433,16 +433,17 @@ def pack(e: CompiledEnsemble) -> Packed:
                np.searchsorted(group, np.arange(n_groups + 1)).astype(np.int64),
                threshold, (tree & (1 << TREE_BITS) - 1).astype(np.uint16), mask,
                *_categorical_entries(e, np.flatnonzero(quick[tree_of_node] & quick_cat),
-                                     tree_of_node, cat_bits, out.mask))
+                                     tree_of_node, cat_bits, out))
     return Packed(e.model_trees, out.roots, words, out.values, thresholds, n_features,
                   e.feature, e.threshold, e.decision_type, out.cat_row, e.cat_boundaries,
                   e.cat_threshold, qs)
 
 
 def _categorical_entries(e: CompiledEnsemble, nodes: np.ndarray, tree_of_node: np.ndarray,
-                         cat_bits: np.ndarray, node_mask: np.ndarray) -> tuple:
+                         cat_bits: np.ndarray, out: _Layout) -> tuple:
     """QuickScorer's entries of the categorical ``nodes`` (of quick trees): ``Quick``'s
-    ``cat_groups, cat_code, cat_tree, cat_mask``.
+    ``cat_groups, cat_code, cat_tree, cat_mask``, from the layout ``out`` (the nodes' masks
+    and bitset rows, ``_lay_out``'s).
 
     A categorical node has no threshold to sort by, but a value's code picks the nodes it makes
     false: those whose bitset lacks the code, and all of them for a value that is NaN, negative
@@ -451,14 +452,13 @@ def _categorical_entries(e: CompiledEnsemble, nodes: np.ndarray, tree_of_node: n
     C - 1 and for "any other value", a tree's nodes false for the same code ANDed into one."""
     tree = tree_of_node[nodes]
     feature = e.feature[nodes].astype(np.int64)
-    key = (tree >> TREE_BITS) * (int(feature.max(initial=0)) + 1) + feature
-    keys, group = np.unique(key, return_inverse=True)
+    n_f = int(feature.max(initial=0)) + 1
+    keys, group = np.unique((tree >> TREE_BITS) * n_f + feature, return_inverse=True)
     codes = np.zeros(len(keys), np.int64)
     np.maximum.at(codes, group, cat_bits[nodes])
     first = np.concatenate([[0], np.cumsum(codes + 1)]).astype(np.int64)
     # bit c of each node's bitset (0 past its words), for c < its group's C
-    row = e.tree_cats[tree] + e.threshold[nodes].astype(np.int64)
-    start = e.cat_boundaries[row]
+    start = e.cat_boundaries[out.cat_row[nodes]]
     n_words = (cat_bits[nodes] // 32)[:, None]
     w = np.arange(int(n_words.max(initial=0)))[None, :]
     words = np.where(w < n_words, e.cat_threshold[np.minimum(start[:, None] + w,
@@ -471,13 +471,12 @@ def _categorical_entries(e: CompiledEnsemble, nodes: np.ndarray, tree_of_node: n
     at = np.concatenate([at, np.arange(len(nodes))])
     entry_tree = tree[at]
     order = np.lexsort((entry_tree, rows))
-    rows, entry_tree, masks = rows[order], entry_tree[order], node_mask[nodes[at[order]]]
+    rows, entry_tree, masks = rows[order], entry_tree[order], out.mask[nodes[at[order]]]
     new = np.ones(len(rows), np.bool_)
     new[1:] = (rows[1:] != rows[:-1]) | (entry_tree[1:] != entry_tree[:-1])
     starts = np.flatnonzero(new)
     masks = np.bitwise_and.reduceat(masks, starts) if len(starts) else masks[:0]
-    groups = np.column_stack([keys // (int(feature.max(initial=0)) + 1),
-                              keys % (int(feature.max(initial=0)) + 1), codes, first[:-1]])
+    groups = np.column_stack([keys // n_f, keys % n_f, codes, first[:-1]])
     return (groups.astype(np.int64).ravel(),
             np.searchsorted(rows[starts], np.arange(first[-1] + 1)).astype(np.int64),
             (entry_tree[starts] & (1 << TREE_BITS) - 1).astype(np.uint16), masks)

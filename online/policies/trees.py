@@ -635,7 +635,7 @@ class TreeEnsemblePolicy(Policy):
         if self._drift is not None:  # (a serving copy, without statistics: the count only)
             n_changes = int(state.get("n_changes", 0))
             if "changes" in state:
-                self._drift = ActionChanges.from_state(state["changes"], n_changes)
+                self._drift = ActionChanges.from_state(state["changes"])
             self._drift.changes = n_changes
         if "window" in state:
             self._window = EventWindow.from_state(state["window"])
