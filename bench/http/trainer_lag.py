@@ -24,7 +24,13 @@ run is the API's HTTP, JSON and deciding.
 Prints the rewards/s the API accepted, the events/s the trainer learned, the CPU each process
 spent per event learned (the trainer's: its pace on a core of its own), and the lag's maximum
 and percentiles over the samples (the issue's target: under 5 s at 2,000 rewards/s for one
-app); ``--json`` keeps every sample, ``--plot`` draws lag and rates over time (PNG).
+app), and the refits the trainer installed (from its log: how many, and how long each took
+from its start to its installation); ``--json`` keeps every sample, ``--plot`` draws lag and
+rates over time (PNG).
+
+``--busy N``: N processes spin on a core each while the load runs, at the trainer's priority
+(a machine shared with other work): what the trainer keeps up with when it cannot have a core
+for its refits.
 Figures: bench/http/README.md.
 """
 
@@ -33,6 +39,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -86,6 +95,16 @@ def feed_store(redis_url: str, app: str, actions: int, rate: float, seconds: flo
         sent += due
     return {"sent": sent, "feeder_cpu_s": time.thread_time() - cpu0,
             "rps": sent / (time.monotonic() - t0), "errors": 0}
+
+
+def refits(trainer_log: Path) -> dict:
+    """The refits the trainer installed, and how long each took from its start (on the clock:
+    the refit thread runs nicer than the learning loop, so a busy machine makes it wait)."""
+    took = [float(m.group(1)) for m in re.finditer(r"refit installed ([0-9.]+) s after",
+                                                   trainer_log.read_text())]
+    return {"refits": len(took),
+            "refit_seconds_p50": float(np.median(took)) if took else None,
+            "refit_seconds_max": max(took, default=None)}
 
 
 def summary(samples: list[dict], load_seconds: float) -> dict:
@@ -145,9 +164,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--feed", choices=("wrk", "store"), default="wrk",
                    help="wrk over HTTP, or the API's Redis writes from this script")
     p.add_argument("--rate", type=float, default=2000.0, help="events/s with --feed store")
+    p.add_argument("--busy", type=int, default=0, help="processes spinning during the load")
     args = p.parse_args(argv)
 
     bench = Bench(Path(tempfile.mkdtemp(prefix="grove-bench-lag-")), 100, kind=args.kind)
+    spinners: list[subprocess.Popen] = []
     try:
         app, key = bench.create_app(args.actions)
         # numba compiles, the first snapshot loads (a run of its own: new eventIds)
@@ -163,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
                 feed_store(bench.redis.url, app, args.actions, args.rate, args.seconds)))
         pids = bench.pids("grove", args.actions)
         cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
+        spinners += [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                     for _ in range(args.busy)]
         t0 = time.monotonic()
         load.start()
         samples = []
@@ -170,21 +193,27 @@ def main(argv: list[str] | None = None) -> int:
                                   and samples[-1]["t"] < args.seconds + 120):
             samples.append(sample(bench, app, t0))
             time.sleep(args.every)
+            if not load.is_alive():
+                for spinner in spinners:
+                    spinner.kill()
         load.join()
         cpu = {k: cpu_seconds(pid) - cpu0[k] for k, pid in pids.items()}
     finally:
+        for spinner in spinners:
+            spinner.kill()
         bench.stop()
 
     result = {"kind": args.kind, "actions": args.actions, "feed": args.feed,
               **({"conns": args.conns} if args.feed == "wrk" else
                  {"rate": args.rate, "feeder_cpu_s": figures.get("feeder_cpu_s")}),
-              "seconds": args.seconds, "requests_per_s": figures.get("rps"),
+              "seconds": args.seconds, "busy": args.busy, "requests_per_s": figures.get("rps"),
               "errors": figures.get("errors"), **summary(samples, args.seconds),
               "caught_up_after_s": samples[-1]["t"] - args.seconds,
               # CPU of each process per event learned; the trainer's is its pace on one core
               **{f"cpu_us_per_event_{k}": v * 1e6 / max(1, samples[-1]["learned"] -
                                                         samples[0]["learned"])
                  for k, v in cpu.items()},
+              **refits(bench.work / "trainer.log"),
               "load_average": os.getloadavg()[0]}
     print(json.dumps(result, indent=1))
     if args.json:

@@ -1,12 +1,15 @@
 """The trainer: learns joined events and expired defaults once, survives its own death."""
 
+import os
+import sys
+import threading
 import time
 
 import pytest
 
 from service import codec, keys
 from service.redis_client import connect
-from service.trainer import Trainer
+from service.trainer import REFIT_NICENESS, Trainer
 from tests.helpers.factories import create, drain, make_settings
 
 
@@ -42,6 +45,16 @@ def test_rewards_and_expired_defaults_are_learned_once(client, trainer):
     assert s["eventsLearned"] == 10 and s["pendingDecisions"] == 0 and s["trainerLag"] == 0
     assert s["stats"] == {"decisions": 10, "rewarded": 4, "defaulted": 6}
     assert s["trainerAlive"]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a nice value per thread is Linux's")
+def test_refits_run_nicer_than_the_learning_loop(trainer):
+    def nice() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    loop = nice()
+    assert trainer._refits.submit(nice).result(timeout=10) == min(19, loop + REFIT_NICENESS)
+    assert nice() == loop  # the loop's own thread keeps its priority
 
 
 def test_a_trainer_that_dies_is_replaced_from_the_snapshot(client, settings):
