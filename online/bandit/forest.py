@@ -10,6 +10,7 @@ from collections.abc import Hashable, Iterable, Sequence
 
 import numpy as np
 from river import bandit
+from river import base as river_base
 
 from online.bandit.decisions import ForestDecisions
 from online.bandit.encoder import ContextEncoder
@@ -229,6 +230,11 @@ class BanditForest(ForestDecisions, ForestPaths, ForestState, bandit.base.Contex
         self._rng_decide = np.random.Generator(np.random.PCG64(seeds[1]))
 
     # -- actions -------------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        # river's bandit policies print a table of each arm's reward statistics, which the
+        # forest does not keep (it raised); the class and its parameters instead
+        return river_base.Base.__repr__(self)
 
     @property
     def actions(self) -> list:

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from river import bandit
+from river import base as river_base
 
 from online.decision import Decision
 from online.policies.draw import draw
@@ -116,6 +117,11 @@ class Policy(bandit.base.ContextualPolicy):
         runs the job in a worker thread). A property of the host, not of the policy: not part of
         the state, so a restored copy refits inline until told otherwise."""
         self._refits_deferred = True
+
+    def __repr__(self) -> str:
+        # river's bandit policies print a table of each arm's reward statistics, which these do
+        # not keep (it raised on every Grove policy); the class and its parameters instead
+        return river_base.Base.__repr__(self)
 
     # -- actions -------------------------------------------------------------------------------
 

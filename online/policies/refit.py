@@ -60,6 +60,7 @@ class RefitResult:
     blend: np.ndarray  # float64 per action index: the weight of its trees (see tree_weights)
     n_events: int  # events the window held up to (the policy's event count at start_refit)
     seconds: float
+    fitted: np.ndarray  # bool per action index: its trees were fitted (in the inventory then)
 
 
 @dataclass
@@ -80,6 +81,10 @@ class RefitJob:
     # None: the trees keep weight 1
     held_out: np.ndarray | None = None
     recent: int = 0  # the last ``recent`` events were predicted by the models in use now
+    # bool per action index: the actions whose trees are fitted (the inventory: a removed
+    # action's events stay in the window for its linear base, its trees cost a fit per refit
+    # for no decision); None: every action played in the window
+    active: np.ndarray | None = None
 
     def __call__(self) -> RefitResult:
         # one core per refit (apps refit in parallel): OpenBLAS's threads on the ridge's small
@@ -93,6 +98,9 @@ class RefitJob:
 
         t0 = time.perf_counter()
         plays = np.bincount(self.actions, minlength=self.n_actions).astype(np.int64)
+        fitted = plays > 0
+        if self.active is not None:
+            fitted &= self.active[:self.n_actions]
         parts = [CompiledEnsemble.empty(1) for _ in range(self.n_actions)]
         blend = np.ones(self.n_actions)
         if self.held_out is not None and self.recent > 0:
@@ -119,7 +127,7 @@ class RefitJob:
                         "min_data_in_leaf": params["min_data_in_leaf"],
                         "min_data_per_group": params["min_data_per_group"]})
             full.construct()
-            for k in np.flatnonzero(plays).tolist():
+            for k in np.flatnonzero(fitted).tolist():
                 rows = np.flatnonzero(self.actions == k)
                 data = full.subset(rows)
                 if self.linear_l2 is not None:  # boost from the linear base: fit its residuals
@@ -132,7 +140,7 @@ class RefitJob:
                 parts[k] = parse_lightgbm(booster.model_to_string())
                 booster.free_dataset()
         return RefitResult(CompiledEnsemble.concatenate(parts), linear, plays, blend,
-                           self.n_events, time.perf_counter() - t0)
+                           self.n_events, time.perf_counter() - t0, fitted)
 
 
 def tree_weights(actions: np.ndarray, rewards: np.ndarray, held_out: np.ndarray,

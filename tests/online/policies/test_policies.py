@@ -110,6 +110,13 @@ def small(kind, **kw):
     return make_policy(kind, actions=ADS, seed=3, **params, **kw)
 
 
+def test_a_policy_shows_its_class_and_parameters(kind):
+    policy = small(kind)
+    policy.learn_one({"favorite": "a1"}, "a1", 1.0, 0.2)
+    text = repr(policy)
+    assert text.startswith(type(policy).__name__) and "seed=3" in text
+
+
 def test_probabilities_is_what_decide_draws_from_without_drawing(kind):
     policy = small(kind)
     twin = small(kind)

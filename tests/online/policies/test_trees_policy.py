@@ -441,6 +441,36 @@ def test_refit_runs_in_a_thread_while_the_policy_learns():
     assert policy.refit_due()  # the 100 events learned meanwhile are in the window, not fitted
 
 
+def test_removed_actions_get_no_trees_until_they_return():
+    def models(policy):  # trees per action index
+        return np.diff(policy._ensemble.model_trees)
+
+    def refit(policy):
+        policy.finish_refit(policy.start_refit()())
+
+    keep, churn = small(auto_refit=False), small(auto_refit=False)
+    rng = random.Random(5)
+    events = [(x, rng.choice(ADS)) for x in favorite_stream(500, seed=6)]
+    for i, (x, a) in enumerate(events):
+        if i >= 300 and a == "a5":  # after the removal: the others' events only
+            continue
+        for policy in (keep, churn):
+            policy.learn_one(x, a, float(a == x["favorite"]), 0.2)
+        if i == 299:
+            refit(keep), refit(churn)
+            churn.remove_action("a5")
+    refit(keep), refit(churn)
+    assert models(keep)[4] > 0 and models(churn)[4] == 0  # a5 still has events in the window
+    assert (models(churn)[:4] == models(keep)[:4]).all() and not churn.refit_due()
+    for x in favorite_stream(20, seed=7):  # the others' models are the ones fitted with a5's
+        assert churn.probabilities(x, ADS[:4]) == keep.probabilities(x, ADS[:4])
+
+    churn.add_action("a5")  # back: its trees are due now, and the state says so
+    assert churn.refit_due() and TreeEnsemblePolicy.from_state(churn.to_state()).refit_due()
+    refit(churn)
+    assert models(churn)[4] > 0 and not churn.refit_due()
+
+
 def test_window_keeps_the_last_events_only():
     w = EventWindow(size=3)
     for i in range(7):

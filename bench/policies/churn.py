@@ -1,0 +1,101 @@
+"""Actions that come and go (campaigns end): what a ``trees`` policy spends on removed actions.
+
+An ad inventory changes: every ``--every`` events a new action is added and the oldest removed,
+``--live`` actions at a time. A removed action's events stay in the window (100k events), so
+until they slide out, its regressor was refitted at every refit and its trees shipped in every
+serving snapshot, though no decision reads them. Since the thirteenth session a refit fits the
+trees of the inventory's actions only (a removed action that comes back gets its trees from a
+refit its return makes due).
+
+The stream: ``--features`` numbers in [0, 1); reward 0.3 for the action whose number matches
+the context's first feature (``floor(f0 * live)`` against the action's serial modulo ``live``),
+else 0.05. The policy (its defaults, refits inline, seed 0) decides every event and learns it.
+Printed: CPU in all and in refits (each refit's job timed with ``time.process_time``), the
+trees of the last model, the serving state's bytes (Grove's codec: what the trainer publishes
+and every API process loads) and the mean reward (decisions are the same whether removed
+actions get trees or not: theirs are never read).
+
+    python -m bench.policies.churn --events 30000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+from tqdm import tqdm
+
+import online
+import online.policies.refit as refit_module
+from service import codec
+
+
+class _RefitClock:
+    """Adds up the CPU time of every refit job the policy runs."""
+
+    def __init__(self):
+        self.seconds = 0.0
+        self._call = refit_module.RefitJob.__call__
+
+    def __enter__(self):
+        clock, call = self, self._call
+
+        def timed(job):
+            start = time.process_time()
+            try:
+                return call(job)
+            finally:
+                clock.seconds += time.process_time() - start
+
+        refit_module.RefitJob.__call__ = timed
+        return self
+
+    def __exit__(self, *exc):
+        refit_module.RefitJob.__call__ = self._call
+
+
+def run(events: int, live: int, every: int, features: int) -> dict:
+    rng = np.random.default_rng(0)
+    inventory = [f"a{i}" for i in range(live)]
+    serial = live
+    policy = online.make_policy("trees", actions=inventory, seed=0)
+    total = 0.0
+    with _RefitClock() as refits:
+        start = time.process_time()
+        for t in tqdm(range(events), desc="churn", unit="ev", mininterval=5):
+            f = rng.random(features)
+            x = {f"f{j}": float(f[j]) for j in range(features)}
+            d = policy.decide(x)
+            match = int(f[0] * live) == int(d.action[1:]) % live
+            reward = float(rng.random() < (0.3 if match else 0.05))
+            policy.learn_one(x, d.action, reward, d.probability)
+            total += reward
+            if t % every == every - 1:
+                policy.add_action(f"a{serial}")
+                inventory.append(f"a{serial}")
+                serial += 1
+                policy.remove_action(inventory.pop(0))
+        cpu = time.process_time() - start
+    return {"events": events, "live": live, "every": every, "actions_ever": serial,
+            "cpu_s": cpu, "refits": policy.n_refits, "refit_cpu_s": refits.seconds,
+            "trees": policy.n_trees_fitted,
+            "serving_state_bytes": len(codec.encode(policy.to_state(statistics=False))),
+            "mean_reward": total / events}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--events", type=int, default=30_000)
+    ap.add_argument("--live", type=int, default=20, help="actions in the inventory at a time")
+    ap.add_argument("--every", type=int, default=100, help="events between two changes")
+    ap.add_argument("--features", type=int, default=8)
+    args = ap.parse_args(argv)
+    print(json.dumps(run(args.events, args.live, args.every, args.features), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
