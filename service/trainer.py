@@ -469,8 +469,8 @@ class Trainer:
         if due is not None and due():
             job = owned.learner.start_refit()
             if job is not None:
-                owned.refit = self._refits.submit(job)
                 owned.refit_started = time.monotonic()
+                owned.refit = self._refits.submit(job)
         return 0
 
     def wait_refits(self, timeout: float | None = None) -> int:

@@ -547,13 +547,13 @@ class TreeEnsemblePolicy(Policy):
         """True when the events learned since the last fit reach ``refit_fraction`` of those in
         the window (and at least ``refit_min``), or when an action is back in the inventory
         whose events the last fit had but whose trees it left out (it was removed then)."""
+        k = min(len(self._fitted), len(self._actions))
+        if (self._active[:k] & ~self._fitted[:k] & (self._plays[:k] > 0)).any():
+            return True
         n = self._window.n_events
         new = n - self._fitted_events
         if self._drift is not None and self._drift.refit_now:
             return new > 0
-        k = min(len(self._fitted), len(self._actions))
-        if (self._active[:k] & ~self._fitted[:k] & (self._plays[:k] > 0)).any():
-            return True
         return new > 0 and new >= max(self.refit_min, self.refit_fraction * min(n, self.window))
 
     def start_refit(self) -> RefitJob:
