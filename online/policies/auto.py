@@ -74,6 +74,9 @@ class AutoPolicy(Policy):
     * The bands of the candidate created ``j``-th (1, 2, ...) are at level 1 - alpha / 2^j, so
       that all bands of all candidates ever created hold at all times with probability >=
       1 - alpha (a union bound over a series that sums to alpha).
+    * An event whose action was removed from the inventory (a late reward of a campaign that
+      ended) is learned by every candidate and counts in the estimates with weight 0: none of
+      them would serve that action now.
     * ``estimator`` (``"ips"`` by default, or ``"dr"``) says which bands decide the switch; IPS
       by default because its bands stay valid when a hostile upload breaks the floor (below).
 
@@ -481,43 +484,53 @@ class AutoPolicy(Policy):
         if not n:
             return 0
         for _, action, _, _ in batch:
-            k = self._index.get(action)
-            if k is None or not self._active[k]:
-                self.add_action(action)
+            if action not in self._index:  # a new action joins the inventory; a removed one's
+                self.add_action(action)  # events (a late reward) are learned, not put back
         inventory, ks_active = self._active_inventory()
-        K = len(inventory)
-        position = {a: j for j, a in enumerate(inventory)}
-        logged = np.array([position[a] for _, a, _, _ in batch])
         rewards = np.array([r for _, _, r, _ in batch])
+        if inventory:  # (no inventory: no candidate serves anything, nothing to evaluate)
+            self._evaluate(batch, rewards, inventory, ks_active)
+        for c in self._candidates_:
+            c.policy.learn_many(batch)
+        ks = np.array([self._index[a] for _, a, _, _ in batch])
+        np.add.at(self._q_sum, ks, rewards)
+        np.add.at(self._q_count, ks, 1.0)
+        self._n_learned += n
+        batch.clear()
+        self._maybe_switch()
+        return n
+
+    def _evaluate(self, batch: list, rewards: np.ndarray, inventory: list,
+                  ks_active: np.ndarray) -> None:
+        """Add the batch's events to every candidate's estimates (each candidate's distribution
+        taken before it learns them). An event whose action is no longer in the inventory goes
+        to an extra column that no candidate serves (probability 0: it counts with weight 0)."""
+        n, K = len(batch), len(inventory)
+        position = {a: j for j, a in enumerate(inventory)}
+        logged = np.array([position.get(a, K) for _, a, _, _ in batch])
+        width = K + 1 if (logged == K).any() else K
         p_min = self.floor / K
         propensity = np.maximum(np.array([p for _, _, _, p in batch]), p_min)
         # DR's reward model: per-action mean of the rewards before each event (predictable)
-        onehot = np.zeros((n, K))
+        onehot = np.zeros((n, width))
         onehot[np.arange(n), logged] = 1.0
-        sums = self._q_sum[ks_active] + np.cumsum(onehot * rewards[:, None], axis=0) - (
-            onehot * rewards[:, None])
-        counts = self._q_count[ks_active] + np.cumsum(onehot, axis=0) - onehot
+        sums, counts = np.zeros(width), np.zeros(width)
+        sums[:K], counts[:K] = self._q_sum[ks_active], self._q_count[ks_active]
+        sums = sums + np.cumsum(onehot * rewards[:, None], axis=0) - onehot * rewards[:, None]
+        counts = counts + np.cumsum(onehot, axis=0) - onehot
         q = (sums + 0.5) / (counts + 1.0)
         q_logged = q[np.arange(n), logged]
         C = len(self._candidates_)
-        target = np.empty((C, n, K))  # each candidate's served distribution per event
+        target = np.zeros((C, n, width))  # each candidate's served distribution per event
         contexts = [x for x, _, _, _ in batch]
         for j, c in enumerate(self._candidates_):
-            target[j] = self._mixed_rows(c.policy, contexts, position, K)
-        low, low_c = dr_lower_bounds(target.reshape(C * n, K), np.tile(q, (C, 1)), p_min)
+            target[j, :, :K] = self._mixed_rows(c.policy, contexts, position, K)
+        low, low_c = dr_lower_bounds(target.reshape(C * n, width), np.tile(q, (C, 1)), p_min)
         self._estimates.update(
             np.broadcast_to(rewards, (C, n)), target[:, np.arange(n), logged],
             np.broadcast_to(propensity, (C, n)), q_logged=np.broadcast_to(q_logged, (C, n)),
             q_policy=(target * q).sum(axis=2), dr_low=low.reshape(C, n),
             dr_low_c=low_c.reshape(C, n))
-        for c in self._candidates_:
-            c.policy.learn_many(batch)
-        np.add.at(self._q_sum, ks_active[logged], rewards)
-        np.add.at(self._q_count, ks_active[logged], 1.0)
-        self._n_learned += n
-        batch.clear()
-        self._maybe_switch()
-        return n
 
     def _mixed_rows(self, policy, xs: list, position: dict, K: int) -> np.ndarray:
         """The candidate's served distribution for each context of ``xs`` over the inventory,

@@ -232,7 +232,8 @@ class Policy(bandit.base.ContextualPolicy):
 
         ``probability`` is the propensity with which ``action`` was played (what :meth:`decide`
         gave, or what another logging policy gave: see each policy for how it is used). An
-        action the policy does not have yet is added to the inventory.
+        action the policy has never had is added to the inventory; a removed action's event (a
+        late reward for a campaign that ended) is learned without putting it back.
         """
         reward, probability = _check_feedback(reward, probability)
         _check_action(action)
@@ -284,7 +285,7 @@ class Policy(bandit.base.ContextualPolicy):
 
     def _action_index(self, action: Hashable) -> int:
         k = self._index.get(action)
-        if k is None or not self._active[k]:
+        if k is None:  # new: into the inventory (a removed action stays out of it)
             self.add_action(action)
             k = self._index[action]
         return k

@@ -131,6 +131,24 @@ def test_new_actions_reach_the_learner_and_deleted_apps_are_dropped(client, trai
     assert "shop" not in trainer.owned
 
 
+@pytest.mark.parametrize("kind", ["auto", "trees", "linucb"])
+def test_a_removed_actions_late_rewards_are_learned_and_leave_it_out(client, trainer, kind):
+    from tests.helpers.factories import ADMIN
+
+    shop = create(client, "shop", policy={"kind": kind, "params": {"seed": 1}})
+    trainer.refresh_leases()
+    body = {"requests": [{"context": {"x": i % 2}} for i in range(60)]}
+    answer = client.post("/apps/shop/decide/batch", json=body, headers=shop)
+    on_c = [r["eventId"] for r in answer.json()["responses"] if r["action"] == "c"]
+    assert on_c  # uniform at first: ~20 of 60
+    client.patch("/apps/shop", json={"actions": ["a", "b"]}, headers=ADMIN)  # c's campaign ends
+    trainer.refresh_leases()
+    reward(client, shop, on_c)
+    drain(trainer)
+    learner = trainer.owned["shop"].learner
+    assert sorted(learner.actions) == ["a", "b"] and learner.n_learned == len(on_c)
+
+
 def test_a_malformed_event_is_counted_not_fatal(client, trainer, store):
     shop = create(client)
     store.redis.xadd(

@@ -128,6 +128,26 @@ def test_hostile_events_neither_crash_nor_bias():
     assert "new-ad" in policy.candidate("bandit-forest").actions
 
 
+def test_a_removed_actions_late_events_count_with_weight_zero():
+    policy = AutoPolicy(actions=ADS, seed=1)
+    rng = random.Random(2)
+    _favorite_events(policy, 300, rng)
+    before = {e["name"]: e for e in policy.evaluations()}
+    policy.remove_action("a2")
+    late = [({"favorite": "a2"}, "a2", 1.0, 0.2)] * 3 + [({"favorite": "a1"}, "a1", 0.0, 0.2)]
+    policy.learn_many(late)  # no candidate would serve a2 now: its rewards add nothing
+    assert "a2" not in policy.actions
+    for e in policy.evaluations():
+        old = before[e["name"]]
+        assert e["events"] == old["events"] + 4 and e["snips"] <= old["snips"]
+        assert e["ips"]["estimate"] == pytest.approx(old["ips"]["estimate"] * 300 / 304)
+    policy.remove_action("a1")
+    for a in ("a3", "a4", "a5"):
+        policy.remove_action(a)
+    policy.learn_one({"favorite": "a1"}, "a1", 1.0, 0.2)  # no inventory: learned, not evaluated
+    assert policy.actions == [] and policy.n_learned == 305
+
+
 def test_state_round_trip_is_exact():
     policy = make_policy("auto", actions=ADS, seed=5,
                          candidates=[{"kind": "linucb"}, {"kind": "bandit-forest",

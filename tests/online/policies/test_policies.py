@@ -144,6 +144,15 @@ def test_state_round_trip_decides_the_same(kind):
     assert clone.n_learned == policy.n_learned == 400
 
 
+def test_a_removed_actions_late_event_is_learned_without_putting_it_back(kind):
+    policy = small(kind)
+    policy.remove_action("a2")
+    policy.learn_one({"favorite": "a2"}, "a2", 1.0, 0.2)  # a reward for a campaign that ended
+    assert policy.actions == ["a1", "a3", "a4", "a5"] and policy.n_learned == 1
+    policy.learn_one({"favorite": "a6"}, "a6", 1.0, 0.2)  # an action it never had joins
+    assert policy.actions == ["a1", "a3", "a4", "a5", "a6"] and policy.n_learned == 2
+
+
 def test_actions_added_removed_and_excluded(kind):
     policy = small(kind)
     policy.remove_action("a2")
