@@ -495,11 +495,14 @@ class TreeEnsemblePolicy(Policy):
     def _predict_then_learn_linear(self, x: np.ndarray, k: int,
                                    reward: float) -> tuple[float, float]:
         """What action ``k``'s current models (linear base, trees) predict at ``x`` before the
-        event is learned (NaN without models, or when neither the weights nor the base read
-        it); then its linear base learns the event on what its weighed trees leave of the
-        reward."""
+        event is learned (NaN without models, without trees for a removed action, or when
+        neither the weights nor the base read it); then its linear base learns the event on
+        what its weighed trees leave of the reward."""
         if not (k < self._ensemble.n_models and self._plays[k] > 0
                 and (self.weigh_trees or self._linear.inverse.shape[1])):
+            return np.nan, np.nan
+        if not self._fitted[k]:  # out of the inventory at the last refit: no trees in use, so
+            self._linear.update(x, k, reward)  # nothing to hold out (nor to test for a change)
             return np.nan, np.nan
         model = np.array([k])
         held_out = (self._linear.predict(x, model)[0], self._tree_sum(x, k))

@@ -464,6 +464,10 @@ def test_removed_actions_get_no_trees_until_they_return():
     assert (models(churn)[:4] == models(keep)[:4]).all() and not churn.refit_due()
     for x in favorite_stream(20, seed=7):  # the others' models are the ones fitted with a5's
         assert churn.probabilities(x, ADS[:4]) == keep.probabilities(x, ADS[:4])
+    for x in favorite_stream(80, seed=8):  # late rewards: a5 has no trees to hold out, nor test
+        churn.learn_one(x, "a5", 1.0, 0.2)
+    assert np.isnan(churn._window.held_out()[-80:]).all() and churn.n_changes == 0
+    assert "a5" not in churn.actions and not churn.refit_due()
 
     churn.add_action("a5")  # back: its trees are due now, and the state says so
     assert churn.refit_due() and TreeEnsemblePolicy.from_state(churn.to_state()).refit_due()
