@@ -246,9 +246,10 @@ class TreeEnsemblePolicy(Policy):
       CPU s of Letter's first 20k events (21 refits; ~190 us per event for the rest).
     - *Removed actions get no trees*: a refit fits the trees of the inventory's actions only.
       A removed action's events stay in the window (its linear base is still fitted, cheaply),
-      its late events (rewards of decisions made before its removal) are learned without
-      putting it back, and when it comes back a refit is due at once, which gives it trees
-      again. Before,
+      its late events (rewards of decisions made before its removal) are learned by its
+      linear base without putting it back (with no trees in use, they are neither held out
+      for the trees' weights nor tested for a change), and when it comes back a refit is due
+      at once, which gives it trees again. Before,
       every action with events in the window was refitted, so an inventory that changes (a
       campaign ends, a new one starts) paid for the trees of every action of the last 100k
       events and shipped them in every snapshot, though no decision reads them: with 20
