@@ -250,6 +250,12 @@ class AutoPolicy(Policy):
         kind that does not watch); every candidate's: :meth:`evaluations`."""
         return getattr(self._get(self._serving).policy, "n_changes", None)
 
+    @property
+    def events_since_refit(self) -> int | None:
+        """The serving candidate's events learned since its last refit (None for a kind that
+        learns every event at once)."""
+        return getattr(self._get(self._serving).policy, "events_since_refit", None)
+
     def candidate(self, name: str) -> Policy:
         """The policy of candidate ``name`` (KeyError if there is none)."""
         return self._get(name).policy

@@ -543,6 +543,12 @@ class TreeEnsemblePolicy(Policy):
         d.refit_now = True
 
     @property
+    def events_since_refit(self) -> int:
+        """Events learned since the trees were last refitted: the linear base has learned
+        them, the trees will at the next refit (a serving copy counts up to its snapshot)."""
+        return max(0, self._n_learned - self._fitted_events)
+
+    @property
     def n_changes(self) -> int:
         """Changes found in an action's rewards (see ``drift_delta``)."""
         return 0 if self._drift is None else self._drift.changes

@@ -155,6 +155,12 @@ class AppPublic(Schema):
         "a campaign ended) and forgot or restarted, in the model this process serves (for "
         "'auto': its serving candidate's); null for a kind that does not watch "
         "('bandit-forest', 'mcts-is'), in the list of apps and in the creation's answer")
+    events_since_refit: int | None = Field(
+        None, description="events the model this process serves learned since its trees were "
+        "last refitted: its linear base has learned them, its trees will at the next refit "
+        "(for 'auto': its serving candidate's); null for a kind without refits ('linucb', "
+        "'bandit-forest', 'mcts-is', an 'auto' app serving LinUCB), in the list of apps and "
+        "in the creation's answer")
     stats: dict[str, int] = Field(
         description="decisions, rewarded, defaulted (learned with defaultReward), "
         "dropped (deferred, never activated), labeled (events queued by POST /apps/{app}/learn)"

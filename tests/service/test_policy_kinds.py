@@ -56,8 +56,10 @@ def test_an_app_that_names_no_policy_gets_auto_with_the_tree_policy_serving(clie
     assert [c["serving"] for c in figures["candidates"]] == [True, False]
     assert [c["changes"] for c in figures["candidates"]] == [0, 0]  # found in rewards: none yet
     assert app["changesFound"] == 0  # the serving candidate's
+    assert app["eventsSinceRefit"] == 0  # nothing learned yet
     _create(client, "forest", {"kind": "bandit-forest", "params": {"n_trees": 5}})
-    assert client.get("/apps/forest", headers=ADMIN).json()["changesFound"] is None
+    forest = client.get("/apps/forest", headers=ADMIN).json()
+    assert forest["changesFound"] is None and forest["eventsSinceRefit"] is None
     listed = client.get("/apps", headers=ADMIN).json()
     assert {a["name"] for a in listed} >= {"plain", "forest"}
     assert all(a["changesFound"] is None for a in listed)
@@ -114,5 +116,7 @@ def test_the_tree_policy_in_the_service_earns_again_after_tastes_change(client, 
     late = _play(client, headers, "moving", 300, rng, shift=1)
     assert sum(late) / len(late) >= 0.8, sum(late) / len(late)
     # what the served snapshot found, for an operator
-    found = client.get("/apps/moving", headers=ADMIN).json()["changesFound"]
-    assert 1 <= found <= learner.n_changes
+    app = client.get("/apps/moving", headers=ADMIN).json()
+    assert 1 <= app["changesFound"] <= learner.n_changes
+    # the served trees were refitted within the last quarter of the window's events
+    assert 0 <= app["eventsSinceRefit"] <= 0.25 * app["eventsLearned"]

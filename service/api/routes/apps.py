@@ -97,6 +97,7 @@ def get_app(app_version: AppVersionDep, store: StoreDep, models: ModelsDep) -> d
                     status_["model_version"], exc)
     else:
         status_["changes_found"] = getattr(served.learner, "n_changes", None)
+        status_["events_since_refit"] = getattr(served.learner, "events_since_refit", None)
     return to_public(config, status_)
 
 
