@@ -388,6 +388,9 @@ class TreeEnsemblePolicy(Policy):
         self._linear = RidgeBase.empty()
         self._plays = np.zeros(0, np.int64)  # per action index: plays in the fitted window
         self._fitted = np.zeros(0, np.bool_)  # per action index: trees fitted (in the inventory)
+        # (inventory, fitted, whether an action of that inventory lacks the trees its events
+        # warrant): _returned's answer, kept until a refit or a change of inventory
+        self._returned_for: tuple | None = None
         self._blend = np.ones(0)  # per action index: the weight of its trees (refit.tree_weights)
         self._fitted_events = 0  # window events the current ensemble was fitted up to
         self._fit_rows = 0  # events the current models were fitted on: sum(plays), gamma's n
@@ -559,14 +562,24 @@ class TreeEnsemblePolicy(Policy):
         """True when the events learned since the last fit reach ``refit_fraction`` of those in
         the window (and at least ``refit_min``), or when an action is back in the inventory
         whose events the last fit had but whose trees it left out (it was removed then)."""
-        k = min(len(self._fitted), len(self._actions))
-        if (self._active[:k] & ~self._fitted[:k] & (self._plays[:k] > 0)).any():
+        if self._returned():
             return True
         n = self._window.n_events
         new = n - self._fitted_events
         if self._drift is not None and self._drift.refit_now:
             return new > 0
         return new > 0 and new >= max(self.refit_min, self.refit_fraction * min(n, self.window))
+
+    def _returned(self) -> bool:
+        """Whether an action of the inventory has events in the last fit but no trees from it
+        (it was removed then). Asked after every learned event, it only changes with the
+        inventory or a refit: computed once per pair (~5 us a call saved)."""
+        inventory, cached = self._active_inventory(), self._returned_for
+        if cached is None or cached[0] is not inventory or cached[1] is not self._fitted:
+            k = min(len(self._fitted), len(self._actions))
+            back = bool((self._active[:k] & ~self._fitted[:k] & (self._plays[:k] > 0)).any())
+            self._returned_for = cached = (inventory, self._fitted, back)
+        return cached[2]
 
     def start_refit(self) -> RefitJob:
         """A self-contained refit of the regressors on a copy of the window: every action's
