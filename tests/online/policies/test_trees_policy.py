@@ -10,6 +10,7 @@ import lightgbm
 import numpy as np
 import pytest
 
+from online.policies.refit import boost, booster_params
 from online.policies.squarecb import inverse_gap_weights
 from online.policies.tree_arrays import CompiledEnsemble, parse_lightgbm
 from online.policies.trees import TreeEnsemblePolicy
@@ -117,6 +118,36 @@ def test_compiled_ensemble_deep_trees_single_leaves_and_empty_models():
                                   np.column_stack([expected[:, 3], np.zeros(500), expected[:, 0],
                                                    expected[:, 2], expected[:, 1]]))
     assert ens.predict_rows(T[:0], models).shape == (0, 4)
+
+
+def test_boost_stops_at_the_first_empty_tree_with_lightgbm_s_trees():
+    """``refit.boost`` gives the trees of ``lightgbm.train``'s model (every array the policy
+    reads from it) with the policy's parameters, boosted from an initial score as the policy
+    boosts from its linear base: rewards the initial score already fits, too few rows to split,
+    a fit that ends (an unpenalised leaf fits a two-valued reward exactly in a round, then
+    nothing is left), and one that grows a tree every round. (That boost stops calling LightGBM
+    there is a matter of speed, for the bench: the model is the same either way.)"""
+    rng = np.random.default_rng(4)
+    X = (rng.random((400, 8)) < 0.3).astype(np.float32)
+    signal = X[:, 0] + 0.5 * X[:, 1] * X[:, 2] + rng.normal(0, 0.1, 400)
+    base = 0.2 * X[:, 4]
+    cases = {"fitted by the base": (X, base, 1.0), "too few": (X[:9], signal[:9], 1.0),
+             "fitted": (X, base + X[:, 3], 0.0), "signal": (X, signal, 1.0)}
+    rounds = {}
+    for name, (data, y, l2) in cases.items():
+        params = booster_params(60, 1.0 if name == "fitted" else 0.1, 63, 5, l2, 3)
+        params.pop("num_iterations")
+        expected = lightgbm.train(params, lightgbm.Dataset(data, y, init_score=base[:len(y)]),
+                                  num_boost_round=60)
+        booster = boost(params, lightgbm.Dataset(data, y, init_score=base[:len(y)]), 60)
+        got, want = (parse_lightgbm(b.model_to_string()) for b in (booster, expected))
+        for field in ("model_trees", "tree_nodes", "tree_leaves", "feature", "threshold",
+                      "decision_type", "left", "right", "leaf_value"):
+            np.testing.assert_array_equal(getattr(got, field), getattr(want, field),
+                                          err_msg=f"{name}: {field}")
+        rounds[name] = booster.current_iteration()
+    assert rounds["signal"] == 60
+    assert max(rounds["fitted by the base"], rounds["too few"], rounds["fitted"]) < 5, rounds
 
 
 @pytest.mark.parametrize("zero_as_missing", [False, True])
