@@ -150,6 +150,35 @@ def test_boost_stops_at_the_first_empty_tree_with_lightgbm_s_trees():
     assert max(rounds["fitted by the base"], rounds["too few"], rounds["fitted"]) < 5, rounds
 
 
+def test_actions_too_few_to_split_get_no_booster_and_the_same_prediction():
+    """Fewer than 2 x min_data_in_leaf events, and no split leaves enough on both sides: boosted
+    from the linear base, LightGBM's model is then one leaf of 0 (the premise, checked on
+    LightGBM), so the refit fits none, and the empty model predicts the same 0. One event more
+    and LightGBM runs (the policy's half)."""
+    rng = np.random.default_rng(6)
+    X = (rng.random((10, 8)) < 0.5).astype(np.float32)
+    X[:, 0] = [0, 1] * 5  # a split on column 0 leaves 5 and 5 events: worth taking
+    y, init = X[:, 0] * 0.8, rng.random(10)
+    params = booster_params(20, 0.1, 63, 5, 1.0, 3)
+    params.pop("num_iterations")
+    binning = {"verbose": -1, "min_data_in_leaf": 5, "min_data_per_group": 5}  # as the refit's
+    fits = {n: parse_lightgbm(boost(params, lightgbm.Dataset(X[:n], y[:n], init_score=init[:n],
+                                                             params=binning),
+                                    20).model_to_string()) for n in (9, 10)}
+    assert fits[9].n_trees == 1 and len(fits[9].feature) == 0
+    assert fits[9].leaf_value.tolist() == [0.0]
+    assert len(fits[10].feature) > 0
+
+    policy = small(auto_refit=False)
+    contexts = list(favorite_stream(19, seed=9))
+    for i, x in enumerate(contexts):  # a1: 9 events, a2: 10
+        a = "a1" if i < 9 else "a2"
+        policy.learn_one(x, a, float(x["favorite"] == a or x["hour"] > 12), 0.2)
+    policy.finish_refit(policy.start_refit()())
+    trees = np.diff(policy._ensemble.model_trees)
+    assert trees[0] == 0 and trees[1] > 0, trees
+
+
 @pytest.mark.parametrize("zero_as_missing", [False, True])
 def test_quickscorer_and_the_walk_give_lightgbm_s_predictions(zero_as_missing):
     """Trees of at most 64 leaves are QuickScorer's (numerical and categorical nodes alike),
