@@ -127,15 +127,15 @@ class RefitJob:
                         "min_data_in_leaf": params["min_data_in_leaf"],
                         "min_data_per_group": params["min_data_per_group"]})
             full.construct()
-            # fewer events than this and no split leaves min_data_in_leaf on both sides
-            splittable = 2 * params["min_data_in_leaf"]
-            for k in np.flatnonzero(fitted).tolist():
+            boosted = fitted
+            if self.linear_l2 is not None:
+                # with fewer events no split leaves min_data_in_leaf on both sides: boosted
+                # from the linear base, LightGBM's model is one leaf of 0 (its first round's
+                # empty tree), and the empty model predicts the same 0 without a booster (~3 ms
+                # each; an app with many actions has many such)
+                boosted = fitted & (plays >= 2 * params["min_data_in_leaf"])
+            for k in np.flatnonzero(boosted).tolist():
                 rows = np.flatnonzero(self.actions == k)
-                if self.linear_l2 is not None and len(rows) < splittable:
-                    # boosted from the linear base, LightGBM's model is then one leaf of 0 (its
-                    # first round's empty tree): the empty model predicts the same 0, without
-                    # a booster (~3 ms each; an app with many actions has many such)
-                    continue
                 data = full.subset(rows)
                 if self.linear_l2 is not None:  # boost from the linear base: fit its residuals
                     data.construct()  # (a subset's init score set before construct is ignored)
