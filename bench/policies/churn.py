@@ -13,9 +13,16 @@ else 0.05. The policy (its defaults, refits inline, seed 0) decides every event 
 Printed: CPU in all and in refits (each refit's job timed with ``time.process_time``), the
 trees of the last model, the serving state's bytes (Grove's codec: what the trainer publishes
 and every API process loads) and the mean reward (decisions are the same whether removed
-actions get trees or not: theirs are never read).
+actions get trees or not: theirs are never read). ``--kind`` runs another policy (``auto``,
+``linucb``) on the same stream.
+
+Memory (``checkpoints``, at every tenth of the run): the actions the policy's state holds, the
+trainer's full state in bytes (what it checkpoints: window, statistics) and the serving
+state's. Since the fifteenth session a removed action is forgotten once the window has no
+event of it left (``Policy._forget_stale``): past the window (100k events), both stay bounded.
 
     python -m bench.policies.churn --events 30000
+    python -m bench.policies.churn --kind auto --events 200000 --live 20 --every 20
 """
 
 from __future__ import annotations
@@ -56,12 +63,22 @@ class _RefitClock:
         refit_module.RefitJob.__call__ = self._call
 
 
-def run(events: int, live: int, every: int, features: int) -> dict:
+def _sizes(policy, t: int) -> dict:
+    state = policy.to_state()
+    return {"events": t, "actions_held": len(state["actions"]),
+            "forgotten": getattr(policy, "n_forgotten", 0),
+            "state_bytes": len(codec.encode(state)),
+            "serving_state_bytes": len(codec.encode(policy.to_state(statistics=False)))}
+
+
+def run(events: int, live: int, every: int, features: int, kind: str = "trees") -> dict:
     rng = np.random.default_rng(0)
     inventory = [f"a{i}" for i in range(live)]
     serial = live
-    policy = online.make_policy("trees", actions=inventory, seed=0)
+    policy = online.make_policy(kind, actions=inventory, seed=0)
     total = 0.0
+    checkpoints = []
+    measuring = 0.0  # CPU spent measuring the state's size (left out of cpu_s)
     with _RefitClock() as refits:
         start = time.process_time()
         for t in tqdm(range(events), desc="churn", unit="ev", mininterval=5):
@@ -77,12 +94,18 @@ def run(events: int, live: int, every: int, features: int) -> dict:
                 inventory.append(f"a{serial}")
                 serial += 1
                 policy.remove_action(inventory.pop(0))
-        cpu = time.process_time() - start
-    return {"events": events, "live": live, "every": every, "actions_ever": serial,
-            "cpu_s": cpu, "refits": policy.n_refits, "refit_cpu_s": refits.seconds,
-            "trees": policy.n_trees_fitted,
+            if (t + 1) % max(1, events // 10) == 0:
+                clock = time.process_time()
+                checkpoints.append(_sizes(policy, t + 1))
+                measuring += time.process_time() - clock
+        cpu = time.process_time() - start - measuring
+    trees = policy.candidate("trees") if kind == "auto" else policy
+    return {"kind": kind, "events": events, "live": live, "every": every,
+            "actions_ever": serial, "cpu_s": cpu,
+            "refits": getattr(trees, "n_refits", 0), "refit_cpu_s": refits.seconds,
+            "trees": getattr(trees, "n_trees_fitted", 0),
             "serving_state_bytes": len(codec.encode(policy.to_state(statistics=False))),
-            "mean_reward": total / events}
+            "mean_reward": total / events, "checkpoints": checkpoints}
 
 
 def main(argv=None) -> int:
@@ -92,8 +115,10 @@ def main(argv=None) -> int:
     ap.add_argument("--live", type=int, default=20, help="actions in the inventory at a time")
     ap.add_argument("--every", type=int, default=100, help="events between two changes")
     ap.add_argument("--features", type=int, default=8)
+    ap.add_argument("--kind", default="trees", help="the policy kind (trees, auto, linucb)")
     args = ap.parse_args(argv)
-    print(json.dumps(run(args.events, args.live, args.every, args.features), indent=1))
+    print(json.dumps(run(args.events, args.live, args.every, args.features, args.kind),
+                     indent=1))
     return 0
 
 

@@ -426,14 +426,28 @@ class AutoPolicy(Policy):
 
     # -- actions ---------------------------------------------------------------------------------
 
-    def add_action(self, action: Hashable) -> None:
-        super().add_action(action)
-        for c in self._candidates_:
+    def _add(self, action: Hashable, implicit: bool) -> None:
+        super()._add(action, implicit)
+        for c in self._candidates_:  # (the candidates' inventory is this one: added there)
             c.policy.add_action(action)
         n = len(self._actions)
         if len(self._q_sum) < n:
             self._q_sum = np.concatenate([self._q_sum, np.zeros(n - len(self._q_sum))])
             self._q_count = np.concatenate([self._q_count, np.zeros(n - len(self._q_count))])
+
+    def _forget_horizon(self) -> int | None:
+        """The longest of the candidates' (None if one never forgets): what this policy forgets,
+        every candidate has forgotten or will forget as it leaves their inventory."""
+        horizons = [getattr(c.policy, "_forget_horizon", lambda: None)()
+                    for c in self._candidates_]
+        return None if None in horizons else max(horizons)
+
+    def _keep_actions(self, keep: np.ndarray) -> None:
+        self._q_sum, self._q_count = self._q_sum[keep], self._q_count[keep]
+        for c in self._candidates_:  # the forgotten actions still in their inventory (come
+            for action in c.policy.actions:  # with events): out of it, then forgotten there
+                if action not in self._index:
+                    c.policy.remove_action(action)
 
     def remove_action(self, action: Hashable) -> None:
         super().remove_action(action)
@@ -489,9 +503,12 @@ class AutoPolicy(Policy):
         n = len(batch)
         if not n:
             return 0
+        self._forget_stale()  # (before the batch's actions are looked up)
         for _, action, _, _ in batch:
-            if action not in self._index:  # a new action joins the inventory; a removed one's
-                self.add_action(action)  # events (a late reward) are learned, not put back
+            # a new action joins the inventory; a removed one's events (a late reward) are
+            # learned, not put back
+            if action not in self._index:
+                self._add(action, implicit=True)
         inventory, ks_active = self._active_inventory()
         rewards = np.array([r for _, _, r, _ in batch])
         if inventory:  # (no inventory: no candidate serves anything, nothing to evaluate)
@@ -501,7 +518,7 @@ class AutoPolicy(Policy):
         ks = np.array([self._index[a] for _, a, _, _ in batch])
         np.add.at(self._q_sum, ks, rewards)
         np.add.at(self._q_count, ks, 1.0)
-        self._n_learned += n
+        self._touch(ks)
         batch.clear()
         self._maybe_switch()
         return n

@@ -11,7 +11,9 @@ algorithm in a few underscore methods:
 * ``_resize(n_actions, n_columns)`` -> make room for new actions or feature columns;
 * ``_model_state(statistics)`` / ``_load_model_state(state)`` -> its arrays and metadata;
 * optionally ``_on_action_removed(k)``, and the refit hooks ``refit_due`` / ``start_refit`` /
-  ``finish_refit`` for a policy whose model is rebuilt off the serving path (see there).
+  ``finish_refit`` for a policy whose model is rebuilt off the serving path (see there);
+* optionally ``_forget_horizon()`` and ``_keep_actions(keep)``, for a policy that forgets the
+  actions it no longer needs (see :meth:`Policy._forget_stale`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ from online.policies.draw import draw
 from online.policies.features import FeatureEncoder
 
 __all__ = ["Policy", "rng_state", "rng_from_state"]
+
+#: the fewest stale actions a policy forgets at once (a compaction renumbers every per-action
+#: array: done when at least half the actions, and this many, are stale)
+FORGET_AT_ONCE = 64
 
 
 class Policy(bandit.base.ContextualPolicy):
@@ -54,6 +60,12 @@ class Policy(bandit.base.ContextualPolicy):
         self._actions: list = []  # action index -> action id (never shrinks)
         self._index: dict = {}  # action id -> action index
         self._active = np.zeros(0, bool)  # action index -> in the inventory
+        # action index -> came with an event, never added (leaves the inventory when forgotten)
+        self._implicit = np.zeros(0, bool)
+        # action index -> events learned when it was last learned (or added)
+        self._last_event = np.zeros(0, np.int64)
+        self._forgotten = 0  # actions forgotten (see _forget_stale)
+        self._grown = False  # an action index was created since the last _forget_stale
         self._n_learned = 0
         self._rng = np.random.default_rng(seed)
         self._encoder = self._new_encoder()
@@ -83,6 +95,19 @@ class Policy(bandit.base.ContextualPolicy):
 
     def _on_action_removed(self, k: int) -> None:
         """Action ``k`` left the inventory (its statistics may be kept for its return)."""
+
+    def _forget_horizon(self) -> int | None:
+        """After how many events without one of its own a stale action is forgotten (see
+        :meth:`_forget_stale`); None: never."""
+        return None
+
+    def _can_forget(self) -> bool:
+        """Whether action indices may be renumbered now (not while a refit job holds them)."""
+        return True
+
+    def _keep_actions(self, keep: np.ndarray) -> None:
+        """Keep the statistics of the action indices ``keep`` only (ascending): ``keep[i]``
+        becomes index i. Called by :meth:`_forget_stale` after the inventory is renumbered."""
 
     def _model_state(self, statistics: bool) -> dict:
         return {}
@@ -131,18 +156,81 @@ class Policy(bandit.base.ContextualPolicy):
         return list(self._active_inventory()[0])
 
     def add_action(self, action: Hashable) -> None:
-        """Put ``action`` in the inventory (back with its statistics if it was removed)."""
+        """Put ``action`` in the inventory (back with its statistics if it was removed and is
+        not yet forgotten)."""
         _check_action(action)
+        self._forget_stale()
+        self._add(action, implicit=False)
+
+    def _add(self, action: Hashable, implicit: bool) -> None:
+        """Into the inventory; ``implicit``: with an event (an added action stays added)."""
         k = self._index.get(action)
         if k is None:
             k = len(self._actions)
             self._actions.append(action)
             self._index[action] = k
             if k >= len(self._active):
-                self._active = np.concatenate([self._active, np.zeros(max(4, k + 1), bool)])
+                grow = max(4, k + 1)
+                self._active = np.concatenate([self._active, np.zeros(grow, bool)])
+                self._implicit = np.concatenate([self._implicit, np.zeros(grow, bool)])
+                self._last_event = np.concatenate([self._last_event, np.zeros(grow, np.int64)])
+            self._implicit[k] = implicit
+            self._last_event[k] = self._n_learned
+            self._grown = True
             self._resize(k + 1, self._encoder.n_columns)
+        elif not implicit:
+            self._implicit[k] = False
         self._active[k] = True
         self._inventory = None
+
+    def _forget_stale(self) -> None:
+        """Forget the actions that are stale: out of the inventory (removed, or never added:
+        they came with events) and without an event of their own for
+        :meth:`_forget_horizon` events.
+
+        Why: an ad inventory changes (campaigns end, a Personalizer request brings the actions
+        of the day), and every action a policy keeps costs its per-action arrays (a trees
+        policy's change test 24 kB, LinUCB's ``A^-1`` 8 d^2 bytes), in memory and in every
+        state the trainer writes. Without forgetting, they grow with every action ever seen.
+        A stale action has nothing left in a window (its events have slid out), so what is
+        forgotten is what the policy would no longer fit on; a forgotten action that comes back
+        is a new one. An action that came with an event and was never added leaves the
+        inventory as it is forgotten (it came back into it with its next event anyway).
+
+        Amortised: called where no action index is held (before learning, adding, after a
+        refit), it looks only when an index was created since it last looked, and renumbers
+        (:meth:`_keep_actions`) only when at least half the actions, and ``FORGET_AT_ONCE``,
+        are stale: the arrays stay within twice what the live actions need.
+        """
+        if not self._grown or not self._can_forget():
+            return
+        self._grown = False
+        horizon = self._forget_horizon()
+        n = len(self._actions)
+        if horizon is None or n < FORGET_AT_ONCE:
+            return
+        stale = ((self._n_learned - self._last_event[:n] >= horizon)
+                 & (~self._active[:n] | self._implicit[:n]))
+        n_stale = int(stale.sum())
+        if n_stale < max(FORGET_AT_ONCE, n - n_stale):
+            return
+        keep = np.flatnonzero(~stale)
+        self._actions = [self._actions[k] for k in keep.tolist()]
+        self._index = {a: k for k, a in enumerate(self._actions)}
+        room = max(4, 2 * len(keep))
+        for name in ("_active", "_implicit", "_last_event"):
+            old = getattr(self, name)
+            new = np.zeros(room, old.dtype)
+            new[: len(keep)] = old[keep]
+            setattr(self, name, new)
+        self._inventory = None
+        self._forgotten += n_stale
+        self._keep_actions(keep)
+
+    @property
+    def n_forgotten(self) -> int:
+        """Stale actions forgotten so far (see :meth:`_forget_stale`)."""
+        return self._forgotten
 
     def remove_action(self, action: Hashable) -> None:
         """Take ``action`` out of the inventory; KeyError if it is not in it."""
@@ -237,11 +325,13 @@ class Policy(bandit.base.ContextualPolicy):
         """
         reward, probability = _check_feedback(reward, probability)
         _check_action(action)
+        self._forget_stale()
         xv = self._encoder.learn_encode(x)
         k = self._action_index(action)
         self._sync_columns()
         self._learn(xv, k, reward, probability)
         self._n_learned += 1
+        self._last_event[k] = self._n_learned
 
     def learn_many(self, events: Iterable[tuple[dict, Hashable, float, float]]) -> int:
         """:meth:`learn_one` for each ``(x, action, reward, probability)``, in order.
@@ -254,6 +344,7 @@ class Policy(bandit.base.ContextualPolicy):
         rewards: list[float] = []
         probs: list[float] = []
         learned = 0
+        self._forget_stale()  # (not below: the indices of the batch must stay)
         try:
             for x, action, reward, probability in events:
                 reward, probability = _check_feedback(reward, probability)
@@ -268,7 +359,7 @@ class Policy(bandit.base.ContextualPolicy):
             learned += self._learn_rows(rows, ks, rewards, probs)
         return learned
 
-    def _learn_rows(self, rows: list, ks: list, rewards: list, probs: list) -> int:
+    def _learn_rows(self, rows: list, ks_list: list, rewards: list, probs: list) -> int:
         """Learn the encoded events of :meth:`learn_many` (and empty the lists)."""
         n = len(rows)
         if not n:
@@ -277,16 +368,22 @@ class Policy(bandit.base.ContextualPolicy):
         X = np.tile(self._encoder.encode({})[0], (n, 1))  # every column missing
         for i, row in enumerate(rows):
             X[i, : len(row)] = row
-        self._learn_batch(X, np.array(ks, np.int64), np.array(rewards), np.array(probs))
-        self._n_learned += n
-        for buffer in (rows, ks, rewards, probs):
+        ks = np.array(ks_list, np.int64)
+        self._learn_batch(X, ks, np.array(rewards), np.array(probs))
+        self._touch(ks)
+        for buffer in (rows, ks_list, rewards, probs):
             buffer.clear()
         return n
+
+    def _touch(self, ks: np.ndarray) -> None:
+        """Count the learned events of action indices ``ks`` (in order)."""
+        np.maximum.at(self._last_event, ks, self._n_learned + 1 + np.arange(len(ks)))
+        self._n_learned += len(ks)
 
     def _action_index(self, action: Hashable) -> int:
         k = self._index.get(action)
         if k is None:  # new: into the inventory (a removed action stays out of it)
-            self.add_action(action)
+            self._add(action, implicit=True)
             k = self._index[action]
         return k
 
@@ -344,6 +441,9 @@ class Policy(bandit.base.ContextualPolicy):
                        for k, v in self.params().items()},
             "actions": list(self._actions),
             "active": self._active[: len(self._actions)].copy(),
+            "implicit": self._implicit[: len(self._actions)].copy(),
+            "last_event": self._last_event[: len(self._actions)].copy(),
+            "forgotten": self._forgotten,
             "n_learned": self._n_learned,
             "rng": rng_state(self._rng),
             "encoder": self._encoder.to_state(),
@@ -374,6 +474,11 @@ class Policy(bandit.base.ContextualPolicy):
         self._index = {a: k for k, a in enumerate(self._actions)}
         self._active = np.asarray(state["active"], bool).copy()
         self._n_learned = int(state["n_learned"])
+        n = len(self._actions)  # (states written before forgetting: every action seen now)
+        self._implicit = np.asarray(state.get("implicit", np.zeros(n, bool)), bool).copy()
+        self._last_event = np.asarray(state.get("last_event", np.full(n, self._n_learned)),
+                                      np.int64).copy()
+        self._forgotten = int(state.get("forgotten", 0))
         self._rng = rng_from_state(state["rng"])
         self._n_columns = self._encoder.n_columns
 

@@ -108,6 +108,12 @@ class ResidualMonitor:
             self._count = np.concatenate([self._count, np.zeros(extra, np.int64)])
             self._sums = np.vstack([self._sums, np.zeros((extra, len(self.lengths)))])
 
+    def select(self, keep: np.ndarray) -> None:
+        """Keep the actions ``keep`` only (ascending), renumbered 0, 1, ... in that order."""
+        keep = keep[keep < self.n_actions]
+        self._errors, self._events = self._errors[keep], self._events[keep]
+        self._count, self._sums = self._count[keep], self._sums[keep]
+
     def clear(self, k: int) -> None:
         """Forget action ``k``'s errors (its models are about to change)."""
         self._count[k] = 0
@@ -302,6 +308,12 @@ class ActionChanges:
             self.since = np.concatenate([self.since, np.zeros(extra, np.int64)])
             self.cut_at = np.concatenate([self.cut_at, np.zeros(extra, np.int64)])
             self.monitor.resize(n_actions)
+
+    def select(self, keep: np.ndarray) -> None:
+        """Keep the actions ``keep`` only (ascending), renumbered 0, 1, ... in that order."""
+        mine = keep[keep < len(self.since)]
+        self.since, self.cut_at = self.since[mine], self.cut_at[mine]
+        self.monitor.select(keep)
 
     def kept(self, actions: np.ndarray, n_events: int) -> np.ndarray | None:
         """Which of the window's last ``len(actions)`` events (of ``n_events``, oldest first)

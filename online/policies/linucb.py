@@ -81,6 +81,11 @@ class LinUCB(Policy):
     drift_delta
         The chance of a false alarm, over the whole stream, of the test for a change (see
         above); None: no test, the paper's policy.
+    forget_after
+        An action out of the inventory (removed, or come with events and never added) is
+        forgotten, its ``A_a`` and ``b_a`` freed, once this many events have been learned since
+        its last one (``Policy._forget_stale``; the tree-ensemble policy's window, 100,000 by
+        default); None: kept for ever, as the paper's policy.
     seed
         Seed of the draws of :meth:`decide`.
 
@@ -128,7 +133,8 @@ class LinUCB(Policy):
 
     def __init__(self, alpha: float = 1.0, ridge: float = 1.0, epsilon: float = 0.01,
                  fit_intercept: bool = True, weighting: str = "none", max_columns: int = 128,
-                 drift_delta: float | None = 0.01, seed: int | None = None):
+                 drift_delta: float | None = 0.01, forget_after: int | None = 100_000,
+                 seed: int | None = None):
         if not (alpha >= 0.0 and math.isfinite(alpha)):
             raise ValueError(f"alpha must be a finite number >= 0, got {alpha}")
         if not (ridge > 0.0 and math.isfinite(ridge)):
@@ -141,6 +147,10 @@ class LinUCB(Policy):
             raise ValueError(f"max_columns must be an int >= 1, got {max_columns!r}")
         if drift_delta is not None and not 0.0 < drift_delta < 1.0:
             raise ValueError(f"drift_delta must be in (0, 1) or None, got {drift_delta!r}")
+        if forget_after is not None and not (isinstance(forget_after, int)
+                                             and not isinstance(forget_after, bool)
+                                             and forget_after >= 1):
+            raise ValueError(f"forget_after must be an int >= 1 or None, got {forget_after!r}")
         self.alpha = alpha
         self.ridge = ridge
         self.epsilon = epsilon
@@ -148,6 +158,7 @@ class LinUCB(Policy):
         self.weighting = weighting
         self.max_columns = max_columns
         self.drift_delta = drift_delta
+        self.forget_after = forget_after
         self._monitor = None if drift_delta is None else ResidualMonitor(0, drift_delta)
         self._changes = 0  # actions restarted
         self._A_inv = np.zeros((0, 0, 0))  # (action capacity, d capacity, d capacity)
@@ -247,6 +258,14 @@ class LinUCB(Policy):
         self._A_inv[changed] = np.eye(self._A_inv.shape[1]) / self.ridge
         self._b[changed] = 0.0
         self._changes += len(changed)
+
+    def _forget_horizon(self) -> int | None:
+        return self.forget_after
+
+    def _keep_actions(self, keep: np.ndarray) -> None:
+        self._A_inv, self._b, self._plays = self._A_inv[keep], self._b[keep], self._plays[keep]
+        if self._monitor is not None:
+            self._monitor.select(keep)
 
     @property
     def n_changes(self) -> int:

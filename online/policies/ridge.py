@@ -213,6 +213,11 @@ class RidgeBase:
                 base.inverse[k] = np.linalg.inv(fit.normal_matrix(l2, bias_penalised=False))
         return base, in_sample
 
+    def select(self, models: np.ndarray) -> RidgeBase:
+        """The given models (indices ascending), renumbered 0, 1, ... in that order."""
+        return RidgeBase(self.numbers, self.codes, self.n_codes, self.weights[models],
+                         self.covariance[models], self.inverse[models], self.l2)
+
     def nbytes(self) -> int:
         return self.weights.nbytes + self.covariance.nbytes + self.inverse.nbytes + 3 * 8 * (
             len(self.codes) + len(self.numbers))

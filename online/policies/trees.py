@@ -259,7 +259,11 @@ class TreeEnsemblePolicy(Policy):
       events and shipped them in every snapshot, though no decision reads them: with 20
       actions live and one replaced every 100 events (``bench/policies/churn.py``, 30k
       events), refits 25.5 -> 5.2 CPU s, the served model 22,226 -> 1,604 trees and 9.8 ->
-      0.4 MB, the same decisions.
+      0.4 MB, the same decisions. Once the window holds no event of a removed action (or of
+      one that came with events and was never added), the action is forgotten
+      (``Policy._forget_stale``: its per-action arrays, 24 kB of them the change test's, are
+      freed and the indices renumbered, the decisions unchanged): without it, every action
+      ever seen kept its slot in memory and in every state the trainer writes.
     - *Off-policy*: each regressor is fitted by direct regression (squared loss, unweighted) on
       the events where its action was played, whichever policy logged them: E[r | x, a] does not
       depend on the logging policy, which only changes where contexts are sampled, and the trees
@@ -402,6 +406,7 @@ class TreeEnsemblePolicy(Policy):
         self._drift = ActionChanges.start(drift_delta)
         self._candidate_cache: _CandidateModels | None = None
         self._scored: _ScoredRows | None = None  # the last distribution_rows' trees, reused
+        self._refit_running = False  # a start_refit job's result is not installed yet
 
     def _new_encoder(self) -> FeatureEncoder:
         # trees split on category codes and route missing values themselves
@@ -595,6 +600,7 @@ class TreeEnsemblePolicy(Policy):
         :class:`~online.policies.refit.RefitResult` to :meth:`finish_refit`. The events learned
         meanwhile stay in the window for the next refit.
         """
+        self._refit_running = True  # its result is indexed as the actions are now
         X, a, r, _ = self._window.arrays(self._encoder.n_columns)
         held_out = self._window.held_out() if self.weigh_trees else None
         recent = self._window.n_events - self._fitted_events
@@ -627,6 +633,8 @@ class TreeEnsemblePolicy(Policy):
         self._fitted_events = result.n_events
         self._fit_rows = int(result.plays.sum())
         self._refits += 1
+        self._refit_running = False
+        self._grown = True  # look for stale actions before the next event (not inside this one)
         if not self._linear.inverse.shape[1]:
             return
         # the events learned while the refit ran: into the new linear base, as _learn would have
@@ -634,6 +642,31 @@ class TreeEnsemblePolicy(Policy):
         for row, k, reward in zip(X, actions.tolist(), rewards.tolist()):
             self._predict_then_learn_linear(row[: self._encoder.n_columns].astype(np.float64),
                                             k, reward)
+
+    # -- forgetting stale actions (Policy._forget_stale) -------------------------------------
+
+    def _forget_horizon(self) -> int:
+        """The window: a stale action has no event left in it, so no fit would see it."""
+        return self.window
+
+    def _can_forget(self) -> bool:
+        return not self._refit_running
+
+    def _keep_actions(self, keep: np.ndarray) -> None:
+        new_index = np.full(max(len(self._plays), int(keep.max(initial=-1)) + 1,
+                                len(self._drift.since) if self._drift is not None else 0,
+                                self._ensemble.n_models, self._linear.n_models), -1, np.int64)
+        new_index[keep] = np.arange(len(keep))
+        self._window.renumber_actions(new_index)
+        fitted = keep[keep < self._ensemble.n_models]
+        self._ensemble = self._ensemble.select(fitted)
+        self._linear = self._linear.select(keep[keep < self._linear.n_models])
+        self._plays, self._fitted, self._blend = (
+            array[keep[keep < len(array)]] for array in (self._plays, self._fitted, self._blend))
+        # gamma's n stays the rows the models were fitted on (the forgotten actions' too)
+        if self._drift is not None:
+            self._drift.select(keep)
+        self._candidate_cache = self._scored = self._returned_for = None
 
     # -- introspection and state -----------------------------------------------------------
 
@@ -658,7 +691,8 @@ class TreeEnsemblePolicy(Policy):
                  "linear": self._linear.to_state(inverse=statistics),
                  "plays": self._plays.copy(), "fitted": self._fitted.copy(),
                  "blend": self._blend.copy(),
-                 "fitted_events": self._fitted_events, "refits": self._refits,
+                 "fitted_events": self._fitted_events, "fit_rows": self._fit_rows,
+                 "refits": self._refits,
                  "n_changes": self.n_changes}
         if statistics:  # the window: what the next refits learn from (and the base's A^-1)
             state["window"] = self._window.to_state(self._encoder.n_columns)
@@ -682,7 +716,8 @@ class TreeEnsemblePolicy(Policy):
         self._blend = np.asarray(state["blend"], np.float64).copy() if "blend" in state else \
             np.ones(self._ensemble.n_models)  # written before the trees were weighed: weight 1
         self._fitted_events = int(state["fitted_events"])
-        self._fit_rows = int(self._plays.sum())
+        # (written before actions were forgotten: the plays counted them all)
+        self._fit_rows = int(state.get("fit_rows", self._plays.sum()))
         self._refits = int(state["refits"])
         if self._drift is not None:  # (a serving copy, without statistics: the count only)
             n_changes = int(state.get("n_changes", 0))

@@ -103,6 +103,15 @@ class EventWindow:
         rows = (self._n - n + np.arange(n)) % self.size
         return self._X[rows], self._a[rows], self._r[rows]
 
+    def renumber_actions(self, new_index: np.ndarray) -> None:
+        """Action index k becomes ``new_index[k]`` in every event held (each must have one:
+        ValueError for an action with events here and none there)."""
+        held = self._a[: len(self)]
+        renumbered = new_index[held] if len(held) else held
+        if (renumbered < 0).any():
+            raise ValueError("an action with events in the window has no new index")
+        self._a[: len(self)] = renumbered
+
     def nbytes(self) -> int:
         return self._X.nbytes + self._a.nbytes + self._r.nbytes + self._p.nbytes + self._o.nbytes
 
