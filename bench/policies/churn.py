@@ -23,6 +23,9 @@ event of it left (``Policy._forget_stale``): past the window (100k events), both
 
     python -m bench.policies.churn --events 30000
     python -m bench.policies.churn --kind auto --events 200000 --live 20 --every 20
+
+``--plot run.json ...`` draws the runs' state bytes against events instead
+(``plots/churn_state.png``, one line per run, labelled by its file name).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
@@ -108,6 +112,26 @@ def run(events: int, live: int, every: int, features: int, kind: str = "trees") 
             "mean_reward": total / events, "checkpoints": checkpoints}
 
 
+def plot(runs: list[Path], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for path in runs:
+        points = json.loads(path.read_text())["checkpoints"]
+        ax.plot([p["events"] for p in points], [p["state_bytes"] / 1e6 for p in points],
+                marker="o", label=path.stem)
+    ax.set_xlabel("events learned")
+    ax.set_ylabel("trainer's state, MB")
+    ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -116,7 +140,13 @@ def main(argv=None) -> int:
     ap.add_argument("--every", type=int, default=100, help="events between two changes")
     ap.add_argument("--features", type=int, default=8)
     ap.add_argument("--kind", default="trees", help="the policy kind (trees, auto, linucb)")
+    ap.add_argument("--plot", nargs="+", type=Path, help="runs' JSON: draw, do not run")
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "plots" /
+                    "churn_state.png")
     args = ap.parse_args(argv)
+    if args.plot:
+        plot(args.plot, args.out)
+        return 0
     print(json.dumps(run(args.events, args.live, args.every, args.features, args.kind),
                      indent=1))
     return 0

@@ -184,18 +184,20 @@ class Policy(bandit.base.ContextualPolicy):
         self._inventory = None
 
     def _forget_stale(self) -> None:
-        """Forget the actions that are stale: out of the inventory (removed, or never added:
-        they came with events) and without an event of their own for
+        """Forget the actions that are stale: removed from the inventory, or never added to
+        it (they came with events), and without an event of their own for
         :meth:`_forget_horizon` events.
 
         Why: an ad inventory changes (campaigns end, a Personalizer request brings the actions
-        of the day), and every action a policy keeps costs its per-action arrays (a trees
-        policy's change test 24 kB, LinUCB's ``A^-1`` 8 d^2 bytes), in memory and in every
-        state the trainer writes. Without forgetting, they grow with every action ever seen.
+        of the day), and every action a policy keeps costs its per-action arrays (LinUCB's
+        ``A^-1`` and the trees' linear base's, 8 d^2 bytes each with d coded columns; the
+        change test's errors), in memory and in every state the trainer writes. Without
+        forgetting, they grow with every action ever seen.
         A stale action has nothing left in a window (its events have slid out), so what is
         forgotten is what the policy would no longer fit on; a forgotten action that comes back
-        is a new one. An action that came with an event and was never added leaves the
-        inventory as it is forgotten (it came back into it with its next event anyway).
+        is a new one (with an event: into the inventory, as any action the policy never had).
+        An action that came with an event and was never added leaves the inventory as it is
+        forgotten (its next event would bring it back).
 
         Amortised: called where no action index is held (before learning, adding, after a
         refit), it looks only when an index was created since it last looked, and renumbers

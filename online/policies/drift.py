@@ -29,6 +29,10 @@ keeps sums rather than events, restarts the action (it tests inside its compiled
 :func:`watch_error`, what :meth:`ResidualMonitor.watch` calls). Why only changes of some
 size: with m at most 2,048, a shift of the mean error smaller than ~0.2 R is not detected; the
 window forgets those as before.
+
+An action's errors are kept in a ring sized to what it has had (16 slots, doubling up to the
+longest length: :mod:`~online.policies.error_rings`), not one of 2,048 slots per action: an ad
+inventory has many actions that are played a few dozen times.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ from typing import NamedTuple
 
 import numba
 import numpy as np
+
+from online.policies.error_rings import ErrorPool
 
 __all__ = ["ActionChanges", "ResidualMonitor"]
 
@@ -62,7 +68,7 @@ class ResidualMonitor:
     """
 
     FORMAT = "grove.residual-monitor"
-    VERSION = 1
+    VERSION = 2  # 2: each action's ring a block of a pool (error_rings); 1: one row each
 
     def __init__(self, n_actions: int = 0, delta: float = 0.01,
                  lengths: tuple[int, ...] = LENGTHS):
@@ -70,9 +76,7 @@ class ResidualMonitor:
             raise ValueError(f"delta must be in (0, 1), got {delta!r}")
         self.delta = float(delta)
         self.lengths = np.asarray(lengths, np.int64)
-        capacity = int(self.lengths.max())
-        self._errors = np.zeros((n_actions, capacity), np.float32)
-        self._events = np.zeros((n_actions, capacity), np.int64)
+        self._pool = ErrorPool(n_actions, int(self.lengths.max()))
         self._count = np.zeros(n_actions, np.int64)  # errors kept per action (ring counter)
         self._sums = np.zeros((n_actions, len(self.lengths)))  # sum of the last m, per length
         self._tally = np.zeros(1, np.int64)  # errors tested, all actions: the t of the bound
@@ -94,24 +98,27 @@ class ResidualMonitor:
 
     def rings(self) -> Rings:
         """The arrays, for a compiled learner that tests as it learns (:func:`watch_error`)."""
-        return Rings(self._errors, self._events, self._count, self._sums, self.lengths,
-                     self._tally, self._bounds)
+        p = self._pool
+        return Rings(p.errors, p.events, p.start, p.capacity, self._count, self._sums,
+                     self.lengths, self._tally, self._bounds)
+
+    def reserve(self, ks: np.ndarray) -> None:
+        """Make room for an error of each of ``ks`` (before a compiled learner adds them;
+        :meth:`observe` and :meth:`watch` make their own)."""
+        self._pool.reserve(ks, self._count)
 
     def resize(self, n_actions: int) -> None:
         """Room for ``n_actions`` actions (new ones start empty)."""
         extra = n_actions - self.n_actions
         if extra > 0:
-            self._errors = np.vstack([self._errors, np.zeros((extra, self._errors.shape[1]),
-                                                             np.float32)])
-            self._events = np.vstack([self._events, np.zeros((extra, self._events.shape[1]),
-                                                             np.int64)])
+            self._pool.resize(n_actions)
             self._count = np.concatenate([self._count, np.zeros(extra, np.int64)])
             self._sums = np.vstack([self._sums, np.zeros((extra, len(self.lengths)))])
 
     def select(self, keep: np.ndarray) -> None:
         """Keep the actions ``keep`` only (ascending), renumbered 0, 1, ... in that order."""
         keep = keep[keep < self.n_actions]
-        self._errors, self._events = self._errors[keep], self._events[keep]
+        self._pool.select(keep)
         self._count, self._sums = self._count[keep], self._sums[keep]
 
     def clear(self, k: int) -> None:
@@ -123,6 +130,7 @@ class ResidualMonitor:
         """Add action ``k``'s held-out error of event number ``event`` (errors lie in
         ``[-scale, scale]``); the event where a new regime starts if a test rejects, else None.
         After a rejection the action's errors are cleared."""
+        self._pool.reserve_one(k, self._count)
         cut = test_error(self.rings(), k, error, event, scale, self.delta)
         return None if cut < 0 else int(cut)
 
@@ -130,6 +138,7 @@ class ResidualMonitor:
         """:meth:`observe` of ``reward - predicted``, the prediction clipped to the rewards seen
         (``reward`` included), whose range is the scale; nothing is tested while the rewards
         have shown no range."""
+        self._pool.reserve_one(k, self._count)
         cut = watch_error(self.rings(), k, reward, predicted, event, self.delta)
         return None if cut < 0 else int(cut)
 
@@ -158,9 +167,9 @@ class ResidualMonitor:
         found once is one hypothesis per action, not a search over time, so it needs far fewer
         errors than :meth:`observe`'s test (which also loses power as refits mix the old events
         with the new into an action's models)."""
-        kept = int(min(self._count[k], self._errors.shape[1]))
-        rows = (self._count[k] - kept + np.arange(kept)) % self._errors.shape[1]
-        after = self._errors[k, rows][self._events[k, rows] >= start].astype(np.float64)
+        slots = self._pool.slots(k, int(self._count[k]))
+        p = self._pool
+        after = p.errors[slots][p.events[slots] >= start].astype(np.float64)
         if not len(after):
             return False
         log_term = math.log(math.pi ** 2 * n_tests ** 2 / (3.0 * self.delta))
@@ -169,20 +178,25 @@ class ResidualMonitor:
 
     def to_state(self) -> dict:
         return {"format": self.FORMAT, "version": self.VERSION, "delta": self.delta,
-                "lengths": self.lengths.copy(), "errors": self._errors.copy(),
-                "events": self._events.copy(), "count": self._count.copy(),
+                "lengths": self.lengths.copy(), **self._pool.to_state(),
+                "count": self._count.copy(),
                 "sums": self._sums.copy(), "tests": self._tests, "followed": self._followed,
                 "bounds": [b if math.isfinite(b) else None for b in self._bounds.tolist()]}
 
     @classmethod
     def from_state(cls, state: dict) -> ResidualMonitor:
-        if state.get("format") != cls.FORMAT or state.get("version") != cls.VERSION:
-            raise ValueError(f"not a {cls.FORMAT} state of version {cls.VERSION}: "
+        """Versions 1 (one ring of the longest length per action) and 2 are read."""
+        if state.get("format") != cls.FORMAT or state.get("version") not in (1, cls.VERSION):
+            raise ValueError(f"not a {cls.FORMAT} state of version 1 or {cls.VERSION}: "
                              f"{state.get('format')!r} {state.get('version')!r}")
         monitor = cls(0, float(state["delta"]), tuple(np.asarray(state["lengths"]).tolist()))
-        monitor._errors = np.asarray(state["errors"], np.float32).copy()
-        monitor._events = np.asarray(state["events"], np.int64).copy()
         monitor._count = np.asarray(state["count"], np.int64).copy()
+        if state["version"] == 1:
+            monitor._pool = ErrorPool.from_rows(np.asarray(state["errors"], np.float32),
+                                                np.asarray(state["events"], np.int64),
+                                                monitor._count)
+        else:
+            monitor._pool = ErrorPool.from_state(state, int(monitor.lengths.max()))
         monitor._sums = np.asarray(state["sums"], np.float64).copy()
         monitor._tally[0] = int(state["tests"])
         monitor._followed = int(state["followed"])
@@ -191,14 +205,16 @@ class ResidualMonitor:
         return monitor
 
     def nbytes(self) -> int:
-        return self._errors.nbytes + self._events.nbytes + self._count.nbytes + self._sums.nbytes
+        return self._pool.nbytes() + self._count.nbytes + self._sums.nbytes
 
 
 class Rings(NamedTuple):
     """:class:`ResidualMonitor`'s arrays, as a compiled learner takes them."""
 
-    errors: np.ndarray  # float32 (n_actions, capacity): each action's last errors, a ring
-    events: np.ndarray  # int64 (n_actions, capacity): their event numbers
+    errors: np.ndarray  # float32 pool: each action's last errors, a ring in a block of it
+    events: np.ndarray  # int64 pool: their event numbers
+    start: np.ndarray  # int64 (n_actions,): the first slot of each action's block
+    capacity: np.ndarray  # int64 (n_actions,): its slots (error_rings.ErrorPool)
     count: np.ndarray  # int64 (n_actions,): errors added since the action's last clear
     sums: np.ndarray  # float64 (n_actions, len(lengths)): the sum of its last m errors
     lengths: np.ndarray  # int64: the lengths m tested
@@ -235,8 +251,8 @@ def test_error(rings, k, error, event, scale, delta):
     rings.tally[0] += 1
     t = np.float64(rings.tally[0])
     log_term = math.log(math.pi ** 2 * (t * t) * rings.lengths.shape[0] / (3.0 * delta))
-    cut = observe_error(rings.errors, rings.events, rings.count, rings.sums, rings.lengths, k,
-                        min(max(error, -scale), scale), event, scale * scale * 2.0 * log_term)
+    cut = observe_error(rings, k, min(max(error, -scale), scale), event,
+                        scale * scale * 2.0 * log_term)
     if cut >= 0:
         rings.count[k] = 0
         rings.sums[k, :] = 0.0
@@ -244,23 +260,28 @@ def test_error(rings, k, error, event, scale, delta):
 
 
 @numba.njit(cache=True, nogil=True)
-def observe_error(errors, events, count, sums, lengths, k, error, event, bound):
-    """Add ``error`` to action ``k``'s ring (``errors``, ``events``: each action's last errors
-    and their event numbers; ``count``: errors added since its last clear; ``sums``: the sum of
-    its last m errors, per length of ``lengths``) and test each length m: reject when
+def observe_error(rings, k, error, event, bound):
+    """Add ``error`` to action ``k``'s ring (``rings.errors``, ``rings.events``: each action's
+    last errors and their event numbers, in its block; ``count``: errors added since its last
+    clear; ``sums``: the sum of its last m errors, per length of ``lengths``; the block must
+    have room: ``ErrorPool.reserve``) and test each length m: reject when
     ``(sum of the last m)^2 > m * bound`` (``bound = 2 R^2 ln(2 / delta_t)``, Hoeffding's
     ``|mean| >= R sqrt(2 ln(2 / delta_t) / m)``). Returns the event where the new regime starts
     (the CUSUM split of the kept errors) or -1."""
-    capacity = errors.shape[1]
+    errors, events, count, sums, lengths = (rings.errors, rings.events, rings.count,
+                                            rings.sums, rings.lengths)
+    capacity, base = rings.capacity[k], rings.start[k]
     n = count[k]
+    if n >= capacity and capacity < lengths.max():
+        raise ValueError("no room in the action's ring: ErrorPool.reserve it first")
     error = np.float64(np.float32(error))  # as kept: the sums subtract what they added
     for i in range(lengths.shape[0]):
         m = lengths[i]
         sums[k, i] += error
         if n >= m:
-            sums[k, i] -= errors[k, (n - m) % capacity]
-    errors[k, n % capacity] = error
-    events[k, n % capacity] = event
+            sums[k, i] -= errors[base + (n - m) % capacity]
+    errors[base + n % capacity] = error
+    events[base + n % capacity] = event
     n += 1
     count[k] = n
     rejected = False
@@ -275,14 +296,14 @@ def observe_error(errors, events, count, sums, lengths, k, error, event, bound):
     first = n - kept
     total = 0.0
     for j in range(kept):
-        total += errors[k, (first + j) % capacity]
+        total += errors[base + (first + j) % capacity]
     best, split, running = -1.0, 1, 0.0
     for j in range(1, kept):  # the older part: the first j errors
-        running += errors[k, (first + j - 1) % capacity]
+        running += errors[base + (first + j - 1) % capacity]
         stat = abs(running - j * total / kept)
         if stat > best:
             best, split = stat, j
-    return events[k, (first + split) % capacity]
+    return events[base + (first + split) % capacity]
 
 
 class ActionChanges:

@@ -82,7 +82,7 @@ class LinUCB(Policy):
         The chance of a false alarm, over the whole stream, of the test for a change (see
         above); None: no test, the paper's policy.
     forget_after
-        An action out of the inventory (removed, or come with events and never added) is
+        An action removed from the inventory, or come with events and never added, is
         forgotten, its ``A_a`` and ``b_a`` freed, once this many events have been learned since
         its last one (``Policy._forget_stale``; the tree-ensemble policy's window, 100,000 by
         default); None: kept for ever, as the paper's policy.
@@ -242,6 +242,7 @@ class LinUCB(Policy):
             np.add.at(self._plays, ks, 1)
             return
         done, first = 0, self._n_learned  # the events' numbers: learned so far, then these
+        self._monitor.reserve(ks)  # (a restart only empties rings: the room stays enough)
         while done < len(X):
             n, start = learn_watched(X[done:], ks[done:], rewards[done:], weights[done:],
                                      (self._A_inv, self._b), self._monitor.rings(),

@@ -261,9 +261,10 @@ class TreeEnsemblePolicy(Policy):
       events), refits 25.5 -> 5.2 CPU s, the served model 22,226 -> 1,604 trees and 9.8 ->
       0.4 MB, the same decisions. Once the window holds no event of a removed action (or of
       one that came with events and was never added), the action is forgotten
-      (``Policy._forget_stale``: its per-action arrays, 24 kB of them the change test's, are
-      freed and the indices renumbered, the decisions unchanged): without it, every action
-      ever seen kept its slot in memory and in every state the trainer writes.
+      (``Policy._forget_stale``: its per-action arrays are freed and the indices renumbered,
+      the decisions unchanged): without it, every action ever seen kept its slot in memory
+      and in every state the trainer writes (with ``auto``'s two candidates, 67 kB per action
+      on 8 features, 670 MB after 10,000 actions).
     - *Off-policy*: each regressor is fitted by direct regression (squared loss, unweighted) on
       the events where its action was played, whichever policy logged them: E[r | x, a] does not
       depend on the logging policy, which only changes where contexts are sampled, and the trees

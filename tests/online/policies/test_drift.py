@@ -56,6 +56,44 @@ def test_monitor_scale_bounds_the_errors():
     assert monitor.observe(0, 1e9, 100, 1.0) is None
 
 
+def test_monitor_keeps_what_each_action_had_and_reads_its_version_1_state():
+    """Each action's ring is sized to its errors (an action played 10 times costs 16 slots, not
+    2,048); a version-1 state (one 2,048-slot ring per action) continues the same tests."""
+    rng = np.random.default_rng(4)
+    monitor = ResidualMonitor(3)
+    played = {0: 5000, 1: 700, 2: 10}
+    stream = [(k, float(rng.normal(0, 0.2))) for k, n in played.items() for _ in range(n)]
+    rng.shuffle(stream)
+    rows = np.zeros((3, 2048), np.float32), np.zeros((3, 2048), np.int64)
+    seen = [0, 0, 0]
+    for t, (k, e) in enumerate(stream):
+        assert monitor.observe(k, e, t, 1.0) is None
+        rows[0][k, seen[k] % 2048], rows[1][k, seen[k] % 2048] = e, t  # the old layout
+        seen[k] += 1
+    state = monitor.to_state()
+    assert state["capacity"].tolist() == [2048, 1024, 16]
+    assert len(state["errors"]) == 2048 + 1024 + 16
+    old = {**state, "version": 1, "errors": rows[0], "events": rows[1]}
+    del old["capacity"]
+    clone = ResidualMonitor.from_state(json.loads(json.dumps(old, default=lambda a: a.tolist())))
+    for key, value in clone.to_state().items():  # read as version 2: the same rings
+        assert np.array_equal(value, state[key]), key
+    cuts = []
+    for t in range(len(stream), len(stream) + 3000):
+        k = t % 3
+        e = float(rng.normal(0, 0.2)) - 0.6 * (k == 1 and t > len(stream) + 1500)
+        cuts.append(monitor.observe(k, e, t, 1.0))
+        assert clone.observe(k, e, t, 1.0) == cuts[-1]
+    assert any(c is not None for c in cuts)  # action 1's change found, by both alike
+
+
+def test_a_monitor_restored_before_any_action_grows_as_a_new_one():
+    clone = ResidualMonitor.from_state(ResidualMonitor(0).to_state())
+    clone.resize(3)
+    assert [clone.observe(k, 0.1, k, 1.0) for k in range(3)] == [None] * 3
+    assert clone.to_state()["capacity"].tolist() == [16, 16, 16]
+
+
 def test_monitor_state_round_trip_continues_the_same_tests():
     rng = np.random.default_rng(3)
     monitor = ResidualMonitor(2)
