@@ -107,9 +107,9 @@ class EventWindow:
         """Action index k becomes ``new_index[k]`` in every event held (each must have one:
         ValueError for an action with events here and none there)."""
         held = self._a[: len(self)]
-        renumbered = new_index[held] if len(held) else held
-        if (renumbered < 0).any():
+        if len(held) and (held.max() >= len(new_index) or (new_index[held] < 0).any()):
             raise ValueError("an action with events in the window has no new index")
+        renumbered = new_index[held] if len(held) else held
         self._a[: len(self)] = renumbered
 
     def nbytes(self) -> int:
