@@ -57,7 +57,7 @@ class Policy(bandit.base.ContextualPolicy):
     def __init__(self, seed: int | None = None):
         super().__init__(burn_in=0)
         self.seed = seed
-        self._actions: list = []  # action index -> action id (never shrinks)
+        self._actions: list = []  # action index -> action id (shrinks as actions are forgotten)
         self._index: dict = {}  # action id -> action index
         self._active = np.zeros(0, bool)  # action index -> in the inventory
         # action index -> came with an event, never added (leaves the inventory when forgotten)
