@@ -475,8 +475,12 @@ class AutoPolicy(Policy):
         """Learn one event (a batch of one: see the class doc)."""
         self.learn_many([(x, action, reward, probability)])
 
-    def learn_many(self, events: Iterable[tuple[dict, Hashable, float, float]]) -> int:
+    def learn_many(self, events: Iterable[tuple]) -> int:
         """Evaluate, then learn, the events with every candidate; returns the number learned.
+
+        An event ``(x, action, reward, probability)`` may carry a fifth item, the actions its
+        decision was drawn among (None: the inventory); each candidate is evaluated as it would
+        have decided among those (see :meth:`_evaluate`).
 
         As every policy: the events before a bad one are learned, then its ``ValueError`` is
         raised. Events are taken in batches of up to 1024 (probabilities at the batch's start).
@@ -484,7 +488,7 @@ class AutoPolicy(Policy):
         batch: list = []
         learned = 0
         try:
-            for x, action, reward, probability in events:
+            for x, action, reward, probability, *offered in events:
                 reward, probability = _check_feedback(reward, probability)
                 _check_action(action)
                 if not isinstance(x, dict):
@@ -492,7 +496,7 @@ class AutoPolicy(Policy):
                 if not 0.0 <= reward <= 1.0:
                     self._clipped += 1
                     reward = min(1.0, max(0.0, reward))
-                batch.append((x, action, reward, probability))
+                batch.append((x, action, reward, probability, _offered(offered)))
                 if len(batch) >= 1024:
                     learned += self._learn_batch_events(batch)
         finally:
@@ -504,18 +508,19 @@ class AutoPolicy(Policy):
         if not n:
             return 0
         self._forget_stale()  # (before the batch's actions are looked up)
-        for _, action, _, _ in batch:
+        for _, action, _, _, _ in batch:
             # a new action joins the inventory; a removed one's events (a late reward) are
             # learned, not put back
             if action not in self._index:
                 self._add(action, implicit=True)
         inventory, ks_active = self._active_inventory()
-        rewards = np.array([r for _, _, r, _ in batch])
+        rewards = np.array([e[2] for e in batch])
         if inventory:  # (no inventory: no candidate serves anything, nothing to evaluate)
             self._evaluate(batch, rewards, inventory, ks_active)
+        played = [e[:4] for e in batch]  # (what a candidate learns from)
         for c in self._candidates_:
-            c.policy.learn_many(batch)
-        ks = np.array([self._index[a] for _, a, _, _ in batch])
+            c.policy.learn_many(played)
+        ks = np.array([self._index[e[1]] for e in batch])
         np.add.at(self._q_sum, ks, rewards)
         np.add.at(self._q_count, ks, 1.0)
         self._touch(ks)
@@ -526,53 +531,73 @@ class AutoPolicy(Policy):
     def _evaluate(self, batch: list, rewards: np.ndarray, inventory: list,
                   ks_active: np.ndarray) -> None:
         """Add the batch's events to every candidate's estimates (each candidate's distribution
-        taken before it learns them). An event whose action is no longer in the inventory goes
-        to an extra column that no candidate serves (probability 0: it counts with weight 0)."""
+        taken before it learns them), over the actions each event's decision was drawn among:
+        those it carries (a request that named its actions or excluded some), else the
+        inventory. A candidate is evaluated as the policy it would serve: over the actions the
+        request offered, with the floor spread over those. An event whose action is not among
+        them (a late reward of a removed action) goes to an extra column that no candidate
+        serves (probability 0: it counts with weight 0)."""
         n, K = len(batch), len(inventory)
         position = {a: j for j, a in enumerate(inventory)}
-        logged = np.array([position.get(a, K) for _, a, _, _ in batch])
-        width = K + 1 if (logged == K).any() else K
-        p_min = self.floor / K
-        propensity = np.maximum(np.array([p for _, _, _, p in batch]), p_min)
+        groups: dict = {}  # the actions offered (None: the inventory) -> their events
+        for i, event in enumerate(batch):
+            groups.setdefault(event[4], []).append(i)
+            for a in event[4] or ():  # an offered action out of the inventory: a column too
+                position.setdefault(a, len(position))
+        columns = len(position)
+        logged = np.array([position.get(e[1], columns) for e in batch])
+        width = columns + 1 if (logged == columns).any() else columns
+        offered = np.array([K if e[4] is None else len(e[4]) for e in batch])
+        p_min = self.floor / offered
+        propensity = np.maximum(np.array([e[3] for e in batch]), p_min)
         # DR's reward model: per-action mean of the rewards before each event (predictable)
         onehot = np.zeros((n, width))
         onehot[np.arange(n), logged] = 1.0
         sums, counts = np.zeros(width), np.zeros(width)
-        sums[:K], counts[:K] = self._q_sum[ks_active], self._q_count[ks_active]
+        known = np.array([self._index.get(a, -1) for a in position], np.int64)
+        kept = known >= 0
+        sums[:columns][kept] = self._q_sum[known[kept]]
+        counts[:columns][kept] = self._q_count[known[kept]]
         sums = sums + np.cumsum(onehot * rewards[:, None], axis=0) - onehot * rewards[:, None]
         counts = counts + np.cumsum(onehot, axis=0) - onehot
         q = (sums + 0.5) / (counts + 1.0)
         q_logged = q[np.arange(n), logged]
         C = len(self._candidates_)
         target = np.zeros((C, n, width))  # each candidate's served distribution per event
-        contexts = [x for x, _, _, _ in batch]
-        for j, c in enumerate(self._candidates_):
-            target[j, :, :K] = self._mixed_rows(c.policy, contexts, position, K)
-        low, low_c = dr_lower_bounds(target.reshape(C * n, width), np.tile(q, (C, 1)), p_min)
+        for offer, rows in groups.items():
+            actions = inventory if offer is None else list(offer)
+            cells = np.ix_(rows, [position[a] for a in actions])
+            contexts = [batch[i][0] for i in rows]
+            for j, c in enumerate(self._candidates_):
+                target[j][cells] = self._mixed_rows(c.policy, contexts, offer, actions)
+        low, low_c = dr_lower_bounds(target.reshape(C * n, width), np.tile(q, (C, 1)),
+                                     np.tile(p_min, C))
         self._estimates.update(
             np.broadcast_to(rewards, (C, n)), target[:, np.arange(n), logged],
             np.broadcast_to(propensity, (C, n)), q_logged=np.broadcast_to(q_logged, (C, n)),
             q_policy=(target * q).sum(axis=2), dr_low=low.reshape(C, n),
             dr_low_c=low_c.reshape(C, n))
 
-    def _mixed_rows(self, policy, xs: list, position: dict, K: int) -> np.ndarray:
-        """The candidate's served distribution for each context of ``xs`` over the inventory,
-        in inventory order: all rows at once from its ``distribution_rows`` when it has one
-        (the trees, LinUCB, Bandit Forest), else ``probabilities(x)`` row by row."""
-        rows = np.zeros((len(xs), K))
+    def _mixed_rows(self, policy, xs: list, offer: tuple | None, actions: list) -> np.ndarray:
+        """The candidate's served distribution for each context of ``xs`` over ``actions``
+        (``offer``: those, None: the inventory), in that order: all rows at once from its
+        ``distribution_rows`` when it has one (the trees, LinUCB, Bandit Forest), else
+        ``probabilities(x)`` row by row."""
+        rows = np.zeros((len(xs), len(actions)))
+        at = {a: j for j, a in enumerate(actions)}
         if hasattr(policy, "distribution_rows"):
-            actions, probs = policy.distribution_rows(xs)
-            for a, column in zip(actions, probs.T):
-                j = position.get(a)
+            names, probs = policy.distribution_rows(xs, offer)
+            for a, column in zip(names, probs.T):
+                j = at.get(a)
                 if j is not None:
                     rows[:, j] = column
         else:
             for i, x in enumerate(xs):
-                for a, p in policy.probabilities(x).items():
-                    j = position.get(a)
+                for a, p in policy.probabilities(x, offer).items():
+                    j = at.get(a)
                     if j is not None:
                         rows[i, j] = p
-        return (1.0 - self.floor) * rows + self.floor / K
+        return (1.0 - self.floor) * rows + self.floor / len(actions)
 
     # -- switching -------------------------------------------------------------------------------
 
@@ -683,6 +708,19 @@ class AutoPolicy(Policy):
         yield {"candidates": [{"kind": "linucb"}, {"kind": "bandit-forest",
                                                    "params": {"n_trees": 5, "warmup": 20}}],
                "seed": 42}
+
+
+def _offered(extra: list) -> tuple | None:
+    """The fifth item of an event, the actions its decision was drawn among, as a tuple of
+    distinct ids (None, or nothing: the inventory)."""
+    if not extra or extra[0] is None:
+        return None
+    if isinstance(extra[0], (str, bytes)) or not hasattr(extra[0], "__iter__"):
+        raise ValueError(f"the actions offered must be a list of action ids, got {extra[0]!r}")
+    offered = tuple(dict.fromkeys(extra[0]))
+    for action in offered:
+        _check_action(action)
+    return offered or None
 
 
 def _checked_spec(spec) -> tuple[str, dict]:

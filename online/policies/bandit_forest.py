@@ -50,14 +50,14 @@ class BanditForestPolicy(BanditForest):
                              probs, drawn, order, paths)
         return candidates, probs, order
 
-    def distribution_rows(self, xs: list[dict]) -> tuple[list, np.ndarray]:
-        """The inventory's actions, and for each context of ``xs`` the distribution
-        :meth:`decide` would draw from over them (row i: ``xs[i]``; the values of
-        :meth:`probabilities`, in inventory order).
+    def distribution_rows(self, xs: list[dict], actions=None) -> tuple[list, np.ndarray]:
+        """The inventory's actions (or ``actions``), and for each context of ``xs`` the
+        distribution :meth:`decide` would draw from over them (row i: ``xs[i]``; the values of
+        :meth:`probabilities`, in that order).
 
         For an evaluator (``AutoPolicy``) that needs many rows at once: the forest's arrays and
         the candidates are read once, no dict per row."""
-        candidates, known = self._candidates(None, ())
+        candidates, known = self._candidates(actions, ())
         n = len(candidates)
         probs = np.empty((len(xs), n))
         drawn, order = np.empty(n, np.int64), np.empty(n, np.int64)

@@ -335,8 +335,12 @@ class Policy(bandit.base.ContextualPolicy):
         self._n_learned += 1
         self._last_event[k] = self._n_learned
 
-    def learn_many(self, events: Iterable[tuple[dict, Hashable, float, float]]) -> int:
+    def learn_many(self, events: Iterable[tuple]) -> int:
         """:meth:`learn_one` for each ``(x, action, reward, probability)``, in order.
+
+        An event may carry a fifth item, the actions its decision was drawn among (None: the
+        inventory): an evaluator of policies reads it (``AutoPolicy``); learning does not (a
+        policy learns from the action played).
 
         Ends as the same calls to :meth:`learn_one` would, also when an event is rejected: the
         events before it are learned, then its error is raised. Returns the number learned.
@@ -348,7 +352,7 @@ class Policy(bandit.base.ContextualPolicy):
         learned = 0
         self._forget_stale()  # (not below: the indices of the batch must stay)
         try:
-            for x, action, reward, probability in events:
+            for x, action, reward, probability, *_ in events:
                 reward, probability = _check_feedback(reward, probability)
                 _check_action(action)
                 rows.append(self._encoder.learn_encode(x))

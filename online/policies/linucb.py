@@ -203,14 +203,14 @@ class LinUCB(Policy):
                          probs)
         return probs
 
-    def distribution_rows(self, xs: list[dict]) -> tuple[list, np.ndarray]:
-        """The inventory's actions, and for each context of ``xs`` the distribution
-        :meth:`decide` would draw from over them (row i: ``xs[i]``; the values of
-        :meth:`probabilities`, in inventory order, bit for bit).
+    def distribution_rows(self, xs: list[dict], actions=None) -> tuple[list, np.ndarray]:
+        """The inventory's actions (or ``actions``), and for each context of ``xs`` the
+        distribution :meth:`decide` would draw from over them (row i: ``xs[i]``; the values of
+        :meth:`probabilities`, in that order, bit for bit).
 
         For an evaluator (``AutoPolicy``) that needs many rows at once: one compiled loop over
         the rows, no dict per row."""
-        candidates, known = self._candidates(None, ())
+        candidates, known = self._candidates(actions, ())
         X = np.empty((len(xs), self._d))
         for i, x in enumerate(xs):
             X[i] = self._vector(self._encoder.encode(x)[0])

@@ -466,21 +466,22 @@ class TreeEnsemblePolicy(Policy):
         return {a: (float("nan") if u else float(v))
                 for a, v, u in zip(candidates, s.tolist(), unseen)}
 
-    def distribution_rows(self, xs: list[dict]) -> tuple[list, np.ndarray]:
-        """The inventory's actions, and for each context of ``xs`` the distribution
-        :meth:`decide` would draw from over them (row i: ``xs[i]``; the values of
-        :meth:`probabilities`, in inventory order).
+    def distribution_rows(self, xs: list[dict], actions=None) -> tuple[list, np.ndarray]:
+        """The inventory's actions (or ``actions``), and for each context of ``xs`` the
+        distribution :meth:`decide` would draw from over them (row i: ``xs[i]``; the values of
+        :meth:`probabilities`, in that order).
 
         For an evaluator (``AutoPolicy``) that needs many rows at once: the trees score all
         rows model by model (``CompiledEnsemble.predict_rows``), so one model's trees stay in
         the caches while every row walks them."""
-        candidates, known = self._candidates(None, ())
+        candidates, known = self._candidates(actions, ())
         X = np.vstack([self._encoder.encode(x)[0] for x in xs]) if xs else \
             np.zeros((0, self._encoder.n_columns))
         c = self._candidate_models(known)
         trees = self._ensemble.predict_rows(X, c.models)
         column = np.full(int(known.max(initial=-1)) + 1, -1, np.int64)
-        column[known] = np.arange(len(known))
+        mine = known >= 0  # (-1: an action without models, nothing to keep)
+        column[known[mine]] = np.flatnonzero(mine)
         self._scored = _ScoredRows(self._ensemble, {row.tobytes(): i for i, row in enumerate(X)},
                                    trees, column)
         g = self.gamma(len(known))
