@@ -40,7 +40,9 @@ def stream(app: str) -> str:
 
     Fields of an entry: eventId, context (msgpack map), action, probability (the logged
     propensity), reward (in the app's reward range), source (reward | sum | default),
-    modelVersion (of the snapshot that decided), decidedAt (unix ms). The trainer's consumer
+    modelVersion (of the snapshot that decided), decidedAt (unix ms), and offered (msgpack list
+    of the action ids the decision was drawn among) when those were not the app's actions (the
+    request named its own, or excluded some). The trainer's consumer
     group is :data:`TRAINER_GROUP`; learned entries are kept ``event_retention`` seconds.
     """
     return _app(app, "events")

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from online.policies.base import Policy
 from online.policies.registry import POLICY_KINDS, PolicyKind
 
 
@@ -93,12 +94,12 @@ class ModelKind:
     #: learn a run of ``(context, action, reward, probability)`` events in order, as ``learn``
     #: on each would; raises at a bad event after learning those before it (default: ``learn``
     #: one at a time)
-    learn_many: Callable[[Any, Iterable[tuple[dict[str, Any], str, float, float]]], None] | None = (
-        None
-    )
+    learn_many: Callable[[Any, Iterable[tuple]], None] | None = None
 
-    def learn_run(self, learner: Any, events: Iterable[tuple[dict[str, Any], str, float, float]]):
-        """Learn reward events in order (``learn_many`` if the kind has one, else ``learn``).
+    def learn_run(self, learner: Any, events: Iterable[tuple]):
+        """Learn reward events in order (``learn_many`` if the kind has one, else ``learn``):
+        ``(context, action, reward, probability)``, and optionally the actions the decision was
+        drawn among (None: the app's).
 
         On a bad event the events before it are learned and its exception is raised: a caller
         that feeds a generator knows which event that was (the last one it yielded).
@@ -106,7 +107,7 @@ class ModelKind:
         if self.learn_many is not None:
             self.learn_many(learner, events)
         else:
-            for context, action, reward, probability in events:
+            for context, action, reward, probability, *_ in events:
                 self.learn(learner, context, action, reward, probability)
 
     def serves(self, operation: str) -> bool:
@@ -200,8 +201,12 @@ def _forest_learn(policy: Any, context: dict, action: str, reward: float, probab
     policy.learn_one(context, action, reward, probability)
 
 
-def _forest_learn_many(policy: Any, events: Iterable[tuple[dict, str, float, float]]) -> None:
-    # one compiled call per run of events between stump resolutions (BanditForest.learn_many)
+def _forest_learn_many(policy: Any, events: Iterable[tuple]) -> None:
+    # one compiled call per run of events between stump resolutions (BanditForest.learn_many);
+    # the actions offered go to the policies that read them (online's Policy: auto evaluates
+    # its candidates over them), not to the Bandit Forest
+    if not isinstance(policy, Policy):
+        events = (event[:4] for event in events)
     policy.learn_many(events)
 
 

@@ -109,3 +109,6 @@ class NewDecision:
     probability: float
     model_version: int
     deferred: bool = False
+    # the actions the decision was drawn among when not the app's own (a request that named its
+    # actions or excluded some): learned with the event, for evaluating policies (auto)
+    offered: tuple[str, ...] | None = None

@@ -46,7 +46,7 @@ return {'ok'}
 
 # KEYS: config, deadlines, stats, snapshot, record 1..n
 # ARGV: uid[:rev], grace ms, wait ms, then per record: eventId, deferred (0|1), context, action,
-#       probability, modelVersion
+#       probability, modelVersion, offered (packed action ids; empty: the app's actions)
 # -> {'ok', deadline, current model version} (the API loads a newer snapshot in the background)
 DECIDE = (
     _SAME_CONFIG
@@ -59,12 +59,13 @@ end
     + """
 local grace, deadline = tonumber(ARGV[2]), now + tonumber(ARGV[3])
 for i = 5, #KEYS do
-  local b = 4 + (i - 5) * 6
+  local b = 4 + (i - 5) * 7
   local state = 'pending'
   if ARGV[b + 1] == '1' then state = 'deferred' end
   redis.call('HSET', KEYS[i], 'context', ARGV[b + 2], 'action', ARGV[b + 3],
              'probability', ARGV[b + 4], 'modelVersion', ARGV[b + 5], 'state', state,
              'decidedAt', now, 'deadline', deadline, 'rewardSum', 0, 'rewardCount', 0)
+  if ARGV[b + 6] ~= '' then redis.call('HSET', KEYS[i], 'offered', ARGV[b + 6]) end
   redis.call('PEXPIREAT', KEYS[i], deadline + grace)
   redis.call('ZADD', KEYS[2], deadline, ARGV[b])
 end
@@ -75,7 +76,23 @@ return {'ok', tostring(deadline), redis.call('HGET', KEYS[4], 'version') or '0'}
 
 _RECORD_FIELDS = """
 local rec = redis.call('HMGET', KEYS[2], 'state', 'deadline', 'context', 'action',
-                       'probability', 'modelVersion', 'decidedAt', 'rewardSum', 'rewardCount')
+                       'probability', 'modelVersion', 'decidedAt', 'rewardSum', 'rewardCount',
+                       'offered')
+"""
+
+# the learning stream's entry of a decision record ``rec`` (the fields of _RECORD_FIELDS), its
+# reward and the reward's source; the actions offered only when the record has them
+_EVENT_ENTRY = """
+local function event_entry(event_id, rec, reward, source)
+  local entry = {'eventId', event_id, 'context', rec[3], 'action', rec[4],
+                 'probability', rec[5], 'reward', reward, 'source', source,
+                 'modelVersion', rec[6], 'decidedAt', rec[7]}
+  if rec[10] then
+    entry[#entry + 1] = 'offered'
+    entry[#entry + 1] = rec[10]
+  end
+  return entry
+end
 """
 
 # KEYS: config, record, deadlines, stream, stats
@@ -83,6 +100,7 @@ local rec = redis.call('HMGET', KEYS[2], 'state', 'deadline', 'context', 'action
 REWARD = (
     _SAME_CONFIG
     + _RECORD_FIELDS
+    + _EVENT_ENTRY
     + """
 if not rec[1] then return {'missing'} end
 """
@@ -96,9 +114,7 @@ if ARGV[4] == 'sum' then
   local count = redis.call('HINCRBY', KEYS[2], 'rewardCount', 1)
   return {'added', tostring(total), tostring(count)}
 end
-local id = redis.call('XADD', KEYS[4], '*', 'eventId', ARGV[2], 'context', rec[3],
-                      'action', rec[4], 'probability', rec[5], 'reward', ARGV[3],
-                      'source', 'reward', 'modelVersion', rec[6], 'decidedAt', rec[7])
+local id = redis.call('XADD', KEYS[4], '*', unpack(event_entry(ARGV[2], rec, ARGV[3], 'reward')))
 redis.call('HSET', KEYS[2], 'state', 'rewarded', 'rewardSum', ARGV[3], 'rewardCount', 1)
 -- kept until its deadline so that a second reward is told 409, not 404
 redis.call('PEXPIREAT', KEYS[2], tonumber(rec[2]))
@@ -132,6 +148,7 @@ return {'activated', tostring(deadline)}
 # ARGV: uid, default reward, eventId 1..n
 EXPIRE = (
     _SAME_APP
+    + _EVENT_ENTRY
     + LUA_NOW
     + """
 local learned, dropped = 0, 0
@@ -140,13 +157,12 @@ for i = 5, #KEYS do
   local deadline = redis.call('ZSCORE', KEYS[2], event_id)
   if deadline and tonumber(deadline) <= now then
     local rec = redis.call('HMGET', KEYS[i], 'state', 'deadline', 'context', 'action',
-                           'probability', 'modelVersion', 'decidedAt', 'rewardSum', 'rewardCount')
+                           'probability', 'modelVersion', 'decidedAt', 'rewardSum', 'rewardCount',
+                           'offered')
     if rec[1] == 'pending' then
       local reward, source, counter = ARGV[2], 'default', 'defaulted'
       if tonumber(rec[9]) > 0 then reward, source, counter = rec[8], 'sum', 'rewarded' end
-      redis.call('XADD', KEYS[3], '*', 'eventId', event_id, 'context', rec[3],
-                 'action', rec[4], 'probability', rec[5], 'reward', reward,
-                 'source', source, 'modelVersion', rec[6], 'decidedAt', rec[7])
+      redis.call('XADD', KEYS[3], '*', unpack(event_entry(event_id, rec, reward, source)))
       redis.call('HINCRBY', KEYS[4], counter, 1)
       learned = learned + 1
     elseif rec[1] == 'deferred' then

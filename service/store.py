@@ -286,6 +286,7 @@ class Store:
                 d.action,
                 repr(float(d.probability)),
                 d.model_version,
+                b"" if d.offered is None else codec.pack(list(d.offered)),
             ]
         keys_ = [keys.config(name), keys.deadlines(name), keys.stats(name), keys.snapshot(name)]
         return keys_ + [keys.decision(name, d.event_id) for d in decisions], args

@@ -502,11 +502,13 @@ class Trainer:
                 nonlocal given
                 for _, fields in rest:
                     given += 1
+                    offered = fields.get("offered")
                     yield (
                         codec.unpack(fields["context"]),
                         as_str(fields["action"]),
                         owned.config.rescale(float(fields["reward"])),
                         float(fields["probability"]),
+                        None if offered is None else codec.unpack(offered),
                     )
 
             try:

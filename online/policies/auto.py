@@ -74,6 +74,14 @@ class AutoPolicy(Policy):
     * The bands of the candidate created ``j``-th (1, 2, ...) are at level 1 - alpha / 2^j, so
       that all bands of all candidates ever created hold at all times with probability >=
       1 - alpha (a union bound over a series that sums to alpha).
+    * Each event's distributions are over the actions its decision was drawn among: those the
+      event carries (its fifth item: a request that named its actions, or excluded some, as
+      the service records), else the inventory. A candidate is the policy it would serve on
+      such a request, so that is the policy evaluated; over the inventory instead, a request's
+      offer that differs from it (a Personalizer app's articles of the day) would be scored as
+      a choice among actions it never offered (a LinUCB candidate, whose bound favours the
+      actions never played, estimated 0.16-0.23 where it earns ~0.82: the test
+      ``test_candidates_are_evaluated_over_the_actions_each_request_offered``).
     * An event whose action was removed from the inventory (a late reward of a campaign that
       ended) is learned by every candidate and counts in the estimates with weight 0: none of
       them would serve that action now.

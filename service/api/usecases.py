@@ -392,6 +392,11 @@ def _decide_one(
     except (ValueError, TypeError) as exc:
         raise HTTPException(422, f"cannot decide for this context: {exc}") from None
     event_id = query.event_id or uuid.uuid4().hex
+    offered = None  # (the app's own actions)
+    if excluded or actions is not config.action_id_tuple:
+        offered = tuple(a for a in dict.fromkeys(actions) if a not in excluded)
+        if offered == config.action_id_tuple:
+            offered = None
     record = NewDecision(
         event_id,
         dict(query.context),
@@ -399,6 +404,7 @@ def _decide_one(
         choice.probability,
         model.version,
         deferred=query.deferred,
+        offered=offered,
     )
     decision = Decision(
         event_id, choice.action, choice.probability, choice.ranking, model.version, query.deferred

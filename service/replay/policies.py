@@ -161,6 +161,7 @@ class InProcessForest(Policy):
         self._kind = model_kind(MODEL_KINDS[self.kind])
         try:
             self._learner = self._kind.new(dict(params), list(actions))
+            self._actions = tuple(actions)
         except (TypeError, ValueError) as exc:
             raise ReplayInputError(f"--policy {label!r}: invalid {self.kind} params: {exc}"
                                    ) from None
@@ -184,11 +185,14 @@ class InProcessForest(Policy):
 
     def learn(self, choice: Choice, context: dict, reward: float) -> None:
         scaled = (reward - self._low) / (self._high - self._low)
-        event = (context, choice.action, scaled, choice.probability)
+        # the actions it was drawn among, when not the app's (as the service records them)
+        offered = tuple(choice.ranking)
+        event = (context, choice.action, scaled, choice.probability,
+                 None if set(offered) == set(self._actions) else offered)
         if self._sync_every > 0:
             self._pending.append(event)
         else:
-            self._kind.learn(self._learner, *event)
+            self._kind.learn(self._learner, *event[:4])
 
     def sync(self) -> None:
         self._kind.learn_run(self._learner, self._pending)  # as the trainer learns a batch

@@ -9,6 +9,7 @@ import pytest
 
 from service import codec, keys
 from service.redis_client import connect
+from service.redis_text import as_str
 from service.trainer import REFIT_NICENESS, Trainer
 from tests.helpers.factories import create, drain, make_settings
 
@@ -147,6 +148,33 @@ def test_a_removed_actions_late_rewards_are_learned_and_leave_it_out(client, tra
     drain(trainer)
     learner = trainer.owned["shop"].learner
     assert sorted(learner.actions) == ["a", "b"] and learner.n_learned == len(on_c)
+
+
+def test_the_actions_a_request_offered_reach_the_learner_with_its_event(client, trainer, store):
+    """A decision drawn among the request's own actions (or with some excluded) is learned with
+    those actions, rewarded or defaulted, so that auto evaluates its candidates over them; one
+    drawn among the app's actions carries none."""
+    shop = create(client, rewardWaitTime=1.0, defaultReward=0.0,  # actions a, b, c
+                  policy={"kind": "auto", "params": {"seed": 1}})
+    trainer.refresh_leases()
+    named = decide(client, shop, 6, actions=["b", "a", "x"])
+    excluded = decide(client, shop, 6, excludedActions=["c"])
+    plain = decide(client, shop, 6)
+    reward(client, shop, named[:3] + excluded[:3] + plain[:3])
+    drain(trainer)
+    time.sleep(1.05)
+    drain(trainer)
+    drain(trainer)
+    entries = {as_str(f[b"eventId"]): f for _, f in store.redis.xrange(keys.stream("shop"))}
+    assert len(entries) == 18
+    for event in named:
+        assert codec.unpack(entries[event][b"offered"]) == ["b", "a", "x"]
+    for event in excluded:
+        assert codec.unpack(entries[event][b"offered"]) == ["a", "b"]
+    assert all(b"offered" not in entries[event] for event in plain)
+    learner = trainer.owned["shop"].learner
+    assert learner.n_learned == 18
+    assert [e["events"] for e in learner.evaluations()] == [18, 18]
 
 
 def test_a_malformed_event_is_counted_not_fatal(client, trainer, store):
