@@ -186,7 +186,7 @@ class InProcessForest(Policy):
     def learn(self, choice: Choice, context: dict, reward: float) -> None:
         scaled = (reward - self._low) / (self._high - self._low)
         # the actions it was drawn among, when not the app's (as the service records them)
-        offered = tuple(choice.ranking)
+        offered = tuple(choice.probabilities)
         event = (context, choice.action, scaled, choice.probability,
                  None if set(offered) == set(self._actions) else offered)
         if self._sync_every > 0:
