@@ -20,17 +20,19 @@ Estimates (:mod:`online.confidence`, :mod:`online.evaluation`):
 - values are in the app's reward units (Grove learns rewards rescaled into [0, 1]).
 
 Candidates (Personalizer's ``policySource``): ``Online`` (the policy that served: its own
-rewards, w = 1), ``Random`` (uniform over the actions), ``Baseline`` (always the app's first
-action, when the app lists actions: Grove does not log the order of a request's actions, which
-Personalizer used), the request's ``Custom`` learning settings, and with
-``enablePolicyOptimization`` every hosted bandit kind with its default parameters
-(``OfflineExperimentation``). The ``optimalPolicy`` is the candidate (not Online) whose lower
-bound is highest, if that bound is above the Online policy's upper bound: better for sure, at
-the sequence's level; otherwise the Online policy is kept.
+rewards, w = 1), ``Random`` (uniform over the actions), ``Baseline`` (the first action of the
+request's list, as Personalizer's; a candidate only when the app lists actions), the request's
+``Custom`` learning settings, and with ``enablePolicyOptimization`` every hosted bandit kind
+with its default parameters (``OfflineExperimentation``). The ``optimalPolicy`` is the
+candidate (not Online) whose lower bound is highest, if that bound is above the Online
+policy's upper bound: better for sure, at the sequence's level; otherwise the Online policy is
+kept.
 
-The action set of an event is the app's actions and every action seen in the window: Grove's
-log holds the chosen action, not the list the request offered (a candidate may therefore be
-given an action that request did not offer).
+The action set of an event is the list its request offered (minus its excluded actions), which
+Grove logs with the event when it is not the app's own; for an event without it (decided
+among the app's actions, or logged before Grove recorded the lists), the app's actions and
+every action seen in the window. ``Baseline`` plays the first action of the event's set (the
+request's first, as Personalizer's baseline).
 """
 
 from __future__ import annotations
@@ -63,7 +65,9 @@ def default_candidates(config: AppConfig, optimize: bool) -> list[Candidate]:
     """Online, Random, Baseline (if the app lists actions), and the hosted kinds if asked."""
     out = [Candidate("Online", "Online"), Candidate("Random", "Random")]
     if config.action_ids:
-        out.append(Candidate("Baseline", "Baseline", f"always {config.action_ids[0]!r}"))
+        out.append(Candidate("Baseline", "Baseline",
+                             f"the request's first action ({config.action_ids[0]!r} for one "
+                             "decided among the app's)"))
     if optimize:
         for kind in MODEL_KINDS.values():
             if kind.uses_actions:
@@ -74,16 +78,16 @@ def default_candidates(config: AppConfig, optimize: bool) -> list[Candidate]:
 
 def _probabilities(candidate: Candidate, learner: Any, event: LoggedEvent,
                    actions: list[str]) -> np.ndarray:
-    """pi(. | x) over ``actions`` for one event, before the candidate learns it."""
-    k = len(actions)
+    """pi(. | x) over ``actions`` (every column) for one event, before the candidate learns
+    it: over the actions the event's request offered, or over all of ``actions``."""
+    offered = list(event.offered) if event.offered else actions
     if candidate.source == "Random":
-        return np.full(k, 1.0 / k)
-    if candidate.source == "Baseline":
-        out = np.zeros(k)
-        out[0] = 1.0  # the app's first action is first in ``actions``
-        return out
-    choice = model_kind(candidate.kind).decide(learner, dict(event.context), actions, [])
-    probs = dict(choice.ranking)
+        probs = dict.fromkeys(offered, 1.0 / len(offered))
+    elif candidate.source == "Baseline":
+        probs = {offered[0]: 1.0}  # the app's first action is first in ``actions``
+    else:
+        choice = model_kind(candidate.kind).decide(learner, dict(event.context), offered, [])
+        probs = dict(choice.ranking)
     return np.array([float(probs.get(a, 0.0)) for a in actions])
 
 
@@ -99,7 +103,8 @@ def evaluate(
 
     if not events:
         raise ValueError("no logged events in the evaluation's time window")
-    actions = list(dict.fromkeys([*config.action_ids, *(e.action for e in events)]))
+    actions = list(dict.fromkeys([*config.action_ids, *(e.action for e in events),
+                                  *(a for e in events for a in e.offered or ())]))
     index = {a: i for i, a in enumerate(actions)}
     k, n = len(actions), len(events)
     rewards = np.array([config.rescale(e.reward) for e in events])

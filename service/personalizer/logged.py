@@ -27,6 +27,9 @@ class LoggedEvent:
     action: str
     reward: float  # in the app's reward range
     probability: float  # the logged propensity
+    # the actions the decision was drawn among, in the request's order (None: the app's own;
+    # also for events logged before Grove recorded them)
+    offered: tuple[str, ...] | None = None
 
 
 def read_window(
@@ -51,5 +54,6 @@ def read_window(
                 action=as_str(f["action"]),
                 reward=float(f["reward"]),
                 probability=float(f["probability"]),
+                offered=tuple(codec.unpack(f["offered"])) if "offered" in f else None,
             )
         low = "(" + as_str(page[-1][0])
