@@ -655,9 +655,8 @@ class TreeEnsemblePolicy(Policy):
         return not self._refit_running
 
     def _keep_actions(self, keep: np.ndarray) -> None:
-        new_index = np.full(max(len(self._plays), int(keep.max(initial=-1)) + 1,
-                                len(self._drift.since) if self._drift is not None else 0,
-                                self._ensemble.n_models, self._linear.n_models), -1, np.int64)
+        # (the window holds events of kept actions only: a stale one has none left there)
+        new_index = np.full(int(keep.max(initial=-1)) + 1, -1, np.int64)
         new_index[keep] = np.arange(len(keep))
         self._window.renumber_actions(new_index)
         fitted = keep[keep < self._ensemble.n_models]
