@@ -19,7 +19,8 @@ from threadpoolctl import threadpool_limits
 from online.policies.ridge import RidgeBase
 from online.policies.tree_arrays import CompiledEnsemble, parse_lightgbm
 
-__all__ = ["RefitJob", "RefitResult", "booster_params", "tree_weights", "BLEND_MIN_EVENTS"]
+__all__ = ["RefitJob", "RefitResult", "PreviousFit", "booster_params", "tree_weights",
+           "BLEND_MIN_EVENTS"]
 
 BLEND_MIN_EVENTS = 50  # held-out events of an action before its trees' weight is estimated
 
@@ -61,6 +62,40 @@ class RefitResult:
     n_events: int  # events the window held up to (the policy's event count at start_refit)
     seconds: float
     fitted: np.ndarray  # bool per action index: its trees were fitted (in the inventory then)
+    # int64 (n_actions, 3) per action index: the events its trees were fitted on (see spans)
+    spans: np.ndarray | None = None
+    boosted: int = 0  # boosters run (the other actions' trees: none warranted, or kept)
+
+
+def spans(events: np.ndarray, actions: np.ndarray, n_actions: int) -> np.ndarray:
+    """Per action index: (first event, last event, number of events) of its rows, event numbers
+    counted from the stream's start; (-1, -1, 0) for none. Two fits saw the same rows of an
+    action exactly when its spans are equal: a window drops events oldest first and the change
+    test drops an action's events before its change, a prefix either way.
+
+    >>> spans(np.array([7, 8, 9, 10]), np.array([1, 0, 1, 1]), 3).tolist()
+    [[8, 8, 1], [7, 10, 3], [-1, -1, 0]]
+    """
+    out = np.full((n_actions, 3), -1, np.int64)
+    out[:, 2] = np.bincount(actions, minlength=n_actions)[:n_actions]
+    if len(actions):
+        played, first = np.unique(actions, return_index=True)
+        out[played, 0] = events[first]
+        played, last = np.unique(actions[::-1], return_index=True)
+        out[played, 1] = events[::-1][last]
+    return out
+
+
+@dataclass(frozen=True)
+class PreviousFit:
+    """What a refit may keep of the fit in use: an action whose rows are the same events as then
+    (equal ``spans``) and whose linear base has the same penalty gets its trees back instead of
+    a new booster (see ``RefitJob``)."""
+
+    ensemble: CompiledEnsemble
+    spans: np.ndarray  # int64 (n, 3), RefitResult.spans
+    fitted: np.ndarray  # bool (n,), RefitResult.fitted
+    l2: float | None  # the linear base's penalty then (None: no linear base)
 
 
 @dataclass
@@ -85,6 +120,9 @@ class RefitJob:
     # action's events stay in the window for its linear base, its trees cost a fit per refit
     # for no decision); None: every action played in the window
     active: np.ndarray | None = None
+    # int64 (n,): each row's event number (from the stream's start); None: no trees are kept
+    events: np.ndarray | None = None
+    previous: PreviousFit | None = None  # the fit in use, whose unchanged actions keep their trees
 
     def __call__(self) -> RefitResult:
         # one core per refit (apps refit in parallel): OpenBLAS's threads on the ridge's small
@@ -98,6 +136,8 @@ class RefitJob:
 
         t0 = time.perf_counter()
         plays = np.bincount(self.actions, minlength=self.n_actions).astype(np.int64)
+        action_spans = None if self.events is None else \
+            spans(self.events, self.actions, self.n_actions)
         fitted = plays > 0
         if self.active is not None:
             fitted &= self.active[:self.n_actions]
@@ -115,7 +155,18 @@ class RefitJob:
                 # the penalty is chosen where the base is most of the prediction (trees weighed
                 # under one half): there its own held-out error is the prediction's
                 self.widths, chooses=blend < 0.5)
-        if len(self.actions):
+        boosted = fitted.copy()
+        if self.linear_l2 is not None:
+            # with fewer events no split leaves min_data_in_leaf on both sides: boosted from
+            # the linear base, LightGBM's model is one leaf of 0 (its first round's empty
+            # tree), and the empty model predicts the same 0 without a booster (~3 ms each; an
+            # app with many actions has many such)
+            boosted &= plays >= 2 * self.params["min_data_in_leaf"]
+        kept = self._kept(fitted, action_spans, linear.l2)
+        for k in np.flatnonzero(kept).tolist():
+            parts[k] = self.previous.ensemble.model(k)
+        boosted &= ~kept
+        if boosted.any():
             params = dict(self.params)
             rounds = params.pop("num_iterations")
             full = lightgbm.Dataset(
@@ -127,13 +178,6 @@ class RefitJob:
                         "min_data_in_leaf": params["min_data_in_leaf"],
                         "min_data_per_group": params["min_data_per_group"]})
             full.construct()
-            boosted = fitted
-            if self.linear_l2 is not None:
-                # with fewer events no split leaves min_data_in_leaf on both sides: boosted
-                # from the linear base, LightGBM's model is one leaf of 0 (its first round's
-                # empty tree), and the empty model predicts the same 0 without a booster (~3 ms
-                # each; an app with many actions has many such)
-                boosted = fitted & (plays >= 2 * params["min_data_in_leaf"])
             for k in np.flatnonzero(boosted).tolist():
                 rows = np.flatnonzero(self.actions == k)
                 data = full.subset(rows)
@@ -144,7 +188,29 @@ class RefitJob:
                 parts[k] = parse_lightgbm(booster.model_to_string())
                 booster.free_dataset()
         return RefitResult(CompiledEnsemble.concatenate(parts), linear, plays, blend,
-                           self.n_events, time.perf_counter() - t0, fitted)
+                           self.n_events, time.perf_counter() - t0, fitted, action_spans,
+                           int(boosted.sum()))
+
+    def _kept(self, fitted: np.ndarray, action_spans: np.ndarray, l2: float | None) -> np.ndarray:
+        """The actions whose trees in use are what a booster would fit again: fitted then and
+        now, on the same events (equal spans), boosted from a linear base of the same penalty.
+
+        Not bit for bit the booster's trees. LightGBM bins each feature over the whole window,
+        every action's events, and that window has moved since; and a new column or category
+        elsewhere changes the linear base's coding (zero in this action's rows, so its fit is
+        the same up to rounding). The kept trees are a fit on the same data, with the bins of
+        their time. Boosters draw nothing at random here (no bagging, no feature fraction), so
+        the seed that changes with every refit changes nothing either. An inventory that turns
+        over (a Personalizer request's articles of the day) keeps most actions' window rows
+        unchanged from one refit to the next; they are most of the boosters otherwise."""
+        kept = np.zeros(len(fitted), np.bool_)
+        p = self.previous
+        if p is None or action_spans is None or p.spans is None or p.l2 != (
+                None if self.linear_l2 is None else l2):
+            return kept
+        n = min(len(fitted), len(p.spans), len(p.fitted), p.ensemble.n_models)
+        kept[:n] = fitted[:n] & p.fitted[:n] & (action_spans[:n] == p.spans[:n]).all(axis=1)
+        return kept
 
 
 def boost(params: dict, data, rounds: int):

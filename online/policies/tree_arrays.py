@@ -139,9 +139,10 @@ class CompiledEnsemble:
 
     def select(self, models) -> CompiledEnsemble:
         """A new ensemble holding the given models, in that order."""
-        return CompiledEnsemble.concatenate([self._one(int(m)) for m in models])
+        return CompiledEnsemble.concatenate([self.model(int(m)) for m in models])
 
-    def _one(self, m: int) -> CompiledEnsemble:
+    def model(self, m: int) -> CompiledEnsemble:
+        """Model ``m`` alone: an ensemble of one model, its own copy of the arrays."""
         t0, t1 = int(self.model_trees[m]), int(self.model_trees[m + 1])
         n0, n1 = int(self.tree_nodes[t0]), int(self.tree_nodes[t1])
         l0, l1 = int(self.tree_leaves[t0]), int(self.tree_leaves[t1])
