@@ -90,6 +90,37 @@ def test_encoder_rejects_non_finite_and_odd_values_naming_the_feature():
         enc.learn_encode({"blob": b"xx"})
 
 
+@pytest.mark.parametrize("categories", ["one-hot", "code"])
+def test_encoder_contexts_with_the_plain_keys_code_as_key_by_key(categories):
+    """Once contexts of plain numbers have come (the plain keys taken), a context with those keys
+    is coded in one step: the same vector as key by key, and the same errors, whatever its
+    values."""
+    plain_keys = {"a": 1.0, "b": 2, "c": True}
+    enc, reference = (FeatureEncoder(categories=categories, missing="nan") for _ in range(2))
+    for e in (enc, reference):
+        e.learn_encode({**plain_keys, "s": "x"})
+    for _ in range(10):
+        enc.encode(plain_keys)
+    assert enc._plain_keys == ("a", "b", "c")
+    reference._plain_misses = -10**9  # never takes plain keys: always key by key
+    same_keys = [{"a": 0.5, "b": -3, "c": False}, {"a": np.float32(2.5), "b": np.int64(4),
+                                                   "c": np.bool_(True)},
+                 {"a": "x", "b": 1, "c": 2}, {"a": None, "b": 1, "c": 2},
+                 {"a": 1e308, "b": 1e308, "c": 1e308},  # the sum overflows, each is finite
+                 {"a": {"deep": 1}, "b": 1, "c": 2}, {"b": 1, "a": 2, "c": 3}]
+    for x in same_keys:
+        got, want = enc.encode(x), reference.encode(x)
+        np.testing.assert_array_equal(got[0], want[0])
+        assert got[1] == want[1], x
+    for bad in (math.nan, math.inf):
+        with pytest.raises(ValueError, match="'b'"):
+            enc.encode({"a": 1.0, "b": bad, "c": 0})
+    with pytest.raises(TypeError, match="'c'"):
+        enc.encode({"a": 1.0, "b": 1.0, "c": b"xx"})
+    assert enc.learn_encode({"a": 1.0, "b": 2.0, "c": 1}).tolist()[:3] == [1.0, 2.0, 1.0]
+    assert enc.n_columns == reference.n_columns
+
+
 def test_encoder_max_columns():
     enc = FeatureEncoder(max_columns=2)
     enc.learn_encode({"a": 1, "b": 2, "c": 3})
