@@ -544,14 +544,20 @@ class AutoPolicy(Policy):
         inventory. A candidate is evaluated as the policy it would serve: over the actions the
         request offered, with the floor spread over those. An event whose action is not among
         them (a late reward of a removed action) goes to an extra column that no candidate
-        serves (probability 0: it counts with weight 0)."""
+        serves (probability 0: it counts with weight 0).
+
+        The columns are the actions some event of the batch was drawn among: an action no
+        request offered has probability 0 under every candidate, which adds nothing to an
+        estimate or a bound (``dr_lower_bounds`` takes maxima of terms >= 0), so requests
+        that bring their own actions cost what they offer, not the inventory."""
         n, K = len(batch), len(inventory)
-        position = {a: j for j, a in enumerate(inventory)}
         groups: dict = {}  # the actions offered (None: the inventory) -> their events
         for i, event in enumerate(batch):
             groups.setdefault(event[4], []).append(i)
-            for a in event[4] or ():  # an offered action out of the inventory: a column too
-                position.setdefault(a, len(position))
+        position = dict.fromkeys(inventory) if None in groups else {}
+        for offer in groups:  # an offered action out of the inventory: a column too
+            position.update(dict.fromkeys(offer or ()))
+        position = {a: j for j, a in enumerate(position)}
         columns = len(position)
         logged = np.array([position.get(e[1], columns) for e in batch])
         width = columns + 1 if (logged == columns).any() else columns
@@ -572,12 +578,8 @@ class AutoPolicy(Policy):
         q_logged = q[np.arange(n), logged]
         C = len(self._candidates_)
         target = np.zeros((C, n, width))  # each candidate's served distribution per event
-        for offer, rows in groups.items():
-            actions = inventory if offer is None else list(offer)
-            cells = np.ix_(rows, [position[a] for a in actions])
-            contexts = [batch[i][0] for i in rows]
-            for j, c in enumerate(self._candidates_):
-                target[j][cells] = self._mixed_rows(c.policy, contexts, offer, actions)
+        for j, c in enumerate(self._candidates_):
+            self._fill_target(target[j], c.policy, batch, groups, (position, inventory))
         low, low_c = dr_lower_bounds(target.reshape(C * n, width), np.tile(q, (C, 1)),
                                      np.tile(p_min, C))
         self._estimates.update(
@@ -585,6 +587,28 @@ class AutoPolicy(Policy):
             np.broadcast_to(propensity, (C, n)), q_logged=np.broadcast_to(q_logged, (C, n)),
             q_policy=(target * q).sum(axis=2), dr_low=low.reshape(C, n),
             dr_low_c=low_c.reshape(C, n))
+
+    def _fill_target(self, target: np.ndarray, policy, batch: list, groups: dict,
+                     columns: tuple[dict, list]) -> None:
+        """The candidate's served distribution of each event of ``batch`` into its row of
+        ``target``, at the columns (``columns``: position of each action, the inventory) of
+        the actions its decision was drawn among (``groups``: offered actions -> events).
+        Events that carry their actions are scored in one call where the candidate can
+        (``offered_rows``: the trees, LinUCB), each over its own; else group by group."""
+        position, inventory = columns
+        offered = [i for offer, rows in groups.items() if offer is not None for i in rows]
+        if offered and hasattr(policy, "offered_rows"):
+            offers = [batch[i][4] for i in offered]
+            probs = policy.offered_rows([batch[i][0] for i in offered], offers)
+            sizes = np.array([len(offer) for offer in offers])
+            values = (1.0 - self.floor) * np.concatenate(probs) + \
+                self.floor / np.repeat(sizes, sizes)
+            target[np.repeat(offered, sizes), [position[a] for o in offers for a in o]] = values
+            groups = {None: groups[None]} if None in groups else {}
+        for offer, rows in groups.items():
+            actions = inventory if offer is None else list(offer)
+            target[np.ix_(rows, [position[a] for a in actions])] = self._mixed_rows(
+                policy, [batch[i][0] for i in rows], offer, actions)
 
     def _mixed_rows(self, policy, xs: list, offer: tuple | None, actions: list) -> np.ndarray:
         """The candidate's served distribution for each context of ``xs`` over ``actions``

@@ -40,7 +40,7 @@ class _CandidateModels(NamedTuple):
 class _ScoredRows(NamedTuple):
     """The trees' sums :meth:`TreeEnsemblePolicy.distribution_rows` computed with ``ensemble``:
     row i of ``sums`` is the context whose encoded vector's bytes map to i; its column of
-    action k is ``column[k]`` (-1: not a candidate then)."""
+    action k is ``column[k]`` (-1: not a candidate then; NaN: not a candidate of that row)."""
 
     ensemble: CompiledEnsemble
     rows: dict
@@ -500,6 +500,44 @@ class TreeEnsemblePolicy(Policy):
             inverse_gap_weights(scores, c.unseen, g, probs[i])
         return candidates, probs
 
+    def offered_rows(self, xs: list[dict], offers: list[tuple]) -> list[np.ndarray]:
+        """For each context of ``xs``, the distribution :meth:`decide` would draw from over the
+        actions its request offered (``offers[i]``, distinct ids): what
+        ``probabilities(xs[i], offers[i])`` gives, in that order, number for number.
+
+        For an evaluator of requests that bring their own actions (``AutoPolicy``): the rows
+        are coded once, each model's trees are walked by the rows that offered its action
+        together, and the rows' decisions differ only in the candidates read."""
+        if not xs:
+            return []
+        offers = [tuple(dict.fromkeys(offer)) for offer in offers]
+        X = np.vstack([self._encoder.encode(x)[0] for x in xs])
+        union, known = self._candidates(list(dict.fromkeys(a for o in offers for a in o)), ())
+        position = {a: j for j, a in enumerate(union)}
+        columns = [np.array([position[a] for a in offer], np.int64) for offer in offers]
+        c = self._candidate_models(known)
+        sums = np.full((len(xs), len(union)), np.nan)  # the trees' sum of each row's candidates
+        rows = np.repeat(np.arange(len(xs)), [len(o) for o in offers])
+        flat = np.concatenate(columns) if columns else np.zeros(0, np.int64)
+        order = np.argsort(flat, kind="stable")
+        bounds = np.flatnonzero(np.diff(flat[order], prepend=-1, append=len(union)))
+        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            j, mine = int(flat[order[lo]]), rows[order[lo:hi]]
+            sums[mine, j] = self._ensemble.predict_rows(X[mine], c.models[j:j + 1])[:, 0]
+        column = np.full(int(known.max(initial=-1)) + 1, -1, np.int64)
+        column[known[known >= 0]] = np.flatnonzero(known >= 0)
+        self._scored = _ScoredRows(self._ensemble, {row.tobytes(): i for i, row in enumerate(X)},
+                                   sums, column)
+        out = []
+        for i, cols in enumerate(columns):  # as _distribution, over the row's candidates
+            mine = _CandidateModels(known[cols], c.ensemble, c.models[cols], c.unseen[cols],
+                                    c.blend[cols])
+            probs = np.empty(len(cols))
+            inverse_gap_weights(self._predicted(sums[i, cols], X[i], mine, optimistic=True),
+                                mine.unseen, self.gamma(len(cols)), probs)
+            out.append(probs)
+        return out
+
     def gamma(self, n_candidates: int) -> float:
         """SquareCB's gamma for a decision among ``n_candidates`` actions now."""
         return igw_gamma(self.gamma_scale, n_candidates, self._fit_rows)
@@ -542,7 +580,7 @@ class TreeEnsemblePolicy(Policy):
         if scored is not None and scored.ensemble is self._ensemble and k < len(scored.column) \
                 and scored.column[k] >= 0:
             i = scored.rows.get(x.tobytes())
-            if i is not None:
+            if i is not None and not np.isnan(scored.sums[i, scored.column[k]]):
                 return float(scored.sums[i, scored.column[k]])
         return float(self._ensemble.predict(x, np.array([k]))[0])
 

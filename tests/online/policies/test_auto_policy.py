@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import types
 
 import numpy as np
 import pytest
@@ -212,6 +213,35 @@ def test_candidates_are_evaluated_over_the_actions_each_request_offered(estimato
         assert figures[kind]["estimate"] > 0.75, (kind, figures[kind])
         assert figures[kind]["events"] == 3000
 
+
+def test_each_request_s_own_actions_scored_at_once_as_group_by_group():
+    """The trees' and LinUCB's ``offered_rows`` (every event over its own actions, one call)
+    fill the evaluation's rows as scoring each group of events that offered the same actions
+    does (what a candidate without it gets), number for number, events of the inventory
+    beside them."""
+    actions = [f"a{i}" for i in range(8)]
+    policy = AutoPolicy(actions=actions, seed=0)
+    rng = np.random.default_rng(1)
+
+    def event():
+        x = {"f": float(rng.random()), "g": str(rng.integers(3))}
+        offer = None if rng.random() < 0.2 else tuple(rng.permutation(actions)[:3].tolist())
+        action = (offer or actions)[0]
+        return x, action, float(rng.random() < 0.3), 1 / len(offer or actions), offer
+
+    policy.learn_many([event() for _ in range(1500)])
+    batch = [event() for _ in range(200)]
+    groups: dict = {}
+    for i, e in enumerate(batch):
+        groups.setdefault(e[4], []).append(i)
+    position = {a: j for j, a in enumerate(actions)}
+    for c in policy._candidates_:
+        at_once, by_group = np.zeros((2, len(batch), len(actions)))
+        policy._fill_target(at_once, c.policy, batch, groups, (position, actions))
+        grouped = types.SimpleNamespace(distribution_rows=c.policy.distribution_rows)
+        policy._fill_target(by_group, grouped, batch, groups, (position, actions))
+        assert (at_once == by_group).all() and np.allclose(at_once.sum(axis=1), 1.0), c.name
+        assert (at_once[[i for i, e in enumerate(batch) if e[4]]] == 0).sum() > 0
 
 def test_an_event_s_offered_actions_must_be_a_list_of_ids():
     policy = AutoPolicy(actions=["a0", "a1"], seed=0)

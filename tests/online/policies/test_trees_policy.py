@@ -423,6 +423,29 @@ def test_learning_reads_the_trees_sums_that_distribution_rows_computed():
     assert learn_in_batches(True) == learn_in_batches(False)
 
 
+def test_learning_reads_the_trees_sums_that_offered_rows_computed():
+    """As distribution_rows' sums: each row's offered actions are read, not scored again; an
+    action the row did not offer is computed."""
+    policy = small(refit_min=50)
+    play(policy, favorite_stream(600, seed=4))
+    xs = list(favorite_stream(30, seed=5))
+    offers = [tuple(ADS[i % 5:][:2]) for i in range(len(xs))]
+    policy.offered_rows(xs, offers)
+    ensemble = policy._ensemble
+    rows = [policy._encoder.encode(x)[0] for x in xs]
+    want = [[ensemble.predict(xv, np.array([ADS.index(a)]))[0] for a in offer]
+            for xv, offer in zip(rows, offers)]
+
+    def scored_again(*args):
+        raise AssertionError("scored again")
+
+    ensemble.predict = scored_again
+    assert [[policy._tree_sum(xv, ADS.index(a)) for a in offer]
+            for xv, offer in zip(rows, offers)] == want
+    with pytest.raises(AssertionError, match="scored again"):  # a4 was not offered with row 0
+        policy._tree_sum(rows[0], 3)
+
+
 def test_unseen_actions_are_tried_at_once_and_removed_ones_never():
     policy = small()
     play(policy, favorite_stream(400, seed=1))
