@@ -120,10 +120,10 @@ class FeatureEncoder:
         self._one_hot: dict[tuple[str, str], int] = {}  # (feature, category) -> column
         self._codes: dict[str, tuple[int, dict[str, int]]] = {}  # feature -> (column, codes)
         self._template = np.zeros(0)  # the vector of a context with every feature missing
-        # the keys of a recent context whose values were all numbers with their columns, and
-        # those columns: a context with the same keys is coded in one step (_same_keys)
-        self._plain_keys: tuple = ()
-        self._plain_columns = np.zeros(0, np.int64)
+        # (keys, columns): the keys of a recent context whose values were all numbers with
+        # their columns, and those columns; a context with the same keys is coded in one step
+        # (_same_keys). One attribute, replaced whole: a reader in another thread sees a pair
+        self._plain: tuple[tuple, np.ndarray] = ((), np.zeros(0, np.int64))
         self._plain_misses = PLAIN_REPLAN  # plain contexts coded key by key since then
 
     # -- reading -------------------------------------------------------------------------------
@@ -162,7 +162,7 @@ class FeatureEncoder:
     def _encode(self, x: dict, learn: bool) -> tuple[np.ndarray, bool]:
         if not isinstance(x, dict):
             raise TypeError(f"a context must be a dict, got {type(x).__name__}")
-        if len(x) == len(self._plain_keys) and len(x):
+        if len(x) == len(self._plain[0]) and len(x):
             out = self._same_keys(x)
             if out is not None:
                 return out, True
@@ -212,8 +212,7 @@ class FeatureEncoder:
         if plain and x:
             self._plain_misses += 1
             if self._plain_misses >= PLAIN_REPLAN:
-                self._plain_keys = tuple(x)
-                self._plain_columns = np.array([numbers[key] for key in x], np.int64)
+                self._plain = (tuple(x), np.array([numbers[key] for key in x], np.int64))
                 self._plain_misses = 0
         return out, known
 
@@ -223,14 +222,15 @@ class FeatureEncoder:
         None, a list or a dict, and is NaN or infinite when a value is (or, rarely, when
         finite values overflow: the key-by-key path then codes them). 77 numbers: ~6 us
         instead of ~12."""
+        keys, columns = self._plain
         try:
-            if tuple(x) != self._plain_keys or not math.isfinite(sum(x.values())):
+            if tuple(x) != keys or not math.isfinite(sum(x.values())):
                 return None
             values = np.fromiter(x.values(), np.float64, len(x))
         except (TypeError, ValueError, OverflowError):
             return None
         out = self._template.copy()
-        out[self._plain_columns] = values
+        out[columns] = values
         return out
 
     def _column(self, name: str, value, learn: bool):

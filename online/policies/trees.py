@@ -245,11 +245,12 @@ class TreeEnsemblePolicy(Policy):
       actions all keep playing this saves nothing once the window slides (every action's
       events change), but where actions come with their requests (a Personalizer app's
       articles of the day) most of the window's actions had no event since the last refit:
-      ``bench/policies/offered.py``, 60k events, 110.9 -> 44.4 CPU s, the same reward. A refit of 26
-      actions on a full 100k window takes ~3.5 s of one core (Letter), off the serving path in the
-      service (its trainer runs refits in a thread of lower CPU priority than its learning).
-      Inline (``auto_refit``), refits are most of the first events' cost: 13.0 of the 16.8
-      CPU s of Letter's first 20k events (21 refits; ~190 us per event for the rest). An
+      ``bench/policies/offered.py``, 60k events, 110.9 -> 44.4 CPU s, reward 0.0555 both. A
+      refit of 26 actions on a full 100k window takes ~3.5 s of one core (Letter), off the
+      serving path in the service (its trainer runs refits in a thread of lower CPU priority
+      than its learning). Inline (``auto_refit``), refits are most of the first events'
+      cost: 13.0 of the 16.8 CPU s of Letter's first 20k events (21 refits; ~190 us per event
+      for the rest). An
       action's boosting stops at its first round whose tree has no split (``refit.boost``: the
       same trees, fewer calls; on those refits 23,306 of 53,600 rounds, ~4 % less CPU), and an
       action with too few events to split gets no booster at all (its model would be one leaf

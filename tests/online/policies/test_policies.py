@@ -101,7 +101,7 @@ def test_encoder_contexts_with_the_plain_keys_code_as_key_by_key(categories):
         e.learn_encode({**plain_keys, "s": "x"})
     for _ in range(10):
         enc.encode(plain_keys)
-    assert enc._plain_keys == ("a", "b", "c")
+    assert enc._plain[0] == ("a", "b", "c")
     reference._plain_misses = -10**9  # never takes plain keys: always key by key
     same_keys = [{"a": 0.5, "b": -3, "c": False}, {"a": np.float32(2.5), "b": np.int64(4),
                                                    "c": np.bool_(True)},
