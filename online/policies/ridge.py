@@ -54,8 +54,9 @@ __all__ = ["RidgeBase", "MAX_CODES"]
 FORMAT = "grove.ridge-base"
 # 2: the widths' covariances (a version-1 state loads with zero widths); 3: the models' A^-1 for
 # their updates between refits (a version-1 or -2 state's models wait for the next refit); 4:
-# the fit's penalty, ``l2`` (0 when read from an older state)
-VERSION = 4
+# the fit's penalty, ``l2`` (0 when read from an older state); 5: each model's ``events`` (an
+# older state: the models with an A^-1 have events)
+VERSION = 5
 MAX_CODES = 64  # one-hot columns per category-code column (bounds the d^3 solve)
 FULL_COVARIANCE_FLOATS = 1 << 20  # above: each model keeps only the diagonal of A^-1
 
@@ -95,12 +96,18 @@ class RidgeBase:
     # all zeros for a model without events; (n_models, 0, 0): no updates between refits
     inverse: np.ndarray | None = None
     l2: float = 0.0  # the fit's penalty (chosen by leave-one-out error from a grid); 0: no fit
+    # int64 per model: the rows it has learned, at the fit and since (what a copy without the
+    # A^-1, a serving copy, knows of which models have events)
+    events: np.ndarray | None = None
 
     def __post_init__(self):
         if self.covariance is None:
             self.covariance = np.zeros((len(self.weights), 0), np.float32)
         if self.inverse is None:
             self.inverse = np.zeros((len(self.weights), 0, 0))
+        if self.events is None:  # (a state before version 5: a model with A^-1 has events)
+            self.events = (self.inverse[:, 0, 0] != 0.0).astype(np.int64) \
+                if self.inverse.shape[1] else np.zeros(len(self.weights), np.int64)
         # index in a coded row of each code column's code 0 (kept for the decide path)
         self.offsets = 1 + len(self.numbers) + np.concatenate(
             [[0], np.cumsum(self.n_codes)[:-1]]).astype(np.int64)[: len(self.codes)]
@@ -148,11 +155,58 @@ class RidgeBase:
                           c if c.ndim == 3 else c[:, :, None], c.ndim == 2, out)
         return out
 
+    def has_events(self, models: np.ndarray) -> np.ndarray:
+        """Per model of ``models`` (-1: none): whether it has learned an event, at the fit or
+        since."""
+        out = np.zeros(len(models), np.bool_)
+        mine = models >= 0
+        out[mine] = self.events[models[mine]] > 0
+        return out
+
+    def learn_first(self, x: np.ndarray, model: int, target: float) -> bool:
+        """Start model ``model`` (grown into if it is past the models held) from its first row:
+        the ridge on that one row, as a fit would give it (the bias unpenalised: ``A = z z' + l2
+        P`` is invertible with one row), from which :meth:`update` carries on. False, and
+        nothing changed, without updates kept, with no penalty on a coding wider than the bias
+        (one row cannot fit it), or for a model that has events already."""
+        D = self.weights.shape[1]
+        if not self.inverse.shape[1] or (self.l2 <= 0 and D > 1):
+            return False
+        if model >= self.n_models:
+            self._grow(max(model + 1, 2 * self.n_models))
+        elif self.inverse[model, 0, 0] != 0.0:
+            return False
+        z = self.design(np.asarray(x, np.float64)[None])[0]
+        penalty = np.full(D, self.l2)
+        penalty[0] = 0.0
+        inverse = np.linalg.inv(np.outer(z, z) + np.diag(penalty))
+        self.inverse[model] = inverse
+        self.weights[model] = inverse @ z * target
+        self.events[model] = 1
+        if self.covariance.shape[1]:  # LinUCB's A, the bias penalised
+            penalty[0] = self.l2 if self.l2 > 0 else 1.0
+            covariance = np.linalg.inv(np.outer(z, z) + np.diag(penalty))
+            self.covariance[model] = covariance if self.covariance.ndim == 3 else \
+                np.diag(covariance)
+        return True
+
+    def _grow(self, n_models: int) -> None:
+        """``n_models`` models, the new ones without events (zero weights and ``A^-1``)."""
+        extra = n_models - self.n_models
+
+        def grown(array):
+            return np.concatenate([array, np.zeros((extra, *array.shape[1:]), array.dtype)])
+
+        self.weights, self.covariance, self.inverse, self.events = (
+            grown(a) for a in (self.weights, self.covariance, self.inverse, self.events))
+
     def update(self, x: np.ndarray, model: int, target: float) -> None:
         """Add one row (the encoded vector ``x`` and its ``target``) to model ``model`` in place:
         its weights become the ridge fit on its rows so far plus this one. Nothing happens to a
         model without an ``A^-1`` (no events at the fit, or no updates kept)."""
-        if self.inverse.shape[1] and 0 <= model < len(self.weights):
+        if self.inverse.shape[1] and 0 <= model < len(self.weights) and \
+                self.inverse[model, 0, 0] != 0.0:
+            self.events[model] += 1
             ridge_update(x, model, target, self.numbers, self.codes, self.offsets, self.n_codes,
                          self.weights, self.inverse)
 
@@ -205,6 +259,7 @@ class RidgeBase:
         for k, fit in fits.items():
             base.weights[k] = fit.weights(l2)
             rows = members[k]
+            base.events[k] = len(rows)
             in_sample[rows] = Z[rows] @ base.weights[k]
             if widths:  # LinUCB's A, the bias penalised
                 inverse = np.linalg.inv(fit.normal_matrix(l2, bias_penalised=True))
@@ -216,7 +271,8 @@ class RidgeBase:
     def select(self, models: np.ndarray) -> RidgeBase:
         """The given models (indices ascending), renumbered 0, 1, ... in that order."""
         return RidgeBase(self.numbers, self.codes, self.n_codes, self.weights[models],
-                         self.covariance[models], self.inverse[models], self.l2)
+                         self.covariance[models], self.inverse[models], self.l2,
+                         self.events[models])
 
     def nbytes(self) -> int:
         return self.weights.nbytes + self.covariance.nbytes + self.inverse.nbytes + 3 * 8 * (
@@ -229,13 +285,14 @@ class RidgeBase:
                 "codes": self.codes.copy(), "n_codes": self.n_codes.copy(),
                 "weights": self.weights.copy(), "covariance": self.covariance.copy(),
                 "inverse": self.inverse.copy() if inverse else
-                np.zeros((len(self.weights), 0, 0)), "l2": self.l2}
+                np.zeros((len(self.weights), 0, 0)), "l2": self.l2,
+                "events": self.events.copy()}
 
     @classmethod
     def from_state(cls, state: dict) -> RidgeBase:
-        """Versions 1 (no widths), 2 (no updates between refits), 3 (no ``l2``) and 4 are
-        read."""
-        if state.get("format") != FORMAT or state.get("version") not in (1, 2, 3, VERSION):
+        """Versions 1 (no widths), 2 (no updates between refits), 3 (no ``l2``), 4 (no
+        ``events``) and 5 are read."""
+        if state.get("format") != FORMAT or state.get("version") not in (1, 2, 3, 4, VERSION):
             raise ValueError(f"not a {FORMAT} state of version 1 to {VERSION}: "
                              f"{state.get('format')!r} {state.get('version')!r}")
         weights = np.asarray(state["weights"], np.float64).reshape(
@@ -258,7 +315,9 @@ class RidgeBase:
         return cls(np.asarray(state["numbers"], np.int64).copy(),
                    np.asarray(state["codes"], np.int64).copy(),
                    np.asarray(state["n_codes"], np.int64).copy(), weights, covariance, inverse,
-                   float(state.get("l2", 0.0)))
+                   float(state.get("l2", 0.0)),
+                   np.asarray(state["events"], np.int64).reshape(len(weights)).copy()
+                   if "events" in state else None)
 
 
 @numba.njit(cache=True, nogil=True)

@@ -28,13 +28,16 @@ __all__ = ["TreeEnsemblePolicy"]
 class _CandidateModels(NamedTuple):
     """Per candidate of a decision (``known``: their action indices), for ``ensemble``: the
     model index (-1: none fitted yet), whether the oracle has no data for it, the weight of its
-    trees (0 without models: every prediction is then the linear base's, 0)."""
+    trees (0 without models: every prediction is then the linear base's, 0), and its linear
+    base's model index (-1: none; an action new since the last fit has one from its first
+    event)."""
 
     known: np.ndarray
     ensemble: CompiledEnsemble
     models: np.ndarray
     unseen: np.ndarray
     blend: np.ndarray
+    linear: np.ndarray
 
 
 class _ScoredRows(NamedTuple):
@@ -427,19 +430,22 @@ class TreeEnsemblePolicy(Policy):
 
     def _candidate_models(self, known: np.ndarray) -> _CandidateModels:
         """What deciding among ``known`` needs of the fitted models, kept until the models or
-        the candidates change (the inventory's ``known`` is the same array from one decision to
-        the next: ~5 us a decision saved)."""
+        the candidates change, or a new action's linear base learns its first event (the
+        inventory's ``known`` is the same array from one decision to the next: ~5 us a decision
+        saved). Unseen: no event at the last fit nor since."""
         cached = self._candidate_cache
         if cached is not None and cached.known is known and cached.ensemble is self._ensemble:
             return cached
         e = self._ensemble
         models = np.where(known < e.n_models, known, -1)
+        linear = np.where(known < self._linear.n_models, known, -1)
         if e.n_models:
             unseen = (models < 0) | (self._plays[np.maximum(models, 0)] == 0)
             blend = self._blend[np.maximum(models, 0)]
         else:
             unseen, blend = np.ones(len(models), np.bool_), np.zeros(len(models))
-        self._candidate_cache = _CandidateModels(known, e, models, unseen, blend)
+        unseen &= ~self._linear.has_events(linear)
+        self._candidate_cache = _CandidateModels(known, e, models, unseen, blend, linear)
         return self._candidate_cache
 
     def _predicted(self, trees: np.ndarray, x: np.ndarray, c: _CandidateModels,
@@ -447,10 +453,10 @@ class TreeEnsemblePolicy(Policy):
         """The oracle's prediction of each candidate at ``x`` from its trees' sums ``trees``:
         the trees weighed (weights of 1 without ``weigh_trees``) plus the linear base;
         ``optimistic``: plus ``optimism`` times the linear base's width (what IGW weighs)."""
-        scores = self._linear.predict(x, c.models)
+        scores = self._linear.predict(x, c.linear)
         scores += trees * c.blend
         if optimistic and self.optimism:
-            scores += self.optimism * self._linear.widths(x, c.models)
+            scores += self.optimism * self._linear.widths(x, c.linear)
         return scores
 
     def _scores(self, x: np.ndarray, known: np.ndarray,
@@ -532,7 +538,7 @@ class TreeEnsemblePolicy(Policy):
         out = []
         for i, cols in enumerate(columns):  # as _distribution, over the row's candidates
             mine = _CandidateModels(known[cols], c.ensemble, c.models[cols], c.unseen[cols],
-                                    c.blend[cols])
+                                    c.blend[cols], c.linear[cols])
             probs = np.empty(len(cols))
             inverse_gap_weights(self._predicted(sums[i, cols], X[i], mine, optimistic=True),
                                 mine.unseen, self.gamma(len(cols)), probs)
@@ -560,9 +566,15 @@ class TreeEnsemblePolicy(Policy):
         """What action ``k``'s current models (linear base, trees) predict at ``x`` before the
         event is learned (NaN without models, without trees for a removed action, or when
         neither the weights nor the base read it); then its linear base learns the event on
-        what its weighed trees leave of the reward."""
-        if not (k < self._ensemble.n_models and self._plays[k] > 0
-                and (self.weigh_trees or self._linear.inverse.shape[1])):
+        what its weighed trees leave of the reward. An action without events at the last fit
+        has no trees: its linear base learns the whole reward, from its first event on."""
+        if not (k < self._ensemble.n_models and self._plays[k] > 0):
+            if self._linear.learn_first(x, k, reward):
+                self._candidate_cache = None  # seen from now on
+            elif k < self._linear.n_models:
+                self._linear.update(x, k, reward)  # (nothing for a model without events)
+            return np.nan, np.nan
+        if not (self.weigh_trees or self._linear.inverse.shape[1]):
             return np.nan, np.nan
         if not self._fitted[k]:  # out of the inventory at the last refit: no trees in use, so
             self._linear.update(x, k, reward)  # nothing to hold out (nor to test for a change)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import threading
 
@@ -606,3 +607,28 @@ def test_states_are_versioned_arrays():
         TreeEnsemblePolicy.from_state({**state, "version": 99})
     with pytest.raises(ValueError, match="compiled-ensemble"):
         CompiledEnsemble.from_state({**ensemble, "version": 2})
+
+
+def test_actions_new_since_the_last_refit_are_learned_from_their_first_event():
+    """An action that came after the last refit has no trees until the next one, but its linear
+    base learns from its first event: requests that offer only new actions (a Personalizer app's
+    articles of the day) find the one that pays long before a refit. Without it they are all
+    unseen, played uniformly (0.2 here) until then. A serving copy (no A^-1) decides the same."""
+    new = ["n1", "n2", "n3", "n4", "n5"]
+    policy = small(auto_refit=False)
+    play(policy, favorite_stream(300, seed=1))
+    policy.finish_refit(policy.start_refit()())
+    for a in new:
+        policy.add_action(a)
+    assert all(math.isnan(v) for v in list(policy.scores({}, new).values()))
+    rewards = []
+    for x in favorite_stream(300, seed=2):
+        d = policy.decide(x, actions=new)
+        rewards.append(float(d.action == "n3"))
+        policy.learn_one(x, d.action, rewards[-1], d.probability)
+    assert policy.n_refits == 1 and np.mean(rewards[-200:]) > 0.8, np.mean(rewards[-200:])
+    contexts = list(favorite_stream(30, seed=3))
+    serving = TreeEnsemblePolicy.from_state(json.loads(json.dumps(_plain(
+        policy.to_state(statistics=False)))))
+    assert [serving.probabilities(x, new) for x in contexts] == \
+        [policy.probabilities(x, new) for x in contexts]
