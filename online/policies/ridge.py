@@ -34,9 +34,11 @@ Between refits each model learns every new event of its action at once, by recur
 squares (:meth:`RidgeBase.update`, :func:`ridge_update`): the same ridge (the bias unpenalised:
 ``A = Z'Z + l2 P``, P the identity less its bias entry, whose solution is the centred one the
 refit computes) with one row more, in ``D x nnz + D^2`` operations from ``A^-1`` (float64, kept
-per model at the refit under the same ``FULL_COVARIANCE_FLOATS`` bound; above it, or for a
-model without events at the refit, the model waits for the next refit). Rows are only added:
-the events that left the window since the refit leave the model at the next refit.
+per model at the refit under the same ``FULL_COVARIANCE_FLOATS`` bound; above it the models
+wait for the next refit). A model without events at the refit (an action new since) starts at
+its first event from the ridge on that one row (:meth:`RidgeBase.learn_first`: ``A = z z' + l2
+P`` is invertible with one row) and carries on the same way. Rows are only added: the events
+that left the window since the refit leave the model at the next refit.
 """
 
 from __future__ import annotations
