@@ -169,13 +169,27 @@ class RidgeBase:
         """Start model ``model`` (grown into if it is past the models held) from its first row:
         the ridge on that one row, as a fit would give it (the bias unpenalised: ``A = z z' + l2
         P`` is invertible with one row), from which :meth:`update` carries on. False, and
-        nothing changed, without updates kept, with no penalty on a coding wider than the bias
-        (one row cannot fit it), or for a model that has events already."""
+        nothing changed, without updates kept, past ``FULL_COVARIANCE_FLOATS`` (the bound a fit
+        keeps ``A^-1`` under: the model waits for the next fit), with no penalty on a coding
+        wider than the bias (one row cannot fit it), or for a model that has events already.
+
+        >>> X = np.array([[0.0], [1.0]] * 20)
+        >>> base = RidgeBase.fit(X, np.zeros(40, np.int32), X[:, 0], 1, ["number"], l2=1.0)
+        >>> base.learn_first(np.array([1.0]), 1, 1.0), base.n_models
+        (True, 2)
+        >>> base.predict(np.array([1.0]), np.array([1])).tolist()  # the one row, bias free
+        [1.0]
+        >>> base.has_events(np.array([0, 1, -1])).tolist()
+        [True, True, False]
+        """
         D = self.weights.shape[1]
         if not self.inverse.shape[1] or (self.l2 <= 0 and D > 1):
             return False
         if model >= self.n_models:
-            self._grow(max(model + 1, 2 * self.n_models))
+            room = FULL_COVARIANCE_FLOATS // (D * D)  # the fit's bound on the A^-1 kept
+            if model >= room:
+                return False
+            self._grow(min(room, max(model + 1, 2 * self.n_models)))
         elif self.inverse[model, 0, 0] != 0.0:
             return False
         z = self.design(np.asarray(x, np.float64)[None])[0]

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from online.policies.ridge import MAX_CODES, RidgeBase
+from online.policies.ridge import FULL_COVARIANCE_FLOATS, MAX_CODES, RidgeBase
 from online.policies.ridge_loo import PENALTIES
 from online.policies.trees import TreeEnsemblePolicy
 from tests.online.policies.test_trees_policy import ADS, _plain, favorite_stream, play, small
@@ -287,3 +287,19 @@ def test_a_state_before_the_updates_loads_and_waits_for_the_next_refit():
     bad["model"]["linear"]["inverse"] = [[[1.0]]]
     with pytest.raises(ValueError, match="inverse"):
         TreeEnsemblePolicy.from_state(bad)
+
+
+def test_a_new_model_past_the_fit_s_bound_on_a_inverse_waits_for_the_next_fit():
+    """A fit keeps each model's A^-1 while n_models x D^2 stays under FULL_COVARIANCE_FLOATS; a
+    model started between fits (learn_first) stays under it too: past it, it waits."""
+    D = 601  # room for two models' A^-1
+    assert FULL_COVARIANCE_FLOATS // (D * D) == 2
+    z = np.zeros(0, np.int64)
+    base = RidgeBase(np.arange(D - 1), z, z, np.zeros((1, D)), None,
+                     np.zeros((1, D, D)), l2=1.0)
+    x = np.ones(D - 1)
+    assert base.learn_first(x, 1, 1.0) and base.n_models == 2  # grown to the bound, not past
+    assert not base.learn_first(x, 2, 1.0) and base.n_models == 2
+    assert not base.learn_first(x, 1, 0.0)  # it has its event already
+    assert base.events.tolist() == [0, 1] and base.has_events(np.array([1, 0])).tolist() == [
+        True, False]
