@@ -177,6 +177,27 @@ def test_the_actions_a_request_offered_reach_the_learner_with_its_event(client, 
     assert [e["events"] for e in learner.evaluations()] == [18, 18]
 
 
+def test_a_request_s_new_actions_are_served_from_their_first_events(client, trainer):
+    """Actions that come with requests after the trees' last refit (the day's articles) are
+    learned from their first events, by the trainer and in the model the API serves: the one
+    that pays is served most long before another refit. Before, they were unseen until then,
+    drawn uniformly (~4 of 20 here)."""
+    shop = create(client, policy={"kind": "trees", "params": {"seed": 1, "refit_fraction": 1.0}})
+    reward(client, shop, decide(client, shop, 40))  # a, b, c: one refit (at 32), the only one
+    drain(trainer)
+    new = ["n1", "n2", "n3", "n4", "n5"]
+    for _ in range(5):
+        body = {"requests": [{"context": {"x": i % 2, "site": "s"}, "actions": new}
+                             for i in range(20)]}
+        served = client.post("/apps/shop/decide/batch", json=body, headers=shop).json()
+        for r in served["responses"]:
+            reward(client, shop, [r["eventId"]], value=float(r["action"] == "n3"))
+        drain(trainer)
+    assert [r["action"] for r in served["responses"]].count("n3") >= 15
+    learner = trainer.owned["shop"].learner
+    assert learner.n_refits == 1 and learner.n_learned == 140
+
+
 def test_a_malformed_event_is_counted_not_fatal(client, trainer, store):
     shop = create(client)
     store.redis.xadd(
