@@ -249,6 +249,15 @@ class Policy(bandit.base.ContextualPolicy):
             self._inventory = ([self._actions[k] for k in ks.tolist()], ks.astype(np.int64))
         return self._inventory
 
+    def _offered_candidates(self, offers: list) -> tuple[np.ndarray, list[np.ndarray]]:
+        """For rows that each offer their own actions (``offered_rows``): the action index of
+        every action of their union (as :meth:`_candidates`), and each row's actions as
+        positions in that union, in its own order, repeats dropped."""
+        offers = [tuple(dict.fromkeys(offer)) for offer in offers]
+        union, known = self._candidates(list(dict.fromkeys(a for o in offers for a in o)), ())
+        position = {a: j for j, a in enumerate(union)}
+        return known, [np.array([position[a] for a in offer], np.int64) for offer in offers]
+
     def _candidates(self, actions: Iterable | None, excluded: Iterable) -> tuple[list, np.ndarray]:
         """Candidate actions and their indices (-1: an action the policy has never had, or one
         removed from the inventory: it has no statistics to decide with)."""

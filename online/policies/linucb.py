@@ -211,9 +211,7 @@ class LinUCB(Policy):
         For an evaluator (``AutoPolicy``) that needs many rows at once: one compiled loop over
         the rows, no dict per row."""
         candidates, known = self._candidates(actions, ())
-        X = np.empty((len(xs), self._d))
-        for i, x in enumerate(xs):
-            X[i] = self._vector(self._encoder.encode(x)[0])
+        X = self._rows(xs)
         probs = np.empty((len(xs), len(known)))
         ucb_distribution_rows(X, known, self._A_inv, self._b, self.alpha, self.ridge,
                               self.epsilon, probs)
@@ -225,18 +223,20 @@ class LinUCB(Policy):
         that order, bit for bit. One compiled loop over the rows."""
         if not xs:
             return []
-        offers = [tuple(dict.fromkeys(offer)) for offer in offers]
-        union, known = self._candidates(list(dict.fromkeys(a for o in offers for a in o)), ())
-        position = {a: j for j, a in enumerate(union)}
-        flat = known[np.array([position[a] for offer in offers for a in offer], np.int64)]
-        starts = np.concatenate([[0], np.cumsum([len(offer) for offer in offers])])
+        known, columns = self._offered_candidates(offers)
+        flat = known[np.concatenate(columns)]
+        starts = np.concatenate([[0], np.cumsum([len(cols) for cols in columns])])
+        out = np.empty(len(flat))
+        ucb_offered_rows(self._rows(xs), flat, starts, self._A_inv, self._b, self.alpha,
+                         self.ridge, self.epsilon, out)
+        return np.split(out, starts[1:-1])
+
+    def _rows(self, xs: list[dict]) -> np.ndarray:
+        """The contexts as LinUCB's vectors, one row each."""
         X = np.empty((len(xs), self._d))
         for i, x in enumerate(xs):
             X[i] = self._vector(self._encoder.encode(x)[0])
-        out = np.empty(len(flat))
-        ucb_offered_rows(X, flat, starts, self._A_inv, self._b, self.alpha, self.ridge,
-                         self.epsilon, out)
-        return np.split(out, starts[1:-1])
+        return X
 
     def scores(self, x: dict, actions=None, excluded=()) -> dict:
         """The upper confidence bound p_a of each candidate (eq. (5))."""

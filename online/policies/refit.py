@@ -205,7 +205,7 @@ class RefitJob:
         unchanged from one refit to the next; they are most of the boosters otherwise."""
         kept = np.zeros(len(fitted), np.bool_)
         p = self.previous
-        if p is None or action_spans is None or p.spans is None or p.l2 != (
+        if p is None or action_spans is None or p.l2 != (
                 None if self.linear_l2 is None else l2):
             return kept
         n = min(len(fitted), len(p.spans), len(p.fitted), p.ensemble.n_models)

@@ -500,15 +500,10 @@ class TreeEnsemblePolicy(Policy):
         rows model by model (``CompiledEnsemble.predict_rows``), so one model's trees stay in
         the caches while every row walks them."""
         candidates, known = self._candidates(actions, ())
-        X = np.vstack([self._encoder.encode(x)[0] for x in xs]) if xs else \
-            np.zeros((0, self._encoder.n_columns))
+        X = self._rows(xs)
         c = self._candidate_models(known)
         trees = self._ensemble.predict_rows(X, c.models)
-        column = np.full(int(known.max(initial=-1)) + 1, -1, np.int64)
-        mine = known >= 0  # (-1: an action without models, nothing to keep)
-        column[known[mine]] = np.flatnonzero(mine)
-        self._scored = _ScoredRows(self._ensemble, {row.tobytes(): i for i, row in enumerate(X)},
-                                   trees, column)
+        self._keep_scored(X, trees, known)
         g = self.gamma(len(known))
         probs = np.empty_like(trees)
         for i in range(len(X)):  # as _distribution, row by row
@@ -526,24 +521,18 @@ class TreeEnsemblePolicy(Policy):
         together, and the rows' decisions differ only in the candidates read."""
         if not xs:
             return []
-        offers = [tuple(dict.fromkeys(offer)) for offer in offers]
-        X = np.vstack([self._encoder.encode(x)[0] for x in xs])
-        union, known = self._candidates(list(dict.fromkeys(a for o in offers for a in o)), ())
-        position = {a: j for j, a in enumerate(union)}
-        columns = [np.array([position[a] for a in offer], np.int64) for offer in offers]
+        known, columns = self._offered_candidates(offers)
+        X = self._rows(xs)
         c = self._candidate_models(known)
-        sums = np.full((len(xs), len(union)), np.nan)  # the trees' sum of each row's candidates
-        rows = np.repeat(np.arange(len(xs)), [len(o) for o in offers])
-        flat = np.concatenate(columns) if columns else np.zeros(0, np.int64)
+        sums = np.full((len(xs), len(known)), np.nan)  # the trees' sum of each row's candidates
+        rows = np.repeat(np.arange(len(xs)), [len(cols) for cols in columns])
+        flat = np.concatenate(columns)
         order = np.argsort(flat, kind="stable")
-        bounds = np.flatnonzero(np.diff(flat[order], prepend=-1, append=len(union)))
+        bounds = np.flatnonzero(np.diff(flat[order], prepend=-1, append=len(known)))
         for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
             j, mine = int(flat[order[lo]]), rows[order[lo:hi]]
             sums[mine, j] = self._ensemble.predict_rows(X[mine], c.models[j:j + 1])[:, 0]
-        column = np.full(int(known.max(initial=-1)) + 1, -1, np.int64)
-        column[known[known >= 0]] = np.flatnonzero(known >= 0)
-        self._scored = _ScoredRows(self._ensemble, {row.tobytes(): i for i, row in enumerate(X)},
-                                   sums, column)
+        self._keep_scored(X, sums, known)
         out = []
         for i, cols in enumerate(columns):  # as _distribution, over the row's candidates
             mine = _CandidateModels(known[cols], c.ensemble, c.models[cols], c.unseen[cols],
@@ -553,6 +542,20 @@ class TreeEnsemblePolicy(Policy):
                                 mine.unseen, self.gamma(len(cols)), probs)
             out.append(probs)
         return out
+
+    def _rows(self, xs: list[dict]) -> np.ndarray:
+        """The encoded contexts, one row each."""
+        return np.vstack([self._encoder.encode(x)[0] for x in xs]) if xs else \
+            np.zeros((0, self._encoder.n_columns))
+
+    def _keep_scored(self, X: np.ndarray, sums: np.ndarray, known: np.ndarray) -> None:
+        """Keep the trees' sums of rows ``X`` (column j: the candidate ``known[j]``) for
+        learning to read (:meth:`_tree_sum`)."""
+        column = np.full(int(known.max(initial=-1)) + 1, -1, np.int64)
+        mine = known >= 0  # (-1: an action without models, nothing to keep)
+        column[known[mine]] = np.flatnonzero(mine)
+        self._scored = _ScoredRows(self._ensemble, {row.tobytes(): i for i, row in enumerate(X)},
+                                   sums, column)
 
     def gamma(self, n_candidates: int) -> float:
         """SquareCB's gamma for a decision among ``n_candidates`` actions now."""
