@@ -20,6 +20,7 @@ import redis
 
 from service import codec, keys
 from service.models import model_kind
+from service.param_checks import check_candidate_params
 from service.records import AppConfig
 
 #: every candidate learns every event, so each one costs the trainer a whole policy's time
@@ -43,6 +44,7 @@ def check_candidates(specs: Any) -> None:
                                      and re.match(NAME, name)):
             raise ValueError(f"candidate name {str(name)[:80]!r}: 1 to {MAX_NAME} letters, "
                              "digits and _.:- (starting with a letter or digit)")
+    check_candidate_params(specs)
 
 
 class NotAuto(ValueError):

@@ -17,6 +17,7 @@ from typing import Any
 
 from online.policies.base import Policy
 from online.policies.registry import POLICY_KINDS, PolicyKind
+from service.param_checks import check_params
 
 
 @dataclass(frozen=True)
@@ -250,6 +251,7 @@ def _forest_change_actions(policy: Any, added: list[str], removed: list[str]) ->
 
 # -- MCTS-IS (online.MCTSInteractions): a click-probability predictor ---------------------------
 def _mcts_build(cls: type, params: dict[str, Any], actions: list[str]) -> Any:
+    check_params(cls, params)
     return cls(**params)  # no actions: POST /apps refuses them for this kind
 
 
@@ -291,6 +293,7 @@ def _policy_kind(spec: PolicyKind) -> ModelKind:
 
     def build(cls: type, params: dict[str, Any], actions: list[str]) -> Any:
         spec.check(params)  # TypeError naming the parameters the kind does not have
+        check_params(cls, params)  # ValueError naming a value of the wrong type
         if spec.name == "auto":  # every way an app gets an auto policy: a bounded candidate list
             from service.candidates import check_candidates
 

@@ -36,8 +36,12 @@ class ContextEncoder:
       learning, a numeric feature whose bins are not learned yet, and a key never seen before also
       set no variable: they are simply not part of the coding yet. ``encode`` never changes the
       coding; only ``learn_one`` does.
-    * NaN or infinite numbers raise ``ValueError``; other value types raise ``TypeError``; a
-      feature that changes kind (a string where numbers were seen) raises ``ValueError``.
+    * NaN or infinite numbers raise ``ValueError``; other value types raise ``TypeError``.
+    * A value of the other kind than the feature's (a string where numbers were seen, a number
+      or a bool where strings were) sets none of its variables, as a missing value does. It was
+      a ``ValueError``, but the policies that regress on the context code both kinds, and an
+      ``auto`` policy's candidates learn one stream: ``"age": 31`` then ``"age": "unknown"``
+      must not be refused by one candidate after the others learned it.
 
     Variables are only ever appended, so their indices, and what each one means, never change.
 
@@ -130,14 +134,14 @@ class ContextEncoder:
             kind = feature["kind"]
             if kind == CATEGORICAL:
                 if not isinstance(value, str):
-                    raise _kind_error(key, kind, value)
+                    continue  # the other kind: as missing (see the class doc)
                 index = feature["values"].get(value)
                 if index is not None:
                     active[index] = 1
                 else:
                     known = False
             elif isinstance(value, str):
-                raise _kind_error(key, kind, value)
+                continue
             elif kind == BINARY:
                 if value > 0.5:
                     active[feature["variable"]] = 1
@@ -165,11 +169,11 @@ class ContextEncoder:
             kind = feature["kind"]
             if kind == CATEGORICAL:
                 if not isinstance(value, str):
-                    raise _kind_error(key, kind, value)
+                    continue  # the other kind: as missing (see the class doc)
                 if value not in feature["values"]:
                     feature["values"][value] = self._add_variable(f"{key}={value}")
             elif isinstance(value, str):
-                raise _kind_error(key, kind, value)
+                continue
             elif kind == PENDING:
                 feature["seen"].append(float(value))
                 if len(feature["seen"]) >= self.warmup:
@@ -297,10 +301,4 @@ def _check(key, value):
     raise TypeError(
         f"context feature {key!r} has a {type(value).__name__} value{nested}: "
         "expected a number, a string, a bool or None"
-    )
-
-
-def _kind_error(key, kind, value) -> ValueError:
-    return ValueError(
-        f"context feature {key!r} was learned as {kind} but got {type(value).__name__} {value!r}"
     )

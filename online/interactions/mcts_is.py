@@ -178,6 +178,9 @@ class MCTSInteractions(base.Classifier, base.SupervisedTransformer, base.Transfo
             raise ValueError("max_categories must be None or >= 2")
         if groups is not None and groups < 1:
             raise ValueError("groups must be None or >= 1")
+        if max_nodes < 1 or grace_period < 0 or (max_depth is not None and max_depth < 1):
+            raise ValueError("max_nodes must be >= 1, grace_period >= 0 and max_depth None or "
+                             f">= 1; got {max_nodes}, {grace_period}, {max_depth}")
         self.c_p = c_p
         self.v = v
         self.kappa = kappa

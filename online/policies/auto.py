@@ -483,6 +483,13 @@ class AutoPolicy(Policy):
         """Learn one event (a batch of one: see the class doc)."""
         self.learn_many([(x, action, reward, probability)])
 
+    def check_context(self, x: dict) -> None:
+        """Raise what any candidate would raise learning ``x``, changing nothing."""
+        if not isinstance(x, dict):
+            raise ValueError(f"a context must be a dict, got {type(x).__name__}")
+        for c in self._candidates_:
+            c.policy.check_context(x)
+
     def learn_many(self, events: Iterable[tuple]) -> int:
         """Evaluate, then learn, the events with every candidate; returns the number learned.
 
@@ -499,8 +506,7 @@ class AutoPolicy(Policy):
             for x, action, reward, probability, *offered in events:
                 reward, probability = _check_feedback(reward, probability)
                 _check_action(action)
-                if not isinstance(x, dict):
-                    raise ValueError(f"a context must be a dict, got {type(x).__name__}")
+                self.check_context(x)  # no candidate learns an event another would refuse
                 if not 0.0 <= reward <= 1.0:
                     self._clipped += 1
                     reward = min(1.0, max(0.0, reward))

@@ -33,6 +33,13 @@ class BanditForestPolicy(BanditForest):
         candidates, probs, order = self._distribution_of(x, actions, excluded)
         return {candidates[i]: float(probs[i]) for i in order.tolist()}
 
+    def check_context(self, x: dict) -> None:
+        """Raise what learning ``x`` would raise for its values, changing nothing (see
+        ``online.policies.base.Policy.check_context``)."""
+        if not isinstance(x, dict):
+            raise ValueError(f"a context must be a dict, got {type(x).__name__}")
+        self._encoder.encode_known(x)
+
     def _decide_distribution(self, x: dict, actions: Iterable | None, excluded: Iterable,
                              checked: bool = True) -> tuple[list, np.ndarray]:
         """The candidates and their probabilities, in candidate order (the interface of

@@ -395,6 +395,15 @@ class Policy(bandit.base.ContextualPolicy):
         np.maximum.at(self._last_event, ks, self._n_learned + 1 + np.arange(len(ks)))
         self._n_learned += len(ks)
 
+    def check_context(self, x: dict) -> None:
+        """Raise what learning ``x`` would raise for its values (``ValueError`` or ``TypeError``
+        naming the feature), changing nothing: a policy that feeds one stream to several others
+        (:class:`~online.policies.auto.AutoPolicy`) checks an event with each before any learns
+        it, so that they stay in step."""
+        if not isinstance(x, dict):
+            raise ValueError(f"a context must be a dict, got {type(x).__name__}")
+        self._encoder.encode(x)
+
     def _action_index(self, action: Hashable) -> int:
         k = self._index.get(action)
         if k is None:  # new: into the inventory (a removed action stays out of it)

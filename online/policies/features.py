@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["FeatureEncoder", "flatten"]
+__all__ = ["FeatureEncoder", "flatten", "MAX_MAGNITUDE"]
 
 FORMAT = "grove.features"
 VERSION = 1
@@ -24,6 +24,13 @@ _MISSING = object()  # a null feature: nothing to write
 # contexts of plain numbers coded key by key before the keys of the last one are taken as the
 # plain keys again (a stream whose keys vary pays for a new plan once per so many contexts)
 PLAIN_REPLAN = 8
+#: the largest magnitude of a number feature. The tree-ensemble policy's window keeps its rows
+#: as float32 (3.4e38 at most: a larger value would be kept as inf), and the regressions sum
+#: squares and products of values over their events (a ridge's Z'Z, LinUCB's A,
+#: Sherman-Morrison's outer products): 1e38 leaves those finite, 1e76 squared times any window,
+#: where 1e308 (a finite float) made the first square infinite and every statistic NaN after it
+MAX_MAGNITUDE = 1e38
+_MAX_SQUARED = MAX_MAGNITUDE * MAX_MAGNITUDE
 
 
 def flatten(x: dict, prefix: str = "") -> dict:
@@ -70,8 +77,9 @@ class FeatureEncoder:
       Only :meth:`learn_encode` adds columns; columns are only ever appended, so a column's
       index and meaning never change. With ``max_columns`` set, features that would add
       columns past it are ignored from then on (a linear model's cost grows as d^2).
-    * NaN or infinite numbers raise ``ValueError`` naming the feature; values of other types
-      (bytes, objects) raise ``TypeError`` naming the feature.
+    * NaN, infinite numbers and numbers beyond +-:data:`MAX_MAGNITUDE` (1e38) raise
+      ``ValueError`` naming the feature; values of other types (bytes, objects) raise
+      ``TypeError`` naming the feature.
 
     Parameters
     ----------
@@ -175,7 +183,7 @@ class FeatureEncoder:
             t = type(value)
             if t is float or t is int or t is bool:
                 column = numbers.get(key)
-                if column is not None and math.isfinite(value):
+                if column is not None and -MAX_MAGNITUDE <= value <= MAX_MAGNITUDE:
                     out[column] = value
                     continue
             elif t is str:
@@ -218,16 +226,21 @@ class FeatureEncoder:
 
     def _same_keys(self, x: dict) -> np.ndarray | None:
         """``x``'s vector in one step if it has the plain keys and its values are all finite
-        numbers (None: code it key by key). One ``sum`` checks both: it raises for a string,
-        None, a list or a dict, and is NaN or infinite when a value is (or, rarely, when
-        finite values overflow: the key-by-key path then codes them). 77 numbers: ~6 us
-        instead of ~12."""
+        numbers within +-MAX_MAGNITUDE (None: code it key by key). One ``sum`` checks the
+        types: it raises for a string, None, a list or a dict. The vector's squared norm is
+        over MAX_MAGNITUDE^2 (or NaN, or infinite) when a value is out of bounds, and when
+        several values near the bound are together: the key-by-key path then decides (a value
+        past ~1e154 overflows the square, with numpy's RuntimeWarning, and is refused there).
+        77 numbers: ~6 us instead of ~12."""
         keys, columns = self._plain
         try:
-            if tuple(x) != keys or not math.isfinite(sum(x.values())):
+            if tuple(x) != keys:
                 return None
+            sum(x.values())
             values = np.fromiter(x.values(), np.float64, len(x))
         except (TypeError, ValueError, OverflowError):
+            return None
+        if not values.dot(values) <= _MAX_SQUARED:
             return None
         out = self._template.copy()
         out[columns] = values
@@ -251,6 +264,9 @@ class FeatureEncoder:
                             "features must be numbers, strings, bools or null") from None
         if not math.isfinite(number):
             raise ValueError(f"feature {name!r} is {number}: numbers must be finite")
+        if abs(number) > MAX_MAGNITUDE:
+            raise ValueError(f"feature {name!r} is {number:g}: numbers must be within "
+                             f"+-{MAX_MAGNITUDE:g}")
         column = self._numbers.get(name)
         if column is None:
             if not learn or not self._add((NUMBER, name, None)):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from typing import Any
@@ -33,22 +34,35 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+class _EchoSafeJSON(JSONResponse):
+    """A JSON answer that may echo the request's text: a lone surrogate (JSON's ``\\ud800``
+    escape) cannot be written as UTF-8, so such an answer is written with ASCII escapes."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, ensure_ascii=True, allow_nan=False,
+                              separators=(",", ":")).encode("ascii")
+
+
 def answer(
     request: Request, status: int, detail: Any, headers=None, code: str | None = None
 ) -> JSONResponse:
     """``{"detail": ...}``, or Personalizer's ``{"error": {"code", "message"}}`` (and its 400
     for a malformed request) on its routes (:mod:`service.personalizer.errors`)."""
+    detail = _json_safe(detail)
     if request.url.path.startswith("/personalizer"):
         status, body = personalizer_error(status, detail, code)
     else:
         body = {"detail": detail}
-    return JSONResponse(body, status_code=status, headers=headers)
+    return _EchoSafeJSON(body, status_code=status, headers=headers)
 
 
 def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return answer(request, 422, _json_safe(jsonable_encoder(exc.errors())))
+        return answer(request, 422, jsonable_encoder(exc.errors()))
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:

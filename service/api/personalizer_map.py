@@ -17,19 +17,23 @@ one flat mapping name -> number, string, bool or null, so:
 
 from __future__ import annotations
 
-import math
 from typing import Any
+
+from service.feature_checks import check_feature
 
 MAX_DEPTH = 4
 
 
 class FeatureShapeError(ValueError):
-    """The features cannot be flattened (too deep, non-finite, conflicting names)."""
+    """The features cannot be flattened (too deep, conflicting names) or are not features Grove
+    takes (see :mod:`service.feature_checks`)."""
 
 
 def _put(out: dict[str, Any], name: str, value: Any) -> None:
-    if isinstance(value, float) and not math.isfinite(value):
-        raise FeatureShapeError(f"feature {name!r} is {value}: features must be finite")
+    try:
+        check_feature(name, value)  # finite, within bounds, Unicode
+    except ValueError as exc:
+        raise FeatureShapeError(str(exc)) from None
     if name in out and out[name] != value:
         raise FeatureShapeError(f"feature {name!r} is given twice with different values")
     out[name] = value

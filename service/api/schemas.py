@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.alias_generators import to_camel
 
 from online.policies.registry import DEFAULT_POLICY_KIND
+from service.feature_checks import check_features, check_text
 from service.models import MODEL_KINDS
 from service.records import Aggregation
 
@@ -21,13 +22,6 @@ MAX_FEATURE_VALUE = 4096
 
 #: a context (or action) feature: number, string, bool or missing
 FeatureValue = bool | int | float | str | None
-
-
-def _finite_features(features: dict[str, Any] | None) -> dict[str, Any] | None:
-    for key, value in (features or {}).items():
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"feature {key!r} is {value}: features must be finite")
-    return features
 
 
 def _flat_features(features: Any) -> Any:
@@ -59,13 +53,15 @@ class ActionSpec(Schema):
     features: dict[str, FeatureValue] | None = None
 
     _flat = field_validator("features", mode="before")(_flat_features)
-    _finite = field_validator("features")(_finite_features)
+    _finite = field_validator("features")(check_features)
 
 
 def _action_specs(actions: list[str | ActionSpec] | None) -> list[ActionSpec] | None:
     if actions is None:
         return None
     specs = [a if isinstance(a, ActionSpec) else ActionSpec(id=a) for a in actions]
+    for spec in specs:
+        check_text("action id", spec.id)
     duplicates = sorted(i for i, n in Counter(a.id for a in specs).items() if n > 1)
     if duplicates:
         raise ValueError(f"duplicate action ids: {duplicates}")
@@ -179,8 +175,15 @@ class DecideRequest(Schema):
     defer_activation: bool = False
 
     _flat = field_validator("context", mode="before")(_flat_features)
-    _finite = field_validator("context")(_finite_features)
+    _finite = field_validator("context")(check_features)
     _actions = field_validator("actions")(_action_specs)
+
+    @field_validator("excluded_actions")
+    @classmethod
+    def _excluded_text(cls, excluded: list[str]) -> list[str]:
+        for action in excluded:
+            check_text("excluded action", action)
+        return excluded
 
 
 class RankedAction(Schema):
@@ -239,7 +242,7 @@ class PredictRequest(Schema):
     x: dict[str, FeatureValue] = Field(description="the fields, name -> category (flat)")
 
     _flat = field_validator("x", mode="before")(_flat_features)
-    _finite = field_validator("x")(_finite_features)
+    _finite = field_validator("x")(check_features)
 
 
 class LeafUsed(Schema):
@@ -262,7 +265,7 @@ class LearnRequest(Schema):
     y: Literal[0, 1] = Field(description="the label: 1 (e.g. a click) or 0")
 
     _flat = field_validator("x", mode="before")(_flat_features)
-    _finite = field_validator("x")(_finite_features)
+    _finite = field_validator("x")(check_features)
 
     @field_validator("y", mode="before")
     @classmethod

@@ -158,6 +158,11 @@ def _import(services: Services, caller: Caller, payload: bytes) -> None:
         kind, params, _, learner = model_file.read(payload)
     except model_file.ModelFileError as exc:
         raise bad_request(str(exc), "InvalidModelImportFormat") from None
+    if kind != config.policy_kind:  # an import replaces the model, not the learning settings
+        raise bad_request(
+            f"the model file holds a {kind!r} model and app {config.name!r} learns with "
+            f"{config.policy_kind!r}: import a model of its kind (the policy, PUT "
+            "/configurations/policy, changes the kind)", "InvalidModelImportFormat")
     try:
         model_file.replace(
             services.store.redis,

@@ -56,13 +56,16 @@ def test_learn_encode_equals_learn_then_encode():
         assert a.learn_encode(x).tolist() == b.encode(x).tolist()
 
 
-def test_kind_changes_and_bad_values_are_errors():
+def test_a_value_of_the_other_kind_is_missing_and_bad_values_are_errors():
     enc = ContextEncoder(warmup=2)
     enc.learn_one({"site": "a", "n": 1.5})
-    with pytest.raises(ValueError, match="'site' was learned as categorical"):
-        enc.learn_one({"site": 2.0})
-    with pytest.raises(ValueError, match="'n' was learned as pending"):
-        enc.encode({"n": "text"})
+    enc.learn_one({"site": 2.0, "n": "text"})  # each the other kind: nothing learned
+    enc.learn_one({"site": "a", "n": 2.5})  # (the second number: the bins freeze)
+    assert enc.variable_names == ["site=a", "n<1.7", "1.7<=n<1.9", "1.9<=n<2.1", "2.1<=n<2.3",
+                                  "n>=2.3"]  # from "a", 1.5 and 2.5 only
+    other, known = enc.encode_known({"site": True, "n": "text"})
+    assert other.tolist() == [0] * 6 and known  # learning it would change nothing
+    assert enc.encode({"site": "a", "n": 3.0}).tolist() == [1, 0, 0, 0, 0, 1]
     with pytest.raises(ValueError, match="finite"):
         enc.encode({"n": float("nan")})
     with pytest.raises(TypeError, match="list"):

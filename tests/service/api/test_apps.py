@@ -1,6 +1,7 @@
 """/apps: administration with the admin key, validation, app keys stored hashed."""
 
 import hashlib
+import json
 
 from service import keys
 from tests.helpers.factories import ADMIN, app_body, create
@@ -75,6 +76,38 @@ def test_invalid_apps_are_refused_with_a_clear_message(client):
     assert "low < high" in detail(app_body(rewardRange=[1, 1]))
     assert "rewardWaitTime" in detail(app_body(rewardWaitTime=0))
     assert "extra" in detail(app_body(rewardWait=3))  # typos are not silently ignored
+
+
+def test_policy_params_of_the_wrong_type_are_refused_before_the_app_exists(client):
+    """A value the constructor's annotation does not allow is a 422 naming it: before, "no" was
+    a true ``weigh_trees``, Infinity a 500, and an MCTS-IS app with ``max_nodes`` Infinity was
+    created and then refused every label it had accepted."""
+
+    def detail(kind, actions=("a", "b"), **params):
+        body = app_body("typed", actions=list(actions), policy={"kind": kind, "params": params})
+        answer = client.post("/apps", content=json.dumps(body),  # (Infinity as JS writes it)
+                             headers={**ADMIN, "Content-Type": "application/json"})
+        assert answer.status_code == 422, answer.text
+        return str(answer.json()["detail"])
+
+    assert "'weigh_trees': Input should be a valid boolean" in detail("trees", weigh_trees="no")
+    assert "'window' is inf" in detail("trees", window=float("inf"))
+    assert "'window': Input should be a valid integer" in detail("trees", window=1e5)
+    assert "64 bits" in detail("linucb", seed=10**30)
+    assert "'min_events' is inf" in detail("auto", min_events=float("inf"))
+    assert "'candidates'[0]['params']['window'] is inf" in detail(
+        "auto", candidates=[{"kind": "trees", "params": {"window": float("inf")}}])
+    assert "candidate 1 (trees): parameter 'weigh_trees'" in detail(
+        "auto", candidates=[{"kind": "linucb"}, {"kind": "trees", "params": {"weigh_trees": 1}}])
+    assert "'max_nodes' is inf" in detail("mcts-is", actions=(), max_nodes=float("inf"))
+    assert "max_nodes must be >= 1" in detail("mcts-is", actions=(), max_nodes=0)
+    assert client.get("/apps/typed", headers=ADMIN).status_code == 404
+    # an int is a float: JSON has one number type, and 4 is a gamma_scale as 4.0 is
+    create(client, "typed", policy={"kind": "trees", "params": {"gamma_scale": 4}})
+    # a 422 that echoes a lone surrogate is written with ASCII escapes, not a 500
+    answer = client.post("/apps", content='{"name": "\\ud800"}',
+                         headers={**ADMIN, "Content-Type": "application/json"})
+    assert answer.status_code == 422 and "\\ud800" in answer.text
 
 
 def test_duplicate_name_conflicts(client):

@@ -68,12 +68,29 @@ def test_bad_contexts_are_422_not_500(client, shop):
         '{"context": {"x": [1]}}',
         '{"context": 3}',
         "not json",
+        # finite, but past what a learner can sum (1e308 made a LinUCB app's statistics NaN)
+        '{"context": {"x": 1e308}}',
+        '{"context": {"x": 123456789012345678901234567890}}',  # past the records' 64 bits
+        # lone surrogates: no record holds them, and the 422 that echoes one is written too
+        '{"context": {"x": "\\ud800"}}',
+        '{"context": {"\\udfff": 1}}',
+        '{"context": {}, "actions": ["\\ud800"]}',
+        '{"context": {}, "actions": [{"id": "n", "features": {"f": "\\ud800"}}]}',
+        '{"context": {}, "excludedActions": ["\\ud800"]}',
+        '{"eventId": "\\ud800", "context": {}}',
     ):
         answer = client.post(
             "/apps/shop/decide", content=raw, headers={**shop, "Content-Type": "application/json"}
         )
         assert answer.status_code == 422, (raw, answer.text)
         assert answer.json()["detail"]
+    reward = client.post("/apps/shop/reward", content='{"eventId": "\\ud800", "reward": 1}',
+                         headers={**shop, "Content-Type": "application/json"})
+    assert reward.status_code == 422, reward.text
+    # a pair of surrogates is one character (an emoji), not an error
+    fine = client.post("/apps/shop/decide", content='{"context": {"x": "\\ud83d\\ude00"}}',
+                       headers={**shop, "Content-Type": "application/json"})
+    assert fine.status_code == 200, fine.text
 
 
 def test_batch_decides_and_records_all_or_nothing(client, shop, store):

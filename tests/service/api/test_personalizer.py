@@ -104,6 +104,15 @@ def test_keys_and_errors_in_personalizers_shape(client, news):
     assert answer.json()["error"]["code"] == "InvalidRankRequest"
     twice = {"contextFeatures": [{"a": 1}, {"a": 2}], "actions": [{"id": "x"}]}
     assert client.post("/personalizer/v1.0/rank", json=twice, headers=news).status_code == 400
+    for raw in ('{"contextFeatures": [{"a": 1e308}], "actions": [{"id": "x"}]}',
+                '{"contextFeatures": [{"a": 123456789012345678901234567890}], '
+                '"actions": [{"id": "x"}]}',
+                '{"contextFeatures": [{"a": "\\ud800"}], "actions": [{"id": "x"}]}',
+                '{"actions": [{"id": "x", "features": [{"\\ud800": 1}]}]}'):
+        answer = client.post("/personalizer/v1.0/rank", content=raw,
+                             headers={**news, "Content-Type": "application/json"})
+        assert answer.status_code == 400, (raw, answer.text)
+        assert answer.json()["error"]["code"] == "InvalidRankRequest"
 
 
 def test_activate_is_idempotent_and_reward_needs_activation(client, news, store):

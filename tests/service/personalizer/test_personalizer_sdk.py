@@ -24,6 +24,7 @@ from azure.core.exceptions import (
 )
 from msrest.authentication import CognitiveServicesCredentials
 
+from online import make_policy
 from service import keys
 from tests.helpers.factories import ADMIN, drain
 from tests.helpers.personalizer_sdk import make_app
@@ -197,10 +198,15 @@ def test_service_configuration_get_and_update(admin):
     again = admin.get_service_configuration()
     assert (again["logRetentionDays"], again["rewardAggregation"]) == (30, "sum")
     assert again["modelExportFrequency"] == "PT1M"
+    # (an auto app, the default kind, explores a share strictly between 0 and 1: 0 was a 500
+    # after the other fields had been written)
     for field, value in (("rewardAggregation", "average"), ("rewardWaitTime", "P1M"),
-                         ("explorationPercentage", 1.5), ("defaultReward", 3.0)):
+                         ("explorationPercentage", 1.5), ("defaultReward", 3.0),
+                         ("explorationPercentage", 0.0), ("explorationPercentage", 1.0)):
         with pytest.raises(HttpResponseError) as bad:
-            admin.update_service_configuration({**config, field: value})
+            admin.update_service_configuration({**config, "rewardWaitTime": "PT1H", field: value}
+                                               if field != "rewardWaitTime" else
+                                               {**config, field: value})
         assert bad.value.status_code == 400, field
         assert bad.value.error.code == "InvalidServiceConfiguration", field
         assert field in bad.value.error.message, field
@@ -247,11 +253,16 @@ def test_model_export_import_reset_and_properties(admin, client, store, trainer)
     drain(trainer)  # the trainer's publish fails (the version moved): it drops its learner
     drain(trainer)  # ... and takes the imported model, which learns the 5 events
     assert store.snapshot_info("news").events_learned == 5
+    linucb = make_policy("linucb", actions=[a["id"] for a in ACTIONS])
+    other_kind = codec.encode({**codec.decode(exported), "kind": "linucb", "params": {},
+                               "state": linucb.to_state()})
     for payload in (b"not a model", codec.encode({"format": "other"}),
-                    codec.encode({**codec.decode(exported), "state": {"junk": 1}})):
+                    codec.encode({**codec.decode(exported), "state": {"junk": 1}}), other_kind):
         with pytest.raises(HttpResponseError) as bad:
             admin.import_model(io.BytesIO(payload))
         assert bad.value.status_code == 400 and bad.value.error.code == "InvalidModelImportFormat"
+    assert "'linucb' model" in bad.value.error.message  # the last: a file of another kind
+    assert store.snapshot_info("news").events_learned == 5  # none of them replaced the model
     assert admin.reset_model() is None
     assert store.snapshot_info("news").events_learned == 0
     properties = admin.get_model_properties()

@@ -1,0 +1,70 @@
+"""What every route checks of a feature (a context's, an action's, a slot's) and of an id.
+
+A request is checked before anything of it is stored, so that nothing accepted can fail later:
+in the store's msgpack records, or in the trainer, after the client was told it was accepted.
+
+- A number is finite and within +-:data:`~online.policies.features.MAX_MAGNITUDE` (1e38): the
+  trees' window keeps float32, the regression policies sum squares of values over their
+  events, and one 1e308 made every statistic of a LinUCB app NaN after it.
+- An integer fits the records' 64 bits (-2^63 .. 2^64 - 1); a larger one can be sent as a float
+  or a string.
+- Text is Unicode: JSON's ``\\ud800`` escape gives a lone surrogate, which no record can hold.
+
+>>> check_feature("age", 30)
+>>> check_feature("price", 1e308)
+Traceback (most recent call last):
+ValueError: feature 'price' is 1e+308: numbers must be within +-1e+38
+>>> check_text("action id", "\\ud800")
+Traceback (most recent call last):
+ValueError: action id '\\ud800' is not valid Unicode text (a lone surrogate)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from online.policies.features import MAX_MAGNITUDE
+
+__all__ = ["check_feature", "check_features", "check_text"]
+
+_INT_LOW, _INT_HIGH = -(2**63), 2**64 - 1
+
+
+def _unicode(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_text(what: str, text: str) -> None:
+    """``ValueError`` if ``text`` holds a lone surrogate."""
+    if not _unicode(text):
+        raise ValueError(f"{what} {text!r} is not valid Unicode text (a lone surrogate)")
+
+
+def check_feature(name: str, value: Any) -> None:
+    """``ValueError`` saying what is wrong with one flat feature ``name = value``."""
+    check_text("feature name", name)
+    if isinstance(value, str):
+        check_text(f"feature {name!r} has a value", value)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"feature {name!r} is {value}: features must be finite")
+        if abs(value) > MAX_MAGNITUDE:
+            raise ValueError(f"feature {name!r} is {value:g}: numbers must be within "
+                             f"+-{MAX_MAGNITUDE:g}")
+    elif isinstance(value, int) and not _INT_LOW <= value <= _INT_HIGH:
+        raise ValueError(f"feature {name!r} is {value}: integers must fit in 64 bits "
+                         "(send a larger one as a float or a string)")
+
+
+def check_features(features: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Every feature of a flat mapping (see :func:`check_feature`); returns it unchanged."""
+    for name, value in (features or {}).items():
+        check_feature(name, value)
+    return features
