@@ -108,6 +108,8 @@ class ContextEncoder:
         """The 0/1 bytes of the variables set by ``x`` (the hot path: one pass, no numpy per
         value; bytes, not a list of indices, which numpy converts ~60 ns per index), and
         whether ``learn_one(x)`` would change nothing."""
+        if not isinstance(x, dict):
+            raise ValueError(f"a context must be a dict, got {type(x).__name__}")
         active = bytearray(len(self._names))
         known = True
         features = self._features

@@ -244,6 +244,8 @@ class BanditForest(ForestDecisions, ForestPaths, ForestState, bandit.base.Contex
 
     def add_action(self, action: Hashable) -> None:
         """Put ``action`` in the inventory; it is explored in every path (see the class doc)."""
+        if action is None:
+            raise ValueError("an action id must be hashable and not None")
         k = self._index.get(action)
         store = self._store
         if k is None:
@@ -284,6 +286,10 @@ class BanditForest(ForestDecisions, ForestPaths, ForestState, bandit.base.Contex
         the range the elimination bounds assume.
         """
         reward, probability = self._feedback(reward, probability)
+        if not isinstance(x, dict):
+            raise ValueError(f"a context must be a dict, got {type(x).__name__}")
+        if action is None:
+            raise ValueError("an action id must be hashable and not None")
         encoded = self._encoded
         paths = None
         if (encoded is not None and len(encoded[1]) == self._encoder.n_variables
@@ -345,8 +351,12 @@ class BanditForest(ForestDecisions, ForestPaths, ForestState, bandit.base.Contex
 
     def _feedback(self, reward, probability) -> tuple[float, float]:
         """Checked reward and probability of a learning event."""
-        reward = float(reward)
-        probability = float(probability)
+        try:
+            reward = float(reward)
+            probability = float(probability)
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError(f"reward and probability must be numbers, got {reward!r} and "
+                             f"{probability!r}") from None
         if not math.isfinite(reward):
             raise ValueError(f"reward must be a finite number, got {reward}")
         if not 0.0 < probability <= 1.0:

@@ -376,6 +376,8 @@ class AutoPolicy(Policy):
         except Exception:
             restored = type(self).from_state(snapshot)
             self.__dict__.update(restored.__dict__)
+            if self._refits_deferred:  # (the restored candidates are new objects: tell them)
+                self.defer_refits()
             raise
 
     def _drop(self, victims: list[_Candidate]) -> None:

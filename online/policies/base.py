@@ -101,6 +101,12 @@ class Policy(bandit.base.ContextualPolicy):
         :meth:`_forget_stale`); None: never."""
         return None
 
+    def _refits_inline(self) -> bool:
+        """Whether learning an event may refit the model there and then, from the coding's
+        columns as they are (:meth:`learn_many` then learns event by event: coding the whole
+        batch first would give such a refit the columns of the events after it)."""
+        return False
+
     def _can_forget(self) -> bool:
         """Whether action indices may be renumbered now (not while a refit job holds them)."""
         return True
@@ -354,11 +360,16 @@ class Policy(bandit.base.ContextualPolicy):
         Ends as the same calls to :meth:`learn_one` would, also when an event is rejected: the
         events before it are learned, then its error is raised. Returns the number learned.
         """
+        learned = 0
+        if self._refits_inline():  # a refit reads the coding: as the events before it left it
+            for x, action, reward, probability, *_ in events:
+                self.learn_one(x, action, reward, probability)
+                learned += 1
+            return learned
         rows: list[np.ndarray] = []
         ks: list[int] = []
         rewards: list[float] = []
         probs: list[float] = []
-        learned = 0
         self._forget_stale()  # (not below: the indices of the batch must stay)
         try:
             for x, action, reward, probability, *_ in events:
@@ -517,7 +528,7 @@ def _check_feedback(reward, probability) -> tuple[float, float]:
     try:
         reward = float(reward)
         probability = float(probability)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # (an int past a float's range: overflow)
         raise ValueError(f"reward and probability must be numbers, got {reward!r} and "
                          f"{probability!r}") from None
     if not math.isfinite(reward):

@@ -563,6 +563,9 @@ class TreeEnsemblePolicy(Policy):
 
     # -- learning --------------------------------------------------------------------------
 
+    def _refits_inline(self) -> bool:
+        return self.auto_refit and not self._refits_deferred
+
     def _learn(self, x: np.ndarray, k: int, reward: float, probability: float) -> None:
         held_out = self._predict_then_learn_linear(x, k, reward)
         event = self._window.n_events

@@ -300,6 +300,18 @@ def test_bad_inputs_are_rejected_with_clear_errors():
         forest.learn_one({"site": "a"}, "k1", 1.0, 0.0)
     with pytest.raises(ValueError, match="reward"):
         forest.learn_one({"site": "a"}, "k1", float("nan"), 1.0)
+    for bad in (None, [1, 2]):
+        with pytest.raises(ValueError, match="a context must be a dict"):
+            forest.decide(bad)
+        with pytest.raises(ValueError, match="a context must be a dict"):
+            forest.learn_one(bad, "k1", 1.0, 1.0)
+    for reward, probability in ((None, 1.0), (1.0, None), (10**400, 1.0)):
+        with pytest.raises(ValueError, match="must be numbers"):
+            forest.learn_one({"site": "a"}, "k1", reward, probability)
+    with pytest.raises(ValueError, match="not None"):
+        forest.learn_one({"site": "a"}, None, 1.0, 1.0)
+    with pytest.raises(ValueError, match="not None"):
+        forest.add_action(None)
     n = forest.n_learned  # numbers where strings were learned: as missing (the encoder's doc)
     forest.learn_one({"site": 3.0}, "k1", 1.0, 1.0)
     assert forest.n_learned == n + 1

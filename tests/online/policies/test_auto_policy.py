@@ -152,6 +152,19 @@ def test_a_bad_context_leaves_the_events_before_it_learned_by_every_candidate():
     assert [c.n_learned for c in map(policy.candidate, ("linucb", "bandit-forest"))] == [2, 2]
 
 
+def test_a_refused_candidate_list_leaves_refits_deferred():
+    """All or nothing: a bad list restores the policy, and its candidates' refits stay the
+    caller's (the restored candidates refitted inline before)."""
+    policy = make_policy("auto", actions=ADS, seed=0, min_events=10)
+    policy.defer_refits()
+    with pytest.raises(ValueError):
+        policy.set_candidates([{"kind": "trees"}, {"kind": "linucb", "name": 123}])
+    rng = random.Random(0)
+    for _ in range(60):
+        policy.learn_one({"n": rng.random()}, rng.choice(ADS), rng.random(), 0.5)
+    assert policy.candidate("trees").n_refits == 0 and policy.refit_due()
+
+
 def test_a_removed_actions_late_events_count_with_weight_zero():
     policy = AutoPolicy(actions=ADS, seed=1)
     rng = random.Random(2)

@@ -273,6 +273,35 @@ def test_learn_many_equals_learn_one():
     assert many.probabilities({"favorite": "a2"}) == one.probabilities({"favorite": "a2"})
 
 
+@pytest.mark.parametrize("deferred", [False, True])
+def test_trees_learn_many_equals_learn_one_across_a_refit_and_a_new_key(deferred):
+    """A refit inside a batch reads the coding as the events before it left it: before, the
+    batch was coded first, and the refit's linear base got the column of a key that only the
+    events after it bring (so learned it from then on, where learn_one ignores it)."""
+    params = dict(n_trees=5, refit_min=16, num_leaves=4, min_data_in_leaf=2)
+    rng = random.Random(0)
+    events = [({"n": rng.random()}, rng.choice("ab"), rng.random(), 0.5) for _ in range(16)]
+    events += [({"m": rng.random()}, rng.choice("ab"), rng.random(), 0.5) for _ in range(4)]
+    one, many = (make_policy("trees", actions=["a", "b"], seed=0, **params) for _ in range(2))
+    if deferred:  # (the service's way: refits between batches, the same either way)
+        one.defer_refits(), many.defer_refits()
+    for e in events:
+        one.learn_one(*e)
+    assert many.learn_many(events) == 20
+    if deferred:
+        for p in (one, many):
+            p.finish_refit(p.start_refit()())
+    assert one.n_refits == many.n_refits == 1
+    for x in ({"n": .3}, {"n": .3, "m": .9}):
+        assert many.probabilities(x) == one.probabilities(x)
+
+
+def test_a_reward_past_a_float_s_range_is_a_value_error(kind):
+    policy = small(kind)
+    with pytest.raises(ValueError, match="must be numbers"):
+        policy.learn_one({"n": 1.0}, "a", 10**400, 0.5)
+
+
 def test_learn_many_learns_the_events_before_a_bad_one():
     policy = LinUCB()
     events = [({"a": 1.0}, "x", 1.0, 1.0), ({"a": 2.0}, "y", 0.0, 1.0),
