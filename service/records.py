@@ -84,6 +84,9 @@ class SnapshotInfo:
     events_learned: int
     events_rejected: int
     updated_at_ms: int
+    # events of the stream before the model was replaced (import, reset, a new policy): the
+    # models before it learned or rejected them, this one never will
+    events_before: int = 0
 
 
 @dataclass(frozen=True)

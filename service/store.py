@@ -226,7 +226,8 @@ class Store:
     # -- snapshots -----------------------------------------------------------------------------
     def snapshot_info(self, name: str) -> SnapshotInfo | None:
         fields = self.redis.hmget(
-            keys.snapshot(name), "version", "offset", "eventsLearned", "eventsRejected", "updatedAt"
+            keys.snapshot(name), "version", "offset", "eventsLearned", "eventsRejected",
+            "updatedAt", "eventsBefore"
         )
         if fields[0] is None:
             return None
@@ -236,6 +237,7 @@ class Store:
             int(fields[2]),
             int(fields[3] or 0),
             int(fields[4] or 0),
+            int(fields[5] or 0),
         )
 
     def load_checkpoint(self, name: str) -> tuple[Checkpoint, dict]:
@@ -494,7 +496,7 @@ class Store:
         info = self.snapshot_info(name)
         offset = info.offset if info else "0-0"
         counters = {as_str(k): int(float(v)) for k, v in stats.items()}
-        learned = (info.events_learned + info.events_rejected) if info else 0
+        learned = (info.events_learned + info.events_rejected + info.events_before) if info else 0
         # every append to the stream counts one 'rewarded', 'defaulted' (scripts REWARD, EXPIRE)
         # or 'labeled' (script LABEL)
         appended = sum(counters.get(c, 0) for c in ("rewarded", "defaulted", "labeled"))

@@ -209,7 +209,7 @@ class BatchDecideResponse(Schema):
 
 class RewardRequest(Schema):
     event_id: str = Field(pattern=EVENT_ID)
-    reward: float
+    reward: float = Field(strict=True)  # a JSON number (true or "0.5" was taken as a number)
 
     @field_validator("reward")
     @classmethod

@@ -44,8 +44,8 @@ def parse(text: str) -> float:
 def format(seconds: float) -> str:  # noqa: A001 (the module's pair to parse)
     """The ISO 8601 text of ``seconds``.
 
-    >>> format(600), format(93600), format(0.5), format(0)
-    ('PT10M', 'P1DT2H', 'PT0.5S', 'PT0S')
+    >>> format(600), format(93600), format(0.5), format(0), format(0.000001), format(61.25)
+    ('PT10M', 'P1DT2H', 'PT0.5S', 'PT0S', 'PT0.000001S', 'PT1M1.25S')
     """
     if not math.isfinite(seconds) or seconds < 0:
         raise ValueError(f"no duration of {seconds} seconds")
@@ -55,7 +55,9 @@ def format(seconds: float) -> str:  # noqa: A001 (the module's pair to parse)
     text = "P" + (f"{int(days)}D" if days else "")
     clock = (f"{int(hours)}H" if hours else "") + (f"{int(minutes)}M" if minutes else "")
     if secs:
-        clock += f"{secs:g}S" if secs != int(secs) else f"{int(secs)}S"
+        # decimal digits, never an exponent (1e-06 is no ISO 8601): to the microsecond
+        clock += (f"{secs:.6f}".rstrip("0").rstrip(".") or "0") + "S" if secs != int(secs) \
+            else f"{int(secs)}S"
     if clock:
         text += "T" + clock
     return text if text != "P" else "PT0S"

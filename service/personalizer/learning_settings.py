@@ -117,6 +117,9 @@ def parse(arguments: str, current_kind: str) -> LearningSettings:
         accepted = parameters(kind)
     except ValueError as exc:
         raise LearningSettingsError(str(exc)) from None
+    if not model_kind(kind).uses_actions:  # (an app that ranks would answer every rank 400)
+        raise LearningSettingsError(f"--kind {kind}: a Personalizer policy ranks actions; "
+                                    f"{kind!r} predicts labels and takes none")
     for option, value in pairs:
         meaning = VW_OPTIONS.get(option)
         if meaning == "implied" or meaning == "kind":

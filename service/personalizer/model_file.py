@@ -104,7 +104,9 @@ def replace(client: redis.Redis, name: str, learner: Any, **config_changes: Any)
             try:
                 pipe.watch(config_key, snapshot_key)
                 raw = pipe.hget(config_key, "json")
-                version, offset = pipe.hmget(snapshot_key, "version", "offset")
+                version, offset, *done = pipe.hmget(
+                    snapshot_key, "version", "offset", "eventsLearned", "eventsRejected",
+                    "eventsBefore")
                 if raw is None or version is None:
                     raise KeyError(name)
                 config = AppConfig.from_json(raw).replace(updated_at=time.time(), **config_changes)
@@ -120,6 +122,8 @@ def replace(client: redis.Redis, name: str, learner: Any, **config_changes: Any)
                         "version": int(version) + 1,
                         "eventsLearned": 0,
                         "eventsRejected": 0,
+                        # the stream's events before now: not this model's (the app's lag)
+                        "eventsBefore": sum(int(n or 0) for n in done),
                         "updatedAt": int(time.time() * 1000),
                         "state": state,
                         "serving": serving,

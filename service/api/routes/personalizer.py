@@ -96,7 +96,7 @@ class RankResponse(BaseModel):
 
 
 class RewardRequest(_Lenient):
-    value: float
+    value: float = Field(strict=True)  # a JSON number (true or "1" was taken as 1.0)
 
 
 class SlotRequest(_Lenient):
@@ -127,7 +127,7 @@ class MultiSlotRankResponse(BaseModel):
 
 class SlotReward(_Lenient):
     slotId: str = Field(min_length=1, max_length=256)
-    value: float
+    value: float = Field(strict=True)
 
 
 class MultiSlotRewardRequest(_Lenient):

@@ -128,6 +128,10 @@ def test_reward_joins_once(client, shop):
     event = client.post("/apps/shop/decide", json={"context": {"x": 1}}, headers=shop).json()[
         "eventId"
     ]
+    for typed in (True, "1", " 1 "):  # a number, not what JSON or a string may be read as
+        wrong = client.post("/apps/shop/reward", json={"eventId": event, "reward": typed},
+                            headers=shop)
+        assert wrong.status_code == 422, typed
     answer = client.post("/apps/shop/reward", json={"eventId": event, "reward": 1}, headers=shop)
     assert answer.status_code == 200 and answer.json()["state"] == "joined"
     again = client.post("/apps/shop/reward", json={"eventId": event, "reward": 0}, headers=shop)

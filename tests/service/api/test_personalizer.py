@@ -98,6 +98,10 @@ def test_keys_and_errors_in_personalizers_shape(client, news):
     assert "actions" in bad.json()["error"]["message"]
     unknown = client.post("/personalizer/v1.0/events/nope/reward", json={"value": 1}, headers=news)
     assert unknown.status_code == 404 and "nope" in unknown.json()["error"]["message"]
+    for typed in (True, "1"):  # a reward is a number
+        wrong = client.post("/personalizer/v1.0/events/nope/reward", json={"value": typed},
+                            headers=news)
+        assert wrong.status_code == 400 and wrong.json()["error"]["code"] == "BadRequest", typed
     deep = {"contextFeatures": [{"a": {"b": {"c": {"d": {"e": 1}}}}}], "actions": [{"id": "x"}]}
     answer = client.post("/personalizer/v1.0/rank", json=deep, headers=news)
     assert answer.status_code == 400 and "deeper" in answer.json()["error"]["message"]

@@ -232,6 +232,12 @@ def test_policy_get_update_reset(admin, client):
     with pytest.raises(HttpResponseError) as unknown:
         admin.update_policy({"name": "x", "arguments": "--kind nope"})
     assert "unknown policy kind" in unknown.value.error.message
+    for arguments, says in (("--kind mcts-is", "ranks actions"),  # (a 200, then every rank 400)
+                            ("--kind linucb --alpha", "'alpha'"),  # a flag is not a number
+                            ("--kind trees --window 1e999", "'window'")):
+        with pytest.raises(HttpResponseError) as refused:
+            admin.update_policy({"name": "x", "arguments": arguments})
+        assert refused.value.status_code == 400 and says in refused.value.error.message, arguments
     reset = admin.reset_policy()
     assert reset["name"] == default_kind
 
@@ -253,6 +259,8 @@ def test_model_export_import_reset_and_properties(admin, client, store, trainer)
     drain(trainer)  # the trainer's publish fails (the version moved): it drops its learner
     drain(trainer)  # ... and takes the imported model, which learns the 5 events
     assert store.snapshot_info("news").events_learned == 5
+    # the 20 events before the import are the old model's: no lag (it stayed at 20 before)
+    assert store.app_status("news")["trainer_lag"] == 0
     linucb = make_policy("linucb", actions=[a["id"] for a in ACTIONS])
     other_kind = codec.encode({**codec.decode(exported), "kind": "linucb", "params": {},
                                "state": linucb.to_state()})
@@ -265,6 +273,7 @@ def test_model_export_import_reset_and_properties(admin, client, store, trainer)
     assert store.snapshot_info("news").events_learned == 5  # none of them replaced the model
     assert admin.reset_model() is None
     assert store.snapshot_info("news").events_learned == 0
+    assert store.app_status("news")["trainer_lag"] == 0
     properties = admin.get_model_properties()
     assert properties["creationTime"] <= properties["lastModifiedTime"]
 
