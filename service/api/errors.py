@@ -92,3 +92,12 @@ def install(app: FastAPI) -> None:
     async def codec_error(request: Request, exc: CodecError) -> JSONResponse:
         log.error("unreadable model snapshot on %s: %s", request.url.path, exc)
         return answer(request, 503, f"the app's model snapshot cannot be read: {exc}")
+
+    @app.exception_handler(Exception)  # what nothing above answers: a bug, not the request's
+    async def unhandled(request: Request, exc: Exception) -> JSONResponse:
+        # (JSON, and Personalizer's shape on its routes, so that a client reads a 500 as such:
+        # the SDKs raised a connection error on Starlette's plain-text answer)
+        log.error("unhandled %s on %s %s", type(exc).__name__, request.method, request.url.path,
+                  exc_info=exc)
+        return answer(request, 500, f"Grove failed on this request ({type(exc).__name__}); the "
+                      "error is in its log")

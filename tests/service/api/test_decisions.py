@@ -235,3 +235,31 @@ def test_the_decide_answer_is_written_as_json_dumps_would():
     assert decision.as_json() == json.dumps(
         want, ensure_ascii=False, separators=(",", ":")
     ).encode()
+
+
+def test_a_failure_of_grove_itself_is_a_json_500_in_each_route_s_shape(settings, monkeypatch):
+    """A bug answers a 500 that says so, in JSON (Personalizer's error shape on its routes),
+    through the fast path and FastAPI's alike: Starlette's plain text made the SDKs raise a
+    connection error instead of an HTTP one."""
+    from fastapi.testclient import TestClient
+
+    from service.api import usecases
+    from service.api.main import create_app
+
+    async def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(usecases, "decide", broken)
+    monkeypatch.setattr(usecases, "decide_batch", broken)
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        shop = create(client, "shop")
+        for path, body in (("/apps/shop/decide", {"context": {}}),  # (the fast path)
+                           ("/apps/shop/decide/batch", {"requests": [{"context": {}}]})):
+            answer = client.post(path, json=body, headers=shop)
+            assert answer.status_code == 500, path
+            assert "RuntimeError" in answer.json()["detail"]
+        key = {"Ocp-Apim-Subscription-Key": shop["Authorization"].removeprefix("Bearer ")}
+        rank = client.post("/personalizer/v1.0/rank", json={"actions": [{"id": "a"}]},
+                           headers=key)
+        assert rank.status_code == 500
+        assert rank.json()["error"]["code"] == "InternalServerError"
