@@ -26,9 +26,10 @@ from typing import Any
 
 from online.policies.features import MAX_MAGNITUDE
 
-__all__ = ["check_feature", "check_features", "check_text"]
+__all__ = ["INT_HIGH", "INT_LOW", "check_feature", "check_features", "check_text"]
 
-_INT_LOW, _INT_HIGH = -(2**63), 2**64 - 1
+#: the integers the records' msgpack holds
+INT_LOW, INT_HIGH = -(2**63), 2**64 - 1
 
 
 def _unicode(text: str) -> bool:
@@ -58,13 +59,31 @@ def check_feature(name: str, value: Any) -> None:
         if abs(value) > MAX_MAGNITUDE:
             raise ValueError(f"feature {name!r} is {value:g}: numbers must be within "
                              f"+-{MAX_MAGNITUDE:g}")
-    elif isinstance(value, int) and not _INT_LOW <= value <= _INT_HIGH:
+    elif isinstance(value, int) and not INT_LOW <= value <= INT_HIGH:
         raise ValueError(f"feature {name!r} is {value}: integers must fit in 64 bits "
                          "(send a larger one as a float or a string)")
 
 
 def check_features(features: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Every feature of a flat mapping (see :func:`check_feature`); returns it unchanged."""
-    for name, value in (features or {}).items():
-        check_feature(name, value)
+    """Every feature of a flat mapping (see :func:`check_feature`); returns it unchanged.
+
+    On the decide path: the common values pass one comparison each (a context of 77 numbers,
+    ~5 us), and only a value that fails one is looked at by :func:`check_feature`."""
+    if not features:
+        return features
+    if not "".join(features).isascii():
+        for name in features:
+            check_text("feature name", name)
+    for name, value in features.items():
+        kind = type(value)
+        if kind is float:
+            ok = -MAX_MAGNITUDE <= value <= MAX_MAGNITUDE  # (False for NaN)
+        elif kind is str:
+            ok = value.isascii() or _unicode(value)
+        elif kind is int:
+            ok = INT_LOW <= value <= INT_HIGH
+        else:  # bool, None (the schemas' other feature values), or what check_feature names
+            ok = kind is bool or value is None
+        if not ok:
+            check_feature(name, value)
     return features

@@ -28,12 +28,9 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from service.feature_checks import check_text
+from service.feature_checks import INT_HIGH, INT_LOW, check_text
 
 __all__ = ["check_candidate_params", "check_params"]
-
-_INT_LOW, _INT_HIGH = -(2**63), 2**64 - 1
-
 
 def _check_values(where: str, value: Any) -> None:
     """Finite numbers, 64-bit integers, Unicode text, at any depth (a candidate's params)."""
@@ -41,7 +38,7 @@ def _check_values(where: str, value: Any) -> None:
         if not math.isfinite(value):
             raise ValueError(f"{where} is {value}: numbers must be finite")
     elif isinstance(value, int) and not isinstance(value, bool):
-        if not _INT_LOW <= value <= _INT_HIGH:
+        if not INT_LOW <= value <= INT_HIGH:
             raise ValueError(f"{where} is {value}: integers must fit in 64 bits")
     elif isinstance(value, str):
         check_text(where, value)

@@ -53,7 +53,7 @@ class ActionSpec(Schema):
     features: dict[str, FeatureValue] | None = None
 
     _flat = field_validator("features", mode="before")(_flat_features)
-    _finite = field_validator("features")(check_features)
+    _checked = field_validator("features")(check_features)
 
 
 def _action_specs(actions: list[str | ActionSpec] | None) -> list[ActionSpec] | None:
@@ -175,7 +175,7 @@ class DecideRequest(Schema):
     defer_activation: bool = False
 
     _flat = field_validator("context", mode="before")(_flat_features)
-    _finite = field_validator("context")(check_features)
+    _checked = field_validator("context")(check_features)
     _actions = field_validator("actions")(_action_specs)
 
     @field_validator("excluded_actions")
@@ -242,7 +242,7 @@ class PredictRequest(Schema):
     x: dict[str, FeatureValue] = Field(description="the fields, name -> category (flat)")
 
     _flat = field_validator("x", mode="before")(_flat_features)
-    _finite = field_validator("x")(check_features)
+    _checked = field_validator("x")(check_features)
 
 
 class LeafUsed(Schema):
@@ -265,7 +265,7 @@ class LearnRequest(Schema):
     y: Literal[0, 1] = Field(description="the label: 1 (e.g. a click) or 0")
 
     _flat = field_validator("x", mode="before")(_flat_features)
-    _finite = field_validator("x")(check_features)
+    _checked = field_validator("x")(check_features)
 
     @field_validator("y", mode="before")
     @classmethod
