@@ -78,6 +78,8 @@ class ForestDecisions:
                               for k in map(index.get, candidates)], np.int64)
         if not candidates:
             raise ValueError("no action to choose from: the list is empty or all are excluded")
+        if actions is not None and None in pool:  # (an action learn_one would refuse)
+            raise ValueError("an action id must be hashable and not None")
         return candidates, known
 
     def _active_inventory(self) -> tuple[list, np.ndarray]:

@@ -296,10 +296,12 @@ def test_trees_learn_many_equals_learn_one_across_a_refit_and_a_new_key(deferred
         assert many.probabilities(x) == one.probabilities(x)
 
 
-def test_a_reward_past_a_float_s_range_is_a_value_error(kind):
+def test_a_reward_past_a_float_s_range_or_a_none_action_is_a_value_error(kind):
     policy = small(kind)
     with pytest.raises(ValueError, match="must be numbers"):
         policy.learn_one({"n": 1.0}, "a", 10**400, 0.5)
+    with pytest.raises(ValueError, match="not None"):  # (it was decided, then refused)
+        policy.decide({"n": 1.0}, actions=["a", None])
 
 
 def test_learn_many_learns_the_events_before_a_bad_one():
