@@ -77,11 +77,17 @@ def slot_context(context: Mapping[str, Any], slot: Slot) -> dict[str, Any]:
 
     >>> slot_context({"user.tier": "pro"}, Slot("Main", "a", [{"size": "large"}]))
     {'user.tier': 'pro', 'slot.id': 'Main', 'slot.size': 'large'}
+    >>> slot_context({"slot.size": "small"}, Slot("Main", "a", [{"size": "large"}]))
+    Traceback (most recent call last):
+    service.personalizer.slots.SlotError: feature 'slot.size' is given twice ...
     """
     joined = dict(context)
-    joined[f"{SLOT_NAMESPACE}.id"] = slot.id
-    for name, value in flatten(slot.features).items():
-        joined[f"{SLOT_NAMESPACE}.{name}"] = value
+    own = {f"{SLOT_NAMESPACE}.{name}": value for name, value in flatten(slot.features).items()}
+    for name, value in {f"{SLOT_NAMESPACE}.id": slot.id, **own}.items():
+        if joined.get(name, value) != value:  # (the context's own 'slot' namespace)
+            raise SlotError(f"feature {name!r} is given twice with different values (the "
+                            f"context's and slot {slot.id!r}'s)")
+        joined[name] = value
     return joined
 
 
