@@ -57,7 +57,7 @@ def check_feature(name: str, value: Any) -> None:
         if not math.isfinite(value):
             raise ValueError(f"feature {name!r} is {value}: features must be finite")
         if abs(value) > MAX_MAGNITUDE:
-            raise ValueError(f"feature {name!r} is {value:g}: numbers must be within "
+            raise ValueError(f"feature {name!r} is {value!r}: numbers must be within "
                              f"+-{MAX_MAGNITUDE:g}")
     elif isinstance(value, int) and not INT_LOW <= value <= INT_HIGH:
         raise ValueError(f"feature {name!r} is {value}: integers must fit in 64 bits "

@@ -32,11 +32,23 @@ from service.feature_checks import INT_HIGH, INT_LOW, check_text
 
 __all__ = ["check_candidate_params", "check_params"]
 
+#: the magnitudes a hyperparameter of a float type may take (besides 0): no setting of the
+#: learners needs more, and their arithmetic stays finite within them (LinUCB's alpha of
+#: 1e308 or ridge of 1e-320, a gamma_scale of 1e308 made every decision a division by zero or
+#: NaN)
+FLOAT_RANGE = (1e-12, 1e12)
+
+
 def _check_values(where: str, value: Any) -> None:
-    """Finite numbers, 64-bit integers, Unicode text, at any depth (a candidate's params)."""
+    """Finite numbers (floats within FLOAT_RANGE in magnitude, or 0), 64-bit integers, Unicode
+    text, at any depth (a candidate's params)."""
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError(f"{where} is {value}: numbers must be finite")
+        low, high = FLOAT_RANGE
+        if value and not low <= abs(value) <= high:
+            raise ValueError(f"{where} is {value!r}: a number of a hyperparameter is 0 or "
+                             f"within {low:g} and {high:g} in magnitude")
     elif isinstance(value, int) and not isinstance(value, bool):
         if not INT_LOW <= value <= INT_HIGH:
             raise ValueError(f"{where} is {value}: integers must fit in 64 bits")

@@ -28,6 +28,10 @@ DEFAULT_CANDIDATES: tuple[dict, ...] = (
 )
 
 _ESTIMATORS = ("ips", "dr")
+#: the smallest exploration floor: the estimates weigh an event by up to K / floor, and their
+#: bounds sum squares of those weights (a floor of 1e-308 made them infinite, and the events
+#: were refused after they had been acknowledged); under 1e-6 nothing is left to evaluate with
+MIN_FLOOR = 1e-6
 
 
 class CandidateConflict(ValueError):
@@ -199,8 +203,7 @@ class AutoPolicy(Policy):
     def __init__(self, candidates: list[dict] | None = None, floor: float = 0.01,
                  alpha: float = 0.05, min_events: int = 500, estimator: str = "ips",
                  actions: Iterable[Hashable] = (), seed: int | None = None):
-        if not 0.0 < floor < 1.0:
-            raise ValueError(f"floor must be in (0, 1), got {floor}")
+        _check_floor(floor)
         if not 0.0 < alpha < 1.0:
             raise ValueError(f"alpha must be in (0, 1), got {alpha}")
         if estimator not in _ESTIMATORS:
@@ -387,8 +390,7 @@ class AutoPolicy(Policy):
 
     def set_floor(self, floor: float) -> None:
         """Change the exploration floor (from the next decision; estimates keep their events)."""
-        if not 0.0 < floor < 1.0:
-            raise ValueError(f"floor must be in (0, 1), got {floor}")
+        _check_floor(floor)
         self.floor = float(floor)
 
     # -- refits off the serving path: each candidate's, in one job -------------------------------
@@ -793,3 +795,8 @@ def _same_params(a: dict, b: dict) -> bool:
 
 def _num(value: float) -> float | None:
     return value if math.isfinite(value) else None
+
+
+def _check_floor(floor: float) -> None:
+    if not MIN_FLOOR <= floor < 1.0:
+        raise ValueError(f"floor must be in [{MIN_FLOOR:g}, 1), got {floor}")

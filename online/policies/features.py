@@ -265,7 +265,7 @@ class FeatureEncoder:
         if not math.isfinite(number):
             raise ValueError(f"feature {name!r} is {number}: numbers must be finite")
         if abs(number) > MAX_MAGNITUDE:
-            raise ValueError(f"feature {name!r} is {number:g}: numbers must be within "
+            raise ValueError(f"feature {name!r} is {number!r}: numbers must be within "
                              f"+-{MAX_MAGNITUDE:g}")
         column = self._numbers.get(name)
         if column is None:

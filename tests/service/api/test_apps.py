@@ -101,6 +101,11 @@ def test_policy_params_of_the_wrong_type_are_refused_before_the_app_exists(clien
         "auto", candidates=[{"kind": "linucb"}, {"kind": "trees", "params": {"weigh_trees": 1}}])
     assert "'max_nodes' is inf" in detail("mcts-is", actions=(), max_nodes=float("inf"))
     assert "max_nodes must be >= 1" in detail("mcts-is", actions=(), max_nodes=0)
+    # finite, but past what the learners' arithmetic holds (a 500 at every decide after)
+    assert "'alpha' is 1e+308" in detail("linucb", alpha=1e308)
+    assert "'ridge' is 1e-320" in detail("linucb", ridge=1e-320)
+    assert "'gamma_scale'" in detail("trees", gamma_scale=1e300)
+    assert "floor must be in [1e-06, 1)" in detail("auto", floor=1e-9)  # (rewards refused)
     assert client.get("/apps/typed", headers=ADMIN).status_code == 404
     # an int is a float: JSON has one number type, and 4 is a gamma_scale as 4.0 is
     create(client, "typed", policy={"kind": "trees", "params": {"gamma_scale": 4}})

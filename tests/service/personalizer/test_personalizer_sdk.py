@@ -202,7 +202,8 @@ def test_service_configuration_get_and_update(admin):
     # after the other fields had been written)
     for field, value in (("rewardAggregation", "average"), ("rewardWaitTime", "P1M"),
                          ("explorationPercentage", 1.5), ("defaultReward", 3.0),
-                         ("explorationPercentage", 0.0), ("explorationPercentage", 1.0)):
+                         ("explorationPercentage", 0.0), ("explorationPercentage", 1.0),
+                         ("explorationPercentage", 1e-320)):
         with pytest.raises(HttpResponseError) as bad:
             admin.update_service_configuration({**config, "rewardWaitTime": "PT1H", field: value}
                                                if field != "rewardWaitTime" else
@@ -234,7 +235,8 @@ def test_policy_get_update_reset(admin, client):
     assert "unknown policy kind" in unknown.value.error.message
     for arguments, says in (("--kind mcts-is", "ranks actions"),  # (a 200, then every rank 400)
                             ("--kind linucb --alpha", "'alpha'"),  # a flag is not a number
-                            ("--kind trees --window 1e999", "'window'")):
+                            ("--kind trees --window 1e999", "'window'"),
+                            ("--kind linucb --alpha 1e308", "'alpha'")):
         with pytest.raises(HttpResponseError) as refused:
             admin.update_policy({"name": "x", "arguments": arguments})
         assert refused.value.status_code == 400 and says in refused.value.error.message, arguments
