@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from online.policies.features import MAX_MAGNITUDE
 from online.policies.registry import DEFAULT_POLICY_KIND
 from service.feature_checks import check_features, check_text
 from service.models import MODEL_KINDS
@@ -19,6 +20,9 @@ EVENT_ID = r"^[A-Za-z0-9_.:-]{1,128}$"
 MAX_BATCH = 1000
 MAX_FEATURE_NAME = 256
 MAX_FEATURE_VALUE = 4096
+#: the shortest rewardWaitTime, seconds: Grove's timers count milliseconds (a shorter one was
+#: written back as PT0S, which a Personalizer client could not send again)
+MIN_REWARD_WAIT = 0.001
 
 #: a context (or action) feature: number, string, bool or missing
 FeatureValue = bool | int | float | str | None
@@ -91,7 +95,8 @@ class AppCreate(Schema):
         description="the actions to decide among (bandit kinds); 'mcts-is' apps take none, and "
         "their reward settings are unused",
     )
-    reward_wait_time: float = Field(default=600.0, gt=0, le=30 * 86400, description="seconds")
+    reward_wait_time: float = Field(default=600.0, ge=MIN_REWARD_WAIT, le=30 * 86400,
+                                    description="seconds (1 ms to 30 days)")
     default_reward: float = 0.0
     reward_range: tuple[float, float] = (0.0, 1.0)
     reward_aggregation: Aggregation = Aggregation.earliest
@@ -113,6 +118,9 @@ class AppCreate(Schema):
         low, high = self.reward_range
         if not (math.isfinite(low) and math.isfinite(high) and low < high):
             raise ValueError(f"rewardRange must be [low, high] with low < high, got {[low, high]}")
+        if max(abs(low), abs(high)) > MAX_MAGNITUDE:  # (high - low, and sums of rewards, stay
+            raise ValueError(f"rewardRange must be within +-{MAX_MAGNITUDE:g}, got "  # finite)
+                             f"{[low, high]}")
         if not low <= self.default_reward <= high:
             raise ValueError(
                 f"defaultReward {self.default_reward} is outside rewardRange {[low, high]}"
@@ -122,7 +130,7 @@ class AppCreate(Schema):
 
 class AppUpdate(Schema):
     actions: list[str | ActionSpec] | None = Field(default=None, max_length=10_000)
-    reward_wait_time: float | None = Field(default=None, gt=0, le=30 * 86400)
+    reward_wait_time: float | None = Field(default=None, ge=MIN_REWARD_WAIT, le=30 * 86400)
     default_reward: float | None = None
 
     _actions = field_validator("actions")(_action_specs)

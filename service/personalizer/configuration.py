@@ -129,6 +129,10 @@ def _duration(body: dict, name: str) -> float | None:
         raise ConfigurationError(f"{name}: {exc}") from None
 
 
+#: the longest log retention a number of days gives (-1 keeps the log for good)
+MAX_RETENTION_DAYS = 36_500
+
+
 def _number(body: dict, name: str, low: float, high: float) -> float | None:
     value = body.get(name)
     if value is None:
@@ -153,9 +157,9 @@ def changes(config: AppConfig, body: dict[str, Any]) -> dict[str, Any]:
     extra = stored(config)
     wait = _duration(body, "rewardWaitTime")
     if wait is not None:
-        if not 0 < wait <= 30 * 86_400:
+        if not 0.001 <= wait <= 30 * 86_400:  # (service.api.schemas.MIN_REWARD_WAIT)
             raise ConfigurationError(
-                f"rewardWaitTime must be over 0 and at most 30 days, got {wait} s"
+                f"rewardWaitTime must be at least 1 ms and at most 30 days, got {wait} s"
             )
         out["reward_wait_time"] = wait
     default = _number(body, "defaultReward", -math.inf, math.inf)
@@ -193,10 +197,11 @@ def changes(config: AppConfig, body: dict[str, Any]) -> dict[str, Any]:
     retention = body.get("logRetentionDays")
     if retention is not None:
         if isinstance(retention, bool) or not isinstance(retention, int) or not (
-            retention == -1 or retention >= 1
+            retention == -1 or 1 <= retention <= MAX_RETENTION_DAYS
         ):
             raise ConfigurationError(
-                f"logRetentionDays must be -1 (keep the log) or a whole number of days >= 1, "
+                f"logRetentionDays must be -1 (keep the log) or a whole number of days from 1 to "
+                f"{MAX_RETENTION_DAYS}, "
                 f"got {retention!r}"
             )
         extra["logRetentionDays"] = retention

@@ -75,6 +75,9 @@ def test_invalid_apps_are_refused_with_a_clear_message(client):
     assert "outside rewardRange" in detail(app_body(rewardRange=[0, 1], defaultReward=2))
     assert "low < high" in detail(app_body(rewardRange=[1, 1]))
     assert "rewardWaitTime" in detail(app_body(rewardWaitTime=0))
+    assert "rewardWaitTime" in detail(app_body(rewardWaitTime=1e-7))  # (Grove counts ms)
+    # (its width overflowed: every reward was learned as 0; a sum of two was a 500)
+    assert "within +-1e+38" in detail(app_body(rewardRange=[-1e308, 1e308]))
     assert "extra" in detail(app_body(rewardWait=3))  # typos are not silently ignored
 
 

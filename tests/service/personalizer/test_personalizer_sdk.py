@@ -203,7 +203,8 @@ def test_service_configuration_get_and_update(admin):
     for field, value in (("rewardAggregation", "average"), ("rewardWaitTime", "P1M"),
                          ("explorationPercentage", 1.5), ("defaultReward", 3.0),
                          ("explorationPercentage", 0.0), ("explorationPercentage", 1.0),
-                         ("explorationPercentage", 1e-320)):
+                         ("explorationPercentage", 1e-320), ("logRetentionDays", 10**20),
+                         ("rewardWaitTime", "PT0.0000001S")):
         with pytest.raises(HttpResponseError) as bad:
             admin.update_service_configuration({**config, "rewardWaitTime": "PT1H", field: value}
                                                if field != "rewardWaitTime" else
