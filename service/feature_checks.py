@@ -26,7 +26,8 @@ from typing import Any
 
 from online.policies.features import MAX_MAGNITUDE
 
-__all__ = ["INT_HIGH", "INT_LOW", "check_feature", "check_features", "check_text"]
+__all__ = ["INT_HIGH", "INT_LOW", "check_feature", "check_features", "check_json_text",
+           "check_text"]
 
 #: the integers the records' msgpack holds
 INT_LOW, INT_HIGH = -(2**63), 2**64 - 1
@@ -87,3 +88,26 @@ def check_features(features: dict[str, Any] | None) -> dict[str, Any] | None:
         if not ok:
             check_feature(name, value)
     return features
+
+
+def check_json_text(value: Any, where: str = "the body") -> None:
+    """``ValueError`` naming the first string of a parsed JSON value (a key or a value, at any
+    depth) that holds a lone surrogate: for bodies read without a schema (Personalizer's
+    evaluations, feature importances and policies, a job's params), whose names are stored and
+    written back later (one such name made every later read of the job list a 500).
+
+    >>> check_json_text({"name": "ok", "policies": [{"name": "\\ud800"}]})
+    Traceback (most recent call last):
+    ValueError: the body: 'policies'[0]['name'] '\\ud800' is not valid Unicode text ...
+    """
+    if isinstance(value, str):
+        check_text(where, value)
+    elif isinstance(value, dict):
+        for key, inner in value.items():
+            check_text(f"{where}: a key", str(key))
+            check_json_text(inner, f"{where}: {key!r}" if where == "the body" else
+                            f"{where}[{key!r}]")
+    elif isinstance(value, list):
+        for i, inner in enumerate(value):
+            check_json_text(inner, f"{where}[{i}]")
+

@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import HTTPException, Request
 
 from service.api.usecases import Services
+from service.feature_checks import check_json_text
 from service.personalizer import configuration, learning_settings, model_file
 from service.personalizer.errors import bad_request
 from service.records import AppConfig
@@ -24,6 +25,10 @@ async def json_body(request: Request) -> dict[str, Any]:
         raise bad_request(f"the body is not JSON: {exc}") from None
     if not isinstance(body, dict):
         raise bad_request("the body must be a JSON object")
+    try:
+        check_json_text(body)  # its names are stored, and written back by later reads
+    except ValueError as exc:
+        raise bad_request(str(exc)) from None
     return body
 
 

@@ -11,6 +11,7 @@ import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
@@ -20,6 +21,7 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 from service.api.auth import authorized, hash_key, is_admin, same_key
 from service.api.deps import AdminDep, BearerDep, SettingsDep, StoreDep, presented_key
 from service.api.schemas import APP_NAME
+from service.feature_checks import check_json_text
 from service.jobs.dataset import FORMATS, event_count, guess_format
 from service.jobs.kinds import KINDS, job_kind
 from service.jobs.queue import JobQueue
@@ -115,6 +117,10 @@ async def _read_upload(
             raise HTTPException(422, f"field 'params' is not JSON: {exc}") from None
         if not isinstance(params, dict):
             raise HTTPException(422, "field 'params' must be a JSON object")
+        try:
+            check_json_text(params, "field 'params'")
+        except ValueError as exc:
+            raise HTTPException(422, str(exc)) from None
         fmt = form.get("format") or guess_format(upload.filename, upload.content_type)
         if fmt not in FORMATS:
             raise HTTPException(422, f"format must be one of {list(FORMATS)}, got {fmt!r}")
@@ -196,7 +202,11 @@ async def submit(
         try:
             body = JobFromEvents.model_validate_json(await request.body())
         except ValidationError as exc:
-            raise HTTPException(422, json.loads(exc.json(include_url=False))) from None
+            raise HTTPException(422, jsonable_encoder(exc.errors(include_url=False))) from None
+        try:
+            check_json_text(body.params, "params")
+        except ValueError as exc:
+            raise HTTPException(422, str(exc)) from None
         if body.last > settings.job_max_events:
             raise HTTPException(
                 422, f"last={body.last} exceeds {settings.job_max_events} (GROVE_JOB_MAX_EVENTS)"
@@ -215,7 +225,7 @@ async def submit(
             422,
             {
                 "message": f"invalid parameters for {kind!r}",
-                "errors": json.loads(exc.json(include_url=False)),
+                "errors": jsonable_encoder(exc.errors(include_url=False)),
             },
         ) from None
     if source["type"] == "events" and not await run_in_threadpool(event_count, store.redis, app):

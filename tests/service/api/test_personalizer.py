@@ -135,3 +135,27 @@ def test_activate_is_idempotent_and_reward_needs_activation(client, news, store)
         ).status_code
         == 204
     )
+
+
+def test_names_that_are_stored_must_be_unicode(client, news, store):
+    """A lone surrogate in a name Grove stores and writes back later is a 400 before anything is
+    written: an evaluation's name made every later read of the job list a 500, a policy's name
+    was applied and then unreadable."""
+    json_headers = {**news, "Content-Type": "application/json"}
+    for method, path, raw in (
+        ("PUT", "/personalizer/v1.1-preview.3/evaluations/ev1",
+         '{"name": "\\ud800", "startTime": "2020-01-01T00:00:00Z", '
+         '"endTime": "2030-01-01T00:00:00Z"}'),
+        ("PUT", "/personalizer/v1.0/configurations/policy",
+         '{"name": "\\ud800", "arguments": "--kind linucb"}'),
+    ):
+        answer = client.request(method, path, content=raw, headers=json_headers)
+        assert answer.status_code == 400, (path, answer.text)
+        assert "lone surrogate" in answer.json()["error"]["message"]
+    assert client.get("/personalizer/v1.0/configurations/policy",
+                      headers=news).json()["arguments"].find("linucb") < 0  # not applied
+    upload = client.post("/jobs/feature-selection", headers=ADMIN,
+                         files={"file": ("d.csv", b"a,b\n1,2\n")},
+                         data={"params": '{"target": "\\ud800"}'})
+    assert upload.status_code == 422 and "lone surrogate" in upload.text
+
