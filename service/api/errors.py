@@ -93,11 +93,44 @@ def install(app: FastAPI) -> None:
         log.error("unreadable model snapshot on %s: %s", request.url.path, exc)
         return answer(request, 503, f"the app's model snapshot cannot be read: {exc}")
 
-    @app.exception_handler(Exception)  # what nothing above answers: a bug, not the request's
-    async def unhandled(request: Request, exc: Exception) -> JSONResponse:
-        # (JSON, and Personalizer's shape on its routes, so that a client reads a 500 as such:
-        # the SDKs raised a connection error on Starlette's plain-text answer)
-        log.error("unhandled %s on %s %s", type(exc).__name__, request.method, request.url.path,
-                  exc_info=exc)
-        return answer(request, 500, f"Grove failed on this request ({type(exc).__name__}); the "
-                      "error is in its log")
+    # what nothing above answers, on the fast path (FastRoutes looks handlers up here); the
+    # others reach AnswerFailures
+    app.exception_handler(Exception)(unhandled)
+
+
+async def unhandled(request: Request, exc: Exception) -> JSONResponse:
+    """A failure of Grove's own, not the request's: a JSON 500 that says so (Personalizer's
+    shape on its routes: the SDKs raised a connection error on Starlette's plain text), logged
+    with its traceback."""
+    log.error("unhandled %s on %s %s", type(exc).__name__, request.method, request.url.path,
+              exc_info=exc)
+    return answer(request, 500, f"Grove failed on this request ({type(exc).__name__}); the "
+                  "error is in its log")
+
+
+class AnswerFailures:
+    """ASGI middleware: an exception no handler answered gets :func:`unhandled`'s 500, and is
+    not raised on. Starlette's outermost layer answers it too, but then raises it to the server,
+    and uvicorn closes the connection: a client's next request on it was reset."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = False
+
+        async def watched(message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except Exception as exc:
+            if started:  # (too late for an answer: the server ends the connection)
+                raise
+            response = await unhandled(Request(scope), exc)
+            await response(scope, receive, send)
+        return None

@@ -96,6 +96,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(metrics.router)
     app.include_router(jobs.router)
     personalizer.install(app)  # its routers, both path styles, 501 for the rest
+    # innermost: what no handler answered becomes a JSON 500 here, counted by the metrics
+    app.add_middleware(errors.AnswerFailures)
     app.add_middleware(metrics.MetricsMiddleware)
     # added last: the outermost, so an oversized body is refused before anything else runs
     app.add_middleware(
