@@ -51,6 +51,7 @@ from service.api.auth import authorized, hash_key, is_admin, same_key
 from service.api.model_cache import ModelCache, ServedModel
 from service.logs import events
 from service.models import Prediction, WrongKind, model_kind
+from service.personalizer.slots import reserved_for_later
 from service.records import AppConfig, NewDecision
 from service.settings import Settings
 from service.store import AppRead, Gone, RewardOutcome, Stale, Store
@@ -440,10 +441,15 @@ def _decide_all(
     max_features: int,
 ) -> list[tuple[NewDecision, Decision]]:
     pairs: list[tuple[NewDecision, Decision]] = []
+    allowed = [set(q.actions if q.actions is not None else config.action_id_tuple)
+               - set(q.excluded) for q in queries] if distinct else []
     for i, query in enumerate(queries):
-        if distinct and pairs:  # later queries exclude the actions chosen before them
-            chosen = [d.action for _, d in pairs]
-            query = replace(query, excluded=(*query.excluded, *chosen))
+        if distinct:  # later queries exclude the actions chosen before them, and each leaves
+            chosen = {d.action for _, d in pairs}  # the later ones an action (slots.py)
+            reserved = reserved_for_later([a - chosen for a in allowed[i + 1:]])
+            if chosen or reserved & allowed[i]:
+                query = replace(query, excluded=(*query.excluded, *chosen,
+                                                 *sorted(reserved & allowed[i])))
         try:
             pairs.append(_decide_one(config, model, query, max_features))
         except HTTPException as exc:

@@ -119,3 +119,44 @@ def check_slots(slots: Sequence[Slot], action_ids: Sequence[str]) -> None:
             )
     if len(set(baselines)) != len(baselines):
         raise SlotError("each slot must have a unique baselineAction")
+
+
+def reserved_for_later(later: Sequence[set]) -> set:
+    """The actions every assignment of distinct actions to the ``later`` slots (each slot: the
+    set it may take) uses: a slot decided before them must not take one, or some later slot is
+    left with none. Empty when no assignment exists at all (the request then fails on its own).
+
+    Multi-slot rank decides its slots in order, each excluding the earlier slots' actions; a
+    draw that took the one action a later slot could take made a feasible request a 400 (9 of 20
+    times for two slots over three actions). One maximum matching of the later slots (augmenting
+    paths), then for each matched action whether its slot can be matched around it.
+
+    >>> sorted(reserved_for_later([{"a1"}]))
+    ['a1']
+    >>> sorted(reserved_for_later([{"a1", "a2"}, {"a2"}]))
+    ['a1', 'a2']
+    >>> reserved_for_later([{"a1", "a2"}, {"a1", "a2", "a3"}])
+    set()
+    """
+    slots = [sorted(allowed) for allowed in later]
+    owner: dict = {}  # action -> the slot holding it
+
+    def augment(j: int, seen: set, banned: object) -> bool:
+        for a in slots[j]:
+            if a in seen or a == banned:
+                continue
+            seen.add(a)
+            if a not in owner or augment(owner[a], seen, banned):
+                owner[a] = j
+                return True
+        return False
+
+    if not all(augment(j, set(), None) for j in range(len(slots))):
+        return set()
+    reserved = set()
+    for a in list(owner):
+        j = owner.pop(a)
+        if not augment(j, {a}, a):  # no matching without a: put it back
+            owner[a] = j
+            reserved.add(a)
+    return reserved

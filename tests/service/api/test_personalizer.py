@@ -159,3 +159,22 @@ def test_names_that_are_stored_must_be_unicode(client, news, store):
                          data={"params": '{"target": "\\ud800"}'})
     assert upload.status_code == 422 and "lone surrogate" in upload.text
 
+
+
+def test_a_feasible_multi_slot_rank_is_never_refused(client, news):
+    """Slots are decided in order, each without the earlier slots' actions; slot x must leave
+    a1 to slot y, which can take nothing else (before: a 400 whenever x's draw took a1)."""
+    body = {"actions": [{"id": "a0"}, {"id": "a1"}, {"id": "a2"}],
+            "slots": [{"id": "x", "baselineAction": "a0"},
+                      {"id": "y", "baselineAction": "a1", "excludedActions": ["a0", "a2"]}]}
+    for _ in range(20):
+        answer = client.post("/personalizer/v1.1-preview.3/multislot/rank", json=body,
+                             headers=news)
+        assert answer.status_code == 201, answer.text
+        chosen = {s["id"]: s["rewardActionId"] for s in answer.json()["slots"]}
+        assert chosen["y"] == "a1" and chosen["x"] in {"a0", "a2"}
+    impossible = {**body, "slots": [*body["slots"], {"id": "z", "baselineAction": "a1",
+                                                      "excludedActions": ["a0", "a2"]}]}
+    refused = client.post("/personalizer/v1.1-preview.3/multislot/rank", json=impossible,
+                          headers=news)
+    assert refused.status_code == 400
