@@ -58,6 +58,12 @@ def decision(app: str, event_id: str) -> str:
     return _app(app, f"decision:{event_id}")
 
 
+def label(app: str, event_id: str) -> str:
+    """String, expiring: a client's eventId of a labeled event, remembered for the app's
+    rewardWaitTime (the same eventId within it is a 409, as decide's)."""
+    return _app(app, f"label:{event_id}")
+
+
 def decision_pattern(app: str) -> str:
     """SCAN pattern matching every decision record of ``app`` (used by DELETE /apps/{app})."""
     return _app(app, "decision:*")

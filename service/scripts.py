@@ -181,14 +181,19 @@ return {'ok', learned, dropped}
 """
 )
 
-# KEYS: config, stream, stats
-# ARGV: uid[:rev], eventId, context, label (0|1)
+# KEYS: config, stream, stats, label marker
+# ARGV: uid[:rev], eventId, context, label (0|1), ms to remember the client's eventId (0: a
+#       Grove-made id, nothing to remember)
 # A labeled event of a supervised kind (POST /apps/{app}/learn): straight into the learning
-# stream, learned by the trainer exactly like a joined reward.
+# stream, learned by the trainer exactly like a joined reward; a client's eventId given again
+# while remembered is refused (a retried request is learned once).
 LABEL = (
     _SAME_CONFIG
     + LUA_NOW
     + """
+if tonumber(ARGV[5]) > 0 and not redis.call('SET', KEYS[4], '1', 'NX', 'PX', ARGV[5]) then
+  return {'exists'}
+end
 local id = redis.call('XADD', KEYS[2], '*', 'eventId', ARGV[2], 'context', ARGV[3],
                       'label', ARGV[4], 'source', 'label', 'receivedAt', now)
 redis.call('HINCRBY', KEYS[3], 'labeled', 1)

@@ -364,31 +364,39 @@ class Store:
     async def key_owner_async(self, key_hash: str) -> str | None:
         return as_str(await self.bounded(self.aio.hget(keys.API_KEYS, key_hash)))
 
-    def _label_call(self, config: AppConfig, event_id: str, context: dict, label: int, token):
-        name = config.name
-        keys_ = [keys.config(name), keys.stream(name), keys.stats(name)]
-        return keys_, [token, event_id, codec.pack(context), int(label)]
+    def _label_call(self, config: AppConfig, event: tuple, token: str):
+        name, (event_id, context, label, remember) = config.name, event
+        keys_ = [keys.config(name), keys.stream(name), keys.stats(name), keys.label(name, event_id)]
+        return keys_, [token, event_id, codec.pack(context), int(label),
+                       config.wait_ms if remember else 0]
 
     @staticmethod
-    def _labeled(result, config: AppConfig) -> str:
+    def _labeled(result, config: AppConfig, event_id: str) -> str:
         status = as_str(result[0])
         if status == "gone":
             raise Gone(f"app {config.name!r} not found")
         if status == "stale":
             raise Stale(f"the config of app {config.name!r} changed")
+        if status == "exists":
+            raise Conflict(f"eventId {event_id!r} was learned already (an eventId is "
+                           "remembered for the app's rewardWaitTime)")
         return as_str(result[1])
 
-    def learn_labeled(self, config: AppConfig, event_id: str, context: dict, label: int) -> str:
-        """Queue a labeled event (supervised kinds) in the app's learning stream; its stream id."""
-        keys_, args = self._label_call(config, event_id, context, label, config.uid)
-        return self._labeled(self.scripts.label(keys=keys_, args=args), config)
+    def learn_labeled(self, config: AppConfig, event_id: str, context: dict, label: int,
+                      remember: bool = True) -> str:
+        """Queue a labeled event (supervised kinds) in the app's learning stream; its stream id.
+        ``remember``: ``event_id`` is the client's, refused again for the app's rewardWaitTime
+        (:class:`Conflict`)."""
+        keys_, args = self._label_call(config, (event_id, context, label, remember), config.uid)
+        return self._labeled(self.scripts.label(keys=keys_, args=args), config, event_id)
 
     async def learn_labeled_async(
-        self, read: AppRead, event_id: str, context: dict, label: int
+        self, read: AppRead, event_id: str, context: dict, label: int, remember: bool = True
     ) -> str:
-        keys_, args = self._label_call(read.config, event_id, context, label, read.token)
+        keys_, args = self._label_call(read.config, (event_id, context, label, remember),
+                                       read.token)
         result = await self.bounded(self.ascripts.label(keys=keys_, args=args))
-        return self._labeled(result, read.config)
+        return self._labeled(result, read.config, event_id)
 
     def _activate_call(self, config: AppConfig, event_id: str, token: str):
         name = config.name

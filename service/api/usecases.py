@@ -573,13 +573,15 @@ async def learn(
     label: int,
     event_id: str | None = None,
 ) -> str:
-    """Queue a labeled event (kinds that ``learn_labeled``; else 422); returns its eventId."""
+    """Queue a labeled event (kinds that ``learn_labeled``; else 422); returns its eventId.
+    A client's ``event_id`` given again within the app's rewardWaitTime is a 409."""
+    remember = event_id is not None
     event_id = event_id or uuid.uuid4().hex
 
     async def attempt(read: AppRead) -> str:
         _require(read.config, "learn_labeled")
         _check_size("x", len(x), services.settings.max_features)
-        await services.store.learn_labeled_async(read, event_id, dict(x), label)
+        await services.store.learn_labeled_async(read, event_id, dict(x), label, remember)
         _log_event("learn", read.config, event_id, label=label)
         return event_id
 

@@ -187,9 +187,20 @@ def test_bad_bodies_are_422(client, store):
         "/apps/ctr/learn", json={"x": {}, "y": 0, "eventId": "e-1"}, headers=headers
     )
     assert given.status_code == 202 and given.json()["eventId"] == "e-1"
+    # a client's retry is learned once: its eventId is remembered for the rewardWaitTime
+    again = client.post(
+        "/apps/ctr/learn", json={"x": {}, "y": 1, "eventId": "e-1"}, headers=headers
+    )
+    assert again.status_code == 409 and "e-1" in again.json()["detail"]
     ((_, fields),) = store.redis.xrange(keys.stream("ctr"))
     assert fields[b"label"] == b"0" and fields[b"source"] == b"label"
     assert codec.unpack(fields[b"context"]) == {}
+    assert 0 < store.redis.pttl(keys.label("ctr", "e-1")) <= 600_000
+    for _ in range(2):  # ids Grove makes are not remembered (nothing to retry with)
+        assert client.post("/apps/ctr/learn", json={"x": {}, "y": 1},
+                           headers=headers).status_code == 202
+    assert store.redis.xlen(keys.stream("ctr")) == 3
+    assert len(store.redis.keys(keys.label("ctr", "*"))) == 1
 
 
 def test_keys_another_apps_key_is_403_a_wrong_or_missing_key_401(client):
