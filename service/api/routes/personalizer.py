@@ -201,24 +201,28 @@ def _query(
     return DecideQuery.of(request)
 
 
-def _ranking(decision: Decision, excluded: list[str]) -> list[dict]:
+def _ranking(decision: Decision, excluded: list[str], offered: set[str]) -> list[dict]:
+    """Every offered action once, the chosen first; an excluded one with probability 0 (one the
+    request did not offer is not in the ranking)."""
     chosen = decision.action
     others = [{"id": a, "probability": p} for a, p in decision.ranking if a != chosen]
     others.sort(key=lambda r: -r["probability"])  # stable: ties keep Grove's order
     ranked = [{"id": chosen, "probability": decision.probability}, *others]
     seen = {r["id"] for r in ranked}
     return ranked + [
-        {"id": a, "probability": 0.0} for a in dict.fromkeys(excluded) if a not in seen
+        {"id": a, "probability": 0.0} for a in dict.fromkeys(excluded)
+        if a not in seen and a in offered
     ]
 
 
 @router.post("/rank", status_code=201, response_model=RankResponse)
 async def rank(body: RankRequest, caller: CallerDep, services: ServicesDep) -> dict:
     """Personalizer's Rank: choose among ``actions`` for ``contextFeatures``."""
+    actions = _actions(body.actions)
     query = _query(
         body.eventId,
         _context(body.contextFeatures),
-        _actions(body.actions),
+        actions,
         body.excludedActions or [],
         bool(body.deferActivation),
     )
@@ -226,7 +230,7 @@ async def rank(body: RankRequest, caller: CallerDep, services: ServicesDep) -> d
     return {
         "eventId": decision.event_id,
         "rewardActionId": decision.action,
-        "ranking": _ranking(decision, body.excludedActions or []),
+        "ranking": _ranking(decision, body.excludedActions or [], {a.id for a in actions}),
     }
 
 

@@ -178,3 +178,10 @@ def test_a_feasible_multi_slot_rank_is_never_refused(client, news):
     refused = client.post("/personalizer/v1.1-preview.3/multislot/rank", json=impossible,
                           headers=news)
     assert refused.status_code == 400
+
+
+def test_the_ranking_lists_the_offered_actions_only(client, news):
+    body = {"actions": [{"id": "x"}, {"id": "y"}], "excludedActions": ["x", "not-offered"]}
+    answer = client.post("/personalizer/v1.0/rank", json=body, headers=news).json()
+    assert answer["rewardActionId"] == "y"
+    assert [(r["id"], r["probability"]) for r in answer["ranking"]] == [("y", 1.0), ("x", 0.0)]
