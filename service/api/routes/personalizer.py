@@ -226,7 +226,12 @@ async def rank(body: RankRequest, caller: CallerDep, services: ServicesDep) -> d
         body.excludedActions or [],
         bool(body.deferActivation),
     )
-    decision = await usecases.decide(services, caller, query)
+    try:
+        decision = await usecases.decide(services, caller, query)
+    except HTTPException as exc:
+        if exc.status_code != 422:  # (what the request asks cannot be decided: its code)
+            raise
+        raise bad_request(str(exc.detail), "InvalidRankRequest") from None
     return {
         "eventId": decision.event_id,
         "rewardActionId": decision.action,

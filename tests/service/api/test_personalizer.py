@@ -185,3 +185,6 @@ def test_the_ranking_lists_the_offered_actions_only(client, news):
     answer = client.post("/personalizer/v1.0/rank", json=body, headers=news).json()
     assert answer["rewardActionId"] == "y"
     assert [(r["id"], r["probability"]) for r in answer["ranking"]] == [("y", 1.0), ("x", 0.0)]
+    everything = {"actions": [{"id": "x"}], "excludedActions": ["x"]}
+    refused = client.post("/personalizer/v1.0/rank", json=everything, headers=news)
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "InvalidRankRequest"
