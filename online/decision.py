@@ -11,7 +11,7 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-__all__ = ["Decision", "Ranking"]
+__all__ = ["Decision", "Ranking", "stored_action_id"]
 
 
 class Ranking(Sequence):
@@ -115,3 +115,14 @@ class Decision:
     def __repr__(self) -> str:
         return (f"Decision(action={self.action!r}, probability={self.probability!r}, "
                 f"probabilities={self.probabilities!r}, explored={self.explored!r})")
+
+
+def stored_action_id(action):
+    """An action id as a state read back from JSON or msgpack gives it: a tuple id comes back
+    as a list, which is not hashable; it is a tuple again (at any depth).
+
+    >>> stored_action_id(["ad", [1, 2]]), stored_action_id("ad-1"), stored_action_id(7)
+    (('ad', (1, 2)), 'ad-1', 7)
+    """
+    return tuple(map(stored_action_id, action)) if isinstance(action, list) else action
+

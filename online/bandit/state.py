@@ -13,6 +13,7 @@ import numpy as np
 from online.bandit.encoder import ContextEncoder
 from online.bandit.storage import ForestStorage
 from online.bandit.subforest import select_trees_state
+from online.decision import stored_action_id
 from online.policies.base import rng_from_state, rng_state
 
 FORMAT = "grove.bandit-forest"
@@ -67,7 +68,7 @@ class ForestState:
                 params[name] = tuple(params[name])
         forest = cls(**params)
         forest._encoder = ContextEncoder.from_state(state["encoder"])
-        forest._actions = list(state["actions"])
+        forest._actions = list(map(stored_action_id, state["actions"]))  # (tuples as lists)
         forest._index = {a: k for k, a in enumerate(forest._actions)}
         forest._store = ForestStorage.from_state(
             state["storage"], np.asarray(state["active"], bool)

@@ -27,7 +27,7 @@ import numpy as np
 from river import bandit
 from river import base as river_base
 
-from online.decision import Decision
+from online.decision import Decision, stored_action_id
 from online.policies.draw import draw
 from online.policies.features import FeatureEncoder
 
@@ -507,7 +507,7 @@ class Policy(bandit.base.ContextualPolicy):
     def _restore_inventory(self, state: dict) -> None:
         """What every policy's state holds: encoder, actions, events learned, the draws."""
         self._encoder = FeatureEncoder.from_state(state["encoder"])
-        self._actions = list(state["actions"])
+        self._actions = list(map(stored_action_id, state["actions"]))  # (tuples as lists)
         self._index = {a: k for k, a in enumerate(self._actions)}
         self._active = np.asarray(state["active"], bool).copy()
         self._n_learned = int(state["n_learned"])

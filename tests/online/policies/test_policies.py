@@ -296,6 +296,21 @@ def test_trees_learn_many_equals_learn_one_across_a_refit_and_a_new_key(deferred
         assert many.probabilities(x) == one.probabilities(x)
 
 
+def test_tuple_action_ids_survive_a_msgpack_round_trip_of_the_state(kind):
+    """Action ids are any hashable values; msgpack (and JSON) give tuples back as lists, which
+    from_state turned into an unhashable-key TypeError."""
+    from service import codec
+
+    actions = [("ad", 1), ("ad", 2)]
+    policy = make_policy(kind, actions=actions, seed=3,
+                         **({"n_trees": 5, "warmup": 30} if kind == "bandit-forest" else {}))
+    for i in range(40):
+        policy.learn_one({"n": i % 3}, actions[i % 2], float(i % 3 == i % 2), 0.5)
+    restored = type(policy).from_state(codec.decode(codec.encode(policy.to_state())))
+    assert restored.actions == actions
+    assert restored.probabilities({"n": 1}) == policy.probabilities({"n": 1})
+
+
 def test_a_reward_past_a_float_s_range_or_a_none_action_is_a_value_error(kind):
     policy = small(kind)
     with pytest.raises(ValueError, match="must be numbers"):
