@@ -157,6 +157,8 @@ class ContextEncoder:
 
     def learn_one(self, x: dict) -> None:
         """Extend the coding with what ``x`` shows: new categories, new features, numeric values."""
+        if not isinstance(x, dict):
+            raise ValueError(f"a context must be a dict, got {type(x).__name__}")
         features = self._features
         binary = self._binary
         for key, value in x.items():

@@ -286,8 +286,6 @@ class BanditForest(ForestDecisions, ForestPaths, ForestState, bandit.base.Contex
         the range the elimination bounds assume.
         """
         reward, probability = self._feedback(reward, probability)
-        if not isinstance(x, dict):
-            raise ValueError(f"a context must be a dict, got {type(x).__name__}")
         if action is None:
             raise ValueError("an action id must be hashable and not None")
         encoded = self._encoded

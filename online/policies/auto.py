@@ -203,7 +203,7 @@ class AutoPolicy(Policy):
     def __init__(self, candidates: list[dict] | None = None, floor: float = 0.01,
                  alpha: float = 0.05, min_events: int = 500, estimator: str = "ips",
                  actions: Iterable[Hashable] = (), seed: int | None = None):
-        _check_floor(floor)
+        check_floor(floor)
         if not 0.0 < alpha < 1.0:
             raise ValueError(f"alpha must be in (0, 1), got {alpha}")
         if estimator not in _ESTIMATORS:
@@ -390,7 +390,7 @@ class AutoPolicy(Policy):
 
     def set_floor(self, floor: float) -> None:
         """Change the exploration floor (from the next decision; estimates keep their events)."""
-        _check_floor(floor)
+        check_floor(floor)
         self.floor = float(floor)
 
     # -- refits off the serving path: each candidate's, in one job -------------------------------
@@ -797,6 +797,7 @@ def _num(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _check_floor(floor: float) -> None:
+def check_floor(floor: float) -> None:
+    """``ValueError`` unless ``floor`` is an exploration floor an auto policy takes."""
     if not MIN_FLOOR <= floor < 1.0:
         raise ValueError(f"floor must be in [{MIN_FLOOR:g}, 1), got {floor}")

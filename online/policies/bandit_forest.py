@@ -36,9 +36,7 @@ class BanditForestPolicy(BanditForest):
     def check_context(self, x: dict) -> None:
         """Raise what learning ``x`` would raise for its values, changing nothing (see
         ``online.policies.base.Policy.check_context``)."""
-        if not isinstance(x, dict):
-            raise ValueError(f"a context must be a dict, got {type(x).__name__}")
-        self._encoder.encode_known(x)
+        self._encoder.encode_known(x)  # (a non-dict context: its ValueError too)
 
     def _decide_distribution(self, x: dict, actions: Iterable | None, excluded: Iterable,
                              checked: bool = True) -> tuple[list, np.ndarray]:

@@ -35,7 +35,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from online.policies.auto import MIN_FLOOR
+from online.policies.auto import check_floor
 from service.personalizer import durations
 from service.records import Aggregation, AppConfig
 
@@ -181,11 +181,12 @@ def changes(config: AppConfig, body: dict[str, Any]) -> dict[str, Any]:
         out["reward_aggregation"] = chosen
     exploration = _number(body, "explorationPercentage", 0.0, 1.0)
     if exploration is not None:
-        if floor_param(config.policy_kind) == "floor" and not MIN_FLOOR <= exploration < 1.0:
-            raise ConfigurationError(
-                f"explorationPercentage {exploration}: an {config.policy_kind!r} app's share of "
-                f"exploration is at least {MIN_FLOOR:g} and under 1 (its candidates are "
-                "evaluated on the decisions' probabilities, which the floor keeps above 0)")
+        if floor_param(config.policy_kind) == "floor":  # (the auto policy's, set live)
+            try:
+                check_floor(exploration)
+            except ValueError as exc:
+                raise ConfigurationError(f"explorationPercentage {exploration}: an "
+                                         f"{config.policy_kind!r} app's {exc}") from None
         extra["explorationPercentage"] = exploration
         if floor_param(config.policy_kind) is not None:  # the next model's floor
             out["policy_params"] = with_floor(config.policy_kind, config.policy_params, exploration)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Request, Response
@@ -201,6 +202,18 @@ def _query(
     return DecideQuery.of(request)
 
 
+@contextmanager
+def _rank_refusals(suffix: str = ""):
+    """A decide the request's own contents make impossible (422: every action excluded, ...)
+    answers Personalizer's InvalidRankRequest."""
+    try:
+        yield
+    except HTTPException as exc:
+        if exc.status_code != 422:
+            raise
+        raise bad_request(f"{exc.detail}{suffix}", "InvalidRankRequest") from None
+
+
 def _ranking(decision: Decision, excluded: list[str], offered: set[str]) -> list[dict]:
     """Every offered action once, the chosen first; an excluded one with probability 0 (one the
     request did not offer is not in the ranking)."""
@@ -226,12 +239,8 @@ async def rank(body: RankRequest, caller: CallerDep, services: ServicesDep) -> d
         body.excludedActions or [],
         bool(body.deferActivation),
     )
-    try:
+    with _rank_refusals():
         decision = await usecases.decide(services, caller, query)
-    except HTTPException as exc:
-        if exc.status_code != 422:  # (what the request asks cannot be decided: its code)
-            raise
-        raise bad_request(str(exc.detail), "InvalidRankRequest") from None
     return {
         "eventId": decision.event_id,
         "rewardActionId": decision.action,
@@ -262,14 +271,9 @@ async def rank_multi_slot(
         query = _query(None, slot_features, actions, list(slot.excluded), deferred)
         # the slot's own eventId ('#' is outside the pattern a client's eventId must match)
         queries.append(dataclasses.replace(query, event_id=slot_event_id(event_id, slot.id)))
-    try:  # slots in order, each excluding the earlier slots' actions; all recorded or none
+    # slots in order, each excluding the earlier slots' actions; all recorded or none
+    with _rank_refusals(" (requests[i] is slots[i])"):
         decisions = await usecases.decide_batch(services, caller, queries, distinct=True)
-    except HTTPException as exc:
-        if exc.status_code != 422:
-            raise
-        raise bad_request(
-            f"{exc.detail} (requests[i] is slots[i])", "InvalidRankRequest"
-        ) from None
     await _remember_slots(services, caller, event_id, decisions)
     return {
         "eventId": event_id,
