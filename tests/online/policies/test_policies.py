@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 import online
+from online.policies import linucb as linucb_module
 from online.policies.bandit_forest import BanditForestPolicy
 from online.policies.features import FeatureEncoder
-from online.policies.linucb import LinUCB
+from online.policies.linucb import LinUCB, column_scales
 from online.policies.registry import POLICY_KINDS, make_policy
 from tests.helpers.distribution_rows import assert_rows_are_probabilities
 
@@ -237,12 +238,20 @@ def test_bad_feedback_is_a_value_error(kind):
 # -- LinUCB --------------------------------------------------------------------------------------
 
 
-def test_sherman_morrison_matches_the_direct_ridge_solution():
+def test_sherman_morrison_matches_the_direct_ridge_solution(monkeypatch):
+    """The scores are the paper's eq. (5) over every event of the action, solved directly, with
+    each number column divided by its final scale: two columns' scales grew while the policy
+    learned, and each growth re-expressed the statistics exactly (the ridge of a grown column
+    is lambda, not lambda c^2). ``MAX_CODED`` is 4 here, so that the columns stay well
+    conditioned enough for a comparison to 1e-9 (past 2^20, as by default, A's entries pass
+    1e12 and the two solutions agree to ~1e-7)."""
+    monkeypatch.setattr(linucb_module, "MAX_CODED", 4.0)
     rng = np.random.default_rng(0)
     policy = LinUCB(ridge=0.5, epsilon=0.0, alpha=0.7)
     events = []
     for _ in range(300):
-        x = {f"f{i}": float(v) for i, v in enumerate(rng.normal(size=4)) if rng.random() < 0.9}
+        values = rng.normal(size=4) * [1.0, 10.0, 1000.0, 0.1]
+        x = {f"f{i}": float(v) for i, v in enumerate(values) if rng.random() < 0.9}
         if rng.random() < 0.3:
             x["cat"] = str(rng.integers(3))
         events.append((x, str(rng.integers(3)), float(rng.random()), 1.0))
@@ -250,15 +259,53 @@ def test_sherman_morrison_matches_the_direct_ridge_solution():
     for e in events[150:]:
         policy.learn_one(*e)
     enc = policy._encoder
+    coded = np.array([np.concatenate(([1.0], enc.encode(x)[0])) for x, _, _, _ in events])
+    scale = column_scales(np.abs(coded).max(axis=0)[None])[0]
+    assert (scale >= 8).sum() == 2 and (scale == 1.0).sum() == len(scale) - 2
     for action in ["0", "1", "2"]:
-        rows = [np.concatenate(([1.0], np.pad(enc.encode(x)[0], (0, 0)))) for x, a, _, _ in
-                events if a == action]
-        X = np.array(rows)
+        mine = [a == action for _, a, _, _ in events]
+        X = coded[mine] / scale
         y = np.array([r for _, a, r, _ in events if a == action])
         A = 0.5 * np.eye(X.shape[1]) + X.T @ X
-        x0 = np.concatenate(([1.0], enc.encode(events[0][0])[0]))
+        x0 = coded[0] / scale
         expected = x0 @ np.linalg.solve(A, X.T @ y) + 0.7 * math.sqrt(x0 @ np.linalg.solve(A, x0))
         assert policy.scores(events[0][0])[action] == pytest.approx(expected, rel=1e-9)
+
+
+def test_linucb_learns_columns_that_span_the_floats_range():
+    """Values from 5e-324 to 1.8e19 in one column made float64 Sherman-Morrison updates lose
+    A's positive definiteness (5 of these 40 streams raised ZeroDivisionError, in learning or
+    deciding). Scaled per column, every stream is learned, and every decision is a
+    distribution."""
+    values = [2.0 ** 64 - 1, -2.0 ** 63, 5e-324, 1.0, 1e30, -1e-300, 0.0, 3.0]
+    for seed in range(40):
+        rng = random.Random(seed)
+        one, many = LinUCB(seed=seed), LinUCB(seed=seed)
+        events = []
+        for _ in range(40):
+            x = {"v": rng.choice(values), "w": rng.choice(values)}
+            d = one.decide(x, actions=["a", "b"])
+            assert all(math.isfinite(p) for p in d.probabilities.values())
+            events.append((x, d.action, rng.random(), d.probability))
+            one.learn_one(*events[-1])
+        assert many.learn_many(events) == 40
+        assert np.isfinite(one.to_state()["model"]["A_inv"]).all()
+        for x, *_ in events[:8]:
+            assert many.scores(x) == pytest.approx(one.scores(x), rel=1e-9, abs=1e-12)
+
+
+def test_linucb_reads_a_version_1_state_as_scales_of_1():
+    """A state written before the scales (version 1) holds statistics of the unscaled columns:
+    read with every scale 1, it decides as it did."""
+    policy = LinUCB(seed=0)
+    for x in favorite_stream(200):
+        policy.learn_one({**x, "age": 0.5}, x["favorite"], 1.0, 0.2)
+    state = policy.to_state()
+    assert state["version"] == 2 and state["model"]["scale"].tolist() == [1.0] * policy._d
+    old = {**state, "version": 1, "model": {k: v for k, v in state["model"].items()
+                                            if k != "scale"}}
+    x = {"favorite": "a2", "age": 0.5}
+    assert LinUCB.from_state(old).probabilities(x) == policy.probabilities(x)
 
 
 def test_learn_many_equals_learn_one():
