@@ -10,7 +10,9 @@ before routing and leaves the version in ``request.state.personalizer_version``,
 operation has one route and one implementation. Where the versions' shapes differ (listing
 evaluations: a bare array before 2022-09-01-preview, ``{"value": [...]}`` since) the route asks
 :func:`version_of`. An ``api-version`` Grove does not know is a 400 naming the ones it serves; a
-request without one is taken as the newest (Personalizer required it; Grove is lenient).
+request without one is taken as the newest (Personalizer required it; Grove is lenient); an
+empty one (``?api-version=``) is one Grove does not know, and one given twice with different
+values is a 400 too (which one the client meant, only it knows).
 """
 
 from __future__ import annotations
@@ -74,8 +76,13 @@ class PersonalizerPaths:
             # in place: outer middlewares (metrics) read the route Starlette sets on this scope
             scope["path"], scope["raw_path"] = PREFIX + rest, (PREFIX + rest).encode()
         else:
-            query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-            version = (query.get("api-version") or [NEWEST])[0]
+            query = parse_qs(scope.get("query_string", b"").decode("latin-1"),
+                             keep_blank_values=True)
+            given = set(query.get("api-version", [NEWEST]))
+            if len(given) > 1:
+                return await _refuse(send, 400, f"api-version has {len(given)} different values "
+                                     f"({', '.join(sorted(map(repr, given)))}): give it once")
+            version = given.pop()
             if version not in QUERY_VERSIONS:
                 return await _refuse(
                     send,

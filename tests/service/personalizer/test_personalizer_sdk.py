@@ -136,6 +136,14 @@ def test_both_path_styles_and_unsupported_routes(server, key):
     old = "/personalizer/rank?api-version=2019-01-01"
     wrong = httpx.post(server + old, json={}, headers=headers)
     assert wrong.status_code == 400 and "api-version" in wrong.json()["error"]["message"]
+    for query in ("api-version=", "api-version=2022-09-01-preview&api-version=2019-01-01"):
+        wrong = httpx.post(server + "/personalizer/rank?" + query, json={"actions": ACTIONS},
+                           headers=headers)
+        assert wrong.status_code == 400 and "api-version" in wrong.json()["error"]["message"]
+    twice = "api-version=2022-09-01-preview&api-version=2022-09-01-preview"
+    answer = httpx.post(server + "/personalizer/rank?" + twice, json={"actions": ACTIONS},
+                        headers=headers)
+    assert answer.status_code == 201
     missing = httpx.post(server + "/personalizer/logs/interactions", headers=headers)
     assert missing.status_code == 501
     assert missing.json()["error"]["code"] == "UnsupportedOperation"
