@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["FeatureEncoder", "flatten", "MAX_MAGNITUDE"]
+__all__ = ["FeatureEncoder", "flatten", "MAX_MAGNITUDE", "LARGEST_CODED", "column_scales"]
 
 FORMAT = "grove.features"
 VERSION = 1
@@ -31,6 +31,24 @@ PLAIN_REPLAN = 8
 #: where 1e308 (a finite float) made the first square infinite and every statistic NaN after it
 MAX_MAGNITUDE = 1e38
 _MAX_SQUARED = MAX_MAGNITUDE * MAX_MAGNITUDE
+#: the largest magnitude the linear models (LinUCB, the trees' linear base) learn a number
+#: column at: a column with larger values is divided by a power of 2 (:func:`column_scales`).
+#: float64 Sherman-Morrison updates and solves of statistics whose columns span many orders of
+#: magnitude lose positive definiteness (figures in LinUCB's docstring); up to 2^20 (~1e6:
+#: prices, counts, sizes) a number is used as given, as the paper's raw features
+LARGEST_CODED = 2.0 ** 20
+
+
+def column_scales(magnitudes: np.ndarray, limit: float = LARGEST_CODED) -> np.ndarray:
+    """Per entry of ``magnitudes`` (|x| >= 0), a number column's scale: 1 up to ``limit``, above
+    it the smallest power of 2 that brings the magnitude down to ``limit`` or less (powers of
+    2: dividing by one is exact).
+
+    >>> column_scales(np.array([0.0, 1.0, 1000.0, 2.0 ** 20, 1.5 * 2 ** 20, 1e19])).tolist()
+    [1.0, 1.0, 1.0, 1.0, 2.0, 17592186044416.0]
+    """
+    mantissa, exponent = np.frexp(np.maximum(magnitudes / limit, 1.0))  # m 2^e, m in [.5, 1)
+    return np.ldexp(1.0, np.where(mantissa == 0.5, exponent - 1, exponent))
 
 
 def flatten(x: dict, prefix: str = "") -> dict:

@@ -9,13 +9,13 @@ from numba import njit
 
 from online.policies.base import Policy
 from online.policies.drift import ResidualMonitor, watch_error
-from online.policies.features import FeatureEncoder
+from online.policies.features import LARGEST_CODED, FeatureEncoder, column_scales
 
 __all__ = ["LinUCB"]
 
 #: the largest |value| a coded column holds when learned (a power of 2: see LinUCB's docstring,
 #: "Numbers on a large scale")
-MAX_CODED = 2.0 ** 20
+MAX_CODED = LARGEST_CODED
 
 
 class LinUCB(Policy):
@@ -300,7 +300,7 @@ class LinUCB(Policy):
         vector: 0, each row that needs a column's scale to grow, and the number of rows."""
         d = magnitudes.shape[1]
         running = np.maximum.accumulate(np.vstack([self._scale[None, :d], magnitudes]), axis=0)
-        needed = column_scales(running)
+        needed = column_scales(running, MAX_CODED)
         starts = np.flatnonzero((needed[1:] != needed[:-1]).any(axis=1))
         return [0, *[int(i) for i in starts if i > 0], len(magnitudes)]
 
@@ -308,7 +308,7 @@ class LinUCB(Policy):
         """Grow the scales of the columns whose ``magnitudes`` pass them, the statistics
         re-expressed in the new coordinates (see the class's docstring)."""
         d = len(magnitudes)
-        new = np.maximum(self._scale[:d], column_scales(magnitudes[None])[0])
+        new = np.maximum(self._scale[:d], column_scales(magnitudes, MAX_CODED))
         grown = np.flatnonzero(new > self._scale[:d])
         if not len(grown):
             return
@@ -390,17 +390,6 @@ class LinUCB(Policy):
     @classmethod
     def _unit_test_params(cls):
         yield {"alpha": 1.0, "seed": 42}
-
-
-def column_scales(magnitudes: np.ndarray) -> np.ndarray:
-    """Per entry of ``magnitudes`` (|x| >= 0), a column's scale: 1 up to ``MAX_CODED``, above
-    it the smallest power of 2 that brings the magnitude down to ``MAX_CODED`` or less.
-
-    >>> column_scales(np.array([[0.0, 1.0, 1000.0, 2.0 ** 20, 1.5 * 2 ** 20, 1e19]])).tolist()
-    [[1.0, 1.0, 1.0, 1.0, 2.0, 17592186044416.0]]
-    """
-    mantissa, exponent = np.frexp(np.maximum(magnitudes / MAX_CODED, 1.0))  # m 2^e, m in [.5, 1)
-    return np.ldexp(1.0, np.where(mantissa == 0.5, exponent - 1, exponent))
 
 
 # -- compiled kernels ----------------------------------------------------------------------------

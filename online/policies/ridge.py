@@ -13,7 +13,13 @@ events) more than a common one, which is what the first fits, on a few dozen eve
 action, need: a ridge on standardised columns (every column's variance 1, so rare variables
 barely penalised) lost 0.02-0.07 reward at 1k steps on every held-out stream against trees
 alone, the raw penalty did not (figures in the policy's docstring). A number on a large scale
-(a price in dollars) is penalised little, as in LinUCB.
+(a price in dollars) is penalised little, as in LinUCB; past ``LARGEST_CODED`` (2^20) a number
+column is divided by the power of 2 that brings the fit's largest value of it down to 2^20
+(``scales``, chosen at each fit from the window: the fit is a pure function of the window, so
+nothing needs re-expressing), as LinUCB's columns are and for the same reason: values from 1e-300
+to 1e30 in one column made the fit's normal matrix singular to float64 (``LinAlgError`` in a
+refit). Between fits a row with a number past its column's scale times 2^20 is left to the next
+fit, which scales the column for it.
 The penalty is one for all the models, given or chosen at each fit from a grid by the models'
 leave-one-out errors in closed form (:mod:`~online.policies.ridge_loo`): how much to shrink
 depends on how noisy the stream's rewards are, which only its own events say.
@@ -49,6 +55,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from online.policies.features import LARGEST_CODED, column_scales
 from online.policies.ridge_loo import CentredRidge, choose_penalty
 
 __all__ = ["RidgeBase", "MAX_CODES"]
@@ -57,8 +64,9 @@ FORMAT = "grove.ridge-base"
 # 2: the widths' covariances (a version-1 state loads with zero widths); 3: the models' A^-1 for
 # their updates between refits (a version-1 or -2 state's models wait for the next refit); 4:
 # the fit's penalty, ``l2`` (0 when read from an older state); 5: each model's ``events`` (an
-# older state: the models with an A^-1 have events)
-VERSION = 5
+# older state: the models with an A^-1 have events); 6: the number columns' ``scales`` (an
+# older state: all 1, what it was fitted with)
+VERSION = 6
 MAX_CODES = 64  # one-hot columns per category-code column (bounds the d^3 solve)
 FULL_COVARIANCE_FLOATS = 1 << 20  # above: each model keeps only the diagonal of A^-1
 
@@ -101,8 +109,13 @@ class RidgeBase:
     # int64 per model: the rows it has learned, at the fit and since (what a copy without the
     # A^-1, a serving copy, knows of which models have events)
     events: np.ndarray | None = None
+    # float64 per number column: the power of 2 its values are divided by in the coding (1 up to
+    # LARGEST_CODED; see the module's docstring)
+    scales: np.ndarray | None = None
 
     def __post_init__(self):
+        if self.scales is None:
+            self.scales = np.ones(len(self.numbers))
         if self.covariance is None:
             self.covariance = np.zeros((len(self.weights), 0), np.float32)
         if self.inverse is None:
@@ -113,6 +126,11 @@ class RidgeBase:
         # index in a coded row of each code column's code 0 (kept for the decide path)
         self.offsets = 1 + len(self.numbers) + np.concatenate(
             [[0], np.cumsum(self.n_codes)[:-1]]).astype(np.int64)[: len(self.codes)]
+
+    @property
+    def _coding(self) -> tuple:
+        """What the kernels read to code a row: (numbers, scales, codes, offsets, n_codes)."""
+        return self.numbers, self.scales, self.codes, self.offsets, self.n_codes
 
     @property
     def n_models(self) -> int:
@@ -131,7 +149,7 @@ class RidgeBase:
         Z[:, 0] = 1.0
         for i, c in enumerate(self.numbers.tolist()):
             if c < d:
-                Z[:, 1 + i] = np.nan_to_num(X[:, c], nan=0.0)
+                Z[:, 1 + i] = np.nan_to_num(X[:, c], nan=0.0) / self.scales[i]
         for c, offset, m in zip(self.codes.tolist(), self.offsets.tolist(),
                                 self.n_codes.tolist()):
             if c < d:
@@ -143,8 +161,7 @@ class RidgeBase:
     def predict(self, x: np.ndarray, models: np.ndarray) -> np.ndarray:
         """Prediction of each model in ``models`` (indices; -1 predicts 0) for one vector."""
         out = np.zeros(len(models))
-        linear_scores(x, models, self.numbers,
-                      self.codes, self.offsets, self.n_codes, self.weights, out)
+        linear_scores(x, models, self._coding, self.weights, out)
         return out
 
     def widths(self, x: np.ndarray, models: np.ndarray) -> np.ndarray:
@@ -153,8 +170,8 @@ class RidgeBase:
         out = np.zeros(len(models))
         if self.covariance.shape[1]:
             c = self.covariance
-            linear_widths(x, models, self.numbers, self.codes, self.offsets, self.n_codes,
-                          c if c.ndim == 3 else c[:, :, None], c.ndim == 2, out)
+            linear_widths(x, models, self._coding, c if c.ndim == 3 else c[:, :, None],
+                          c.ndim == 2, out)
         return out
 
     def has_events(self, models: np.ndarray) -> np.ndarray:
@@ -222,9 +239,8 @@ class RidgeBase:
         model without an ``A^-1`` (no events at the fit, or no updates kept)."""
         if self.inverse.shape[1] and 0 <= model < len(self.weights) and \
                 self.inverse[model, 0, 0] != 0.0:
-            self.events[model] += 1
-            ridge_update(x, model, target, self.numbers, self.codes, self.offsets, self.n_codes,
-                         self.weights, self.inverse)
+            self.events[model] += ridge_update(x, model, target, self._coding, self.weights,
+                                               self.inverse)
 
     @classmethod
     def fit(cls, X: np.ndarray, actions: np.ndarray, rewards: np.ndarray, n_actions: int,
@@ -249,9 +265,12 @@ class RidgeBase:
         codes = np.array([j for j, k in enumerate(kinds) if k == "code"], np.int64)
         top = [np.nanmax(X[:, c], initial=-1.0) if len(X) else -1.0 for c in codes.tolist()]
         n_codes = np.array([min(MAX_CODES, int(t) + 1) for t in top], np.int64)
+        largest = np.nanmax(np.abs(X[:, numbers]), axis=0, initial=0.0) if len(X) else \
+            np.zeros(len(numbers))
         grid = (float(l2),) if np.isscalar(l2) else tuple(float(v) for v in l2)
         base = cls(numbers, codes, n_codes, np.zeros((n_actions, 1 + len(numbers) +
-                                                      int(n_codes.sum()))), l2=grid[0])
+                                                      int(n_codes.sum()))), l2=grid[0],
+                   scales=column_scales(np.asarray(largest, np.float64)))
         in_sample = np.zeros(len(X))
         if not len(X):
             return base, in_sample
@@ -288,7 +307,7 @@ class RidgeBase:
         """The given models (indices ascending), renumbered 0, 1, ... in that order."""
         return RidgeBase(self.numbers, self.codes, self.n_codes, self.weights[models],
                          self.covariance[models], self.inverse[models], self.l2,
-                         self.events[models])
+                         self.events[models], self.scales)
 
     def nbytes(self) -> int:
         return self.weights.nbytes + self.covariance.nbytes + self.inverse.nbytes + 3 * 8 * (
@@ -302,13 +321,13 @@ class RidgeBase:
                 "weights": self.weights.copy(), "covariance": self.covariance.copy(),
                 "inverse": self.inverse.copy() if inverse else
                 np.zeros((len(self.weights), 0, 0)), "l2": self.l2,
-                "events": self.events.copy()}
+                "events": self.events.copy(), "scales": self.scales.copy()}
 
     @classmethod
     def from_state(cls, state: dict) -> RidgeBase:
         """Versions 1 (no widths), 2 (no updates between refits), 3 (no ``l2``), 4 (no
-        ``events``) and 5 are read."""
-        if state.get("format") != FORMAT or state.get("version") not in (1, 2, 3, 4, VERSION):
+        ``events``), 5 (no ``scales``) and 6 are read."""
+        if state.get("format") != FORMAT or state.get("version") not in (1, 2, 3, 4, 5, VERSION):
             raise ValueError(f"not a {FORMAT} state of version 1 to {VERSION}: "
                              f"{state.get('format')!r} {state.get('version')!r}")
         weights = np.asarray(state["weights"], np.float64).reshape(
@@ -333,12 +352,16 @@ class RidgeBase:
                    np.asarray(state["n_codes"], np.int64).copy(), weights, covariance, inverse,
                    float(state.get("l2", 0.0)),
                    np.asarray(state["events"], np.int64).reshape(len(weights)).copy()
-                   if "events" in state else None)
+                   if "events" in state else None,
+                   np.asarray(state["scales"], np.float64).reshape(len(state["numbers"])).copy()
+                   if "scales" in state else None)
 
 
 @numba.njit(cache=True, nogil=True)
-def linear_scores(x, models, numbers, codes, offsets, n_codes, weights, out):
-    """``out[j] = weights[models[j]] . coding(x)`` (0 where ``models[j] < 0``)."""
+def linear_scores(x, models, coding, weights, out):
+    """``out[j] = weights[models[j]] . coding(x)`` (0 where ``models[j] < 0``); ``coding``:
+    ``RidgeBase._coding``."""
+    numbers, scales, codes, offsets, n_codes = coding
     d = x.shape[0]
     for j in range(models.shape[0]):
         m = models[j]
@@ -349,7 +372,7 @@ def linear_scores(x, models, numbers, codes, offsets, n_codes, weights, out):
         for i in range(numbers.shape[0]):
             c = numbers[i]
             if c < d and not np.isnan(x[c]):
-                s += weights[m, 1 + i] * x[c]
+                s += weights[m, 1 + i] * (x[c] / scales[i])
         for i in range(codes.shape[0]):
             c = codes[i]
             if c < d:
@@ -360,16 +383,17 @@ def linear_scores(x, models, numbers, codes, offsets, n_codes, weights, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def coded_entries(x, numbers, codes, offsets, n_codes, index, value):
+def coded_entries(x, coding, index, value):
     """Write the coded row of ``x``'s non-zero entries (the bias first) into ``index`` and
     ``value`` (each at least ``1 + len(numbers) + len(codes)`` long); return their count."""
+    numbers, scales, codes, offsets, n_codes = coding
     d = x.shape[0]
     index[0], value[0] = 0, 1.0  # the bias
     nnz = 1
     for i in range(numbers.shape[0]):
         c = numbers[i]
         if c < d and not np.isnan(x[c]) and x[c] != 0.0:
-            index[nnz], value[nnz] = 1 + i, x[c]
+            index[nnz], value[nnz] = 1 + i, x[c] / scales[i]
             nnz += 1
     for i in range(codes.shape[0]):
         c = codes[i]
@@ -382,13 +406,13 @@ def coded_entries(x, numbers, codes, offsets, n_codes, index, value):
 
 
 @numba.njit(cache=True, nogil=True)
-def linear_widths(x, models, numbers, codes, offsets, n_codes, covariance, diagonal, out):
+def linear_widths(x, models, coding, covariance, diagonal, out):
     """``out[j] = sqrt(z' covariance[models[j]] z)`` for the coded row z of ``x`` (0 where
     ``models[j] < 0``); with ``diagonal``, ``covariance[m, i, 0]`` is entry (i, i) and the rest
     is taken as 0. Reads z's non-zero entries only."""
-    index = np.empty(1 + numbers.shape[0] + codes.shape[0], np.int64)
+    index = np.empty(1 + coding[0].shape[0] + coding[2].shape[0], np.int64)
     value = np.empty(index.shape[0])
-    nnz = coded_entries(x, numbers, codes, offsets, n_codes, index, value)
+    nnz = coded_entries(x, coding, index, value)
     for j in range(models.shape[0]):
         m = models[j]
         if m < 0:
@@ -407,17 +431,22 @@ def linear_widths(x, models, numbers, codes, offsets, n_codes, covariance, diago
 
 
 @numba.njit(cache=True, nogil=True)
-def ridge_update(x, m, target, numbers, codes, offsets, n_codes, weights, inverse):
+def ridge_update(x, m, target, coding, weights, inverse):
     """Recursive least squares: model ``m``'s ``weights`` and ``inverse`` (``A^-1``) after one
     more row, the coded row z of ``x`` with ``target``: ``u = A^-1 z``, ``w += u (target - z'w) /
-    (1 + z'u)``, ``A^-1 -= u u' / (1 + z'u)`` (Sherman-Morrison). A model whose ``A^-1`` is all
-    zeros (no events at its fit) is left as it is."""
+    (1 + z'u)``, ``A^-1 -= u u' / (1 + z'u)`` (Sherman-Morrison). Returns whether the row was
+    learned: a model whose ``A^-1`` is all zeros (no events at its fit) is left as it is, and so
+    is every model for a row with a coded number past ``LARGEST_CODED`` (larger than any of its
+    column at the fit: the next fit, which scales the column for it, learns it)."""
     if inverse[m, 0, 0] == 0.0:
-        return
+        return False
     D = weights.shape[1]
-    index = np.empty(1 + numbers.shape[0] + codes.shape[0], np.int64)
+    index = np.empty(1 + coding[0].shape[0] + coding[2].shape[0], np.int64)
     value = np.empty(index.shape[0])
-    nnz = coded_entries(x, numbers, codes, offsets, n_codes, index, value)
+    nnz = coded_entries(x, coding, index, value)
+    for p in range(nnz):
+        if abs(value[p]) > LARGEST_CODED:
+            return False
     u = np.zeros(D)
     for p in range(nnz):  # A^-1 is symmetric: its rows are its columns
         row, v = index[p], value[p]
@@ -433,3 +462,4 @@ def ridge_update(x, m, target, numbers, codes, offsets, n_codes, weights, invers
         ui = u[i] / denominator
         for j in range(D):
             inverse[m, i, j] -= ui * u[j]
+    return True

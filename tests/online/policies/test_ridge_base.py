@@ -272,10 +272,10 @@ def test_a_state_before_the_updates_loads_and_waits_for_the_next_refit():
     old = small()
     play(old, favorite_stream(500, seed=8))
     state = json.loads(json.dumps(_plain(old.to_state())))
-    assert state["model"]["linear"]["version"] == 5
+    assert state["model"]["linear"]["version"] == 6
     state["model"]["linear"]["version"] = 2
     del state["model"]["linear"]["inverse"], state["model"]["linear"]["l2"]
-    del state["model"]["linear"]["events"]
+    del state["model"]["linear"]["events"], state["model"]["linear"]["scales"]
     loaded = TreeEnsemblePolicy.from_state(state)
     contexts = list(favorite_stream(100, seed=6))
     assert [loaded.probabilities(x) for x in contexts] == [old.probabilities(x) for x in contexts]
@@ -303,3 +303,29 @@ def test_a_new_model_past_the_fit_s_bound_on_a_inverse_waits_for_the_next_fit():
     assert not base.learn_first(x, 1, 0.0)  # it has its event already
     assert base.events.tolist() == [0, 1] and base.has_events(np.array([1, 0])).tolist() == [
         True, False]
+
+
+def test_a_number_column_past_2_20_is_scaled_at_the_fit_and_waits_between_fits():
+    """Values from 1e-300 to 1e30 in one column made the fit's normal matrix singular to
+    float64 (a LinAlgError in the refit). The fit divides such a column by a power of 2 that
+    brings its largest value down to 2^20, and predicts as the ridge on the scaled coding; a
+    column within 2^20 is used as given. Between fits a row past the scale waits."""
+    rng = np.random.default_rng(0)
+    values = np.array([1e30, 2.0 ** 64, 1.0, 1e-300, 0.0, -1e19, 3.0])
+    X = np.column_stack([rng.choice(values, 400), rng.normal(size=400) * 1000.0])
+    r = rng.random(400)
+    base = RidgeBase.fit(X, np.zeros(400, np.int32), r, 1, ["number", "number"], l2=1.0)
+    assert base.scales[0] == 2.0 ** 80 and base.scales[1] == 1.0
+    Z = base.design(X)
+    assert np.abs(Z).max() <= 2.0 ** 20 and np.array_equal(Z[:, 2], X[:, 1])
+    centred = Z[:, 1:] - Z[:, 1:].mean(axis=0)
+    w = np.linalg.solve(centred.T @ centred + np.eye(2), centred.T @ (r - r.mean()))
+    expected = r.mean() + (Z[:5, 1:] - Z[:, 1:].mean(axis=0)) @ w
+    got = [base.predict(x, np.array([0]))[0] for x in X[:5]]
+    np.testing.assert_allclose(got, expected, rtol=1e-9)
+    weights = base.weights.copy()
+    base.update(np.array([2.0 ** 101, 1.0]), 0, 1.0)  # past 2^80 x 2^20: left to the next fit
+    assert np.array_equal(base.weights, weights) and base.events[0] == 400
+    base.update(np.array([2.0 ** 99, 1.0]), 0, 1.0)
+    assert not np.array_equal(base.weights, weights) and base.events[0] == 401
+    assert np.isfinite(base.weights).all() and np.isfinite(base.inverse).all()
