@@ -16,6 +16,7 @@ from online.policies.features import FeatureEncoder, column_scales
 from online.policies.linucb import LinUCB
 from online.policies.registry import POLICY_KINDS, make_policy
 from tests.helpers.distribution_rows import assert_rows_are_probabilities
+from tests.online.policies.test_trees_policy import _plain
 
 ADS = ["a1", "a2", "a3", "a4", "a5"]
 
@@ -290,8 +291,10 @@ def test_linucb_learns_columns_that_span_the_floats_range():
             one.learn_one(*events[-1])
         assert many.learn_many(events) == 40
         assert np.isfinite(one.to_state()["model"]["A_inv"]).all()
+        clone = LinUCB.from_state(json.loads(json.dumps(_plain(one.to_state()))))
         for x, *_ in events[:8]:
             assert many.scores(x) == pytest.approx(one.scores(x), rel=1e-9, abs=1e-12)
+            assert clone.scores(x) == one.scores(x)
 
 
 @pytest.mark.parametrize("kind", ["trees", "auto"])
