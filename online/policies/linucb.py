@@ -287,19 +287,21 @@ class LinUCB(Policy):
         # learn_one at a time would): the batch is learned in runs of one scale each
         scaled = np.empty_like(X)
         if scale_rows(X, self._scale, MAX_CODED, scaled):  # (the usual case: no scale grows)
-            self._learn_scaled(scaled, ks, rewards, weights)
+            self._learn_scaled(scaled, ks, rewards, weights, 0)
             return
         grows = self._scale_runs(np.abs(X))
         for lo, hi in zip(grows[:-1], grows[1:]):
             self._grow_scale(np.abs(X[lo]))
             self._learn_scaled(X[lo:hi] / self._scale[:X.shape[1]], ks[lo:hi], rewards[lo:hi],
-                               weights[lo:hi])
+                               weights[lo:hi], lo)
 
     def _scale_runs(self, magnitudes: np.ndarray) -> list[int]:
         """Where the rows of ``magnitudes`` (|coded rows|, in order) start runs of one scale
         vector: 0, each row that needs a column's scale to grow, and the number of rows."""
         d = magnitudes.shape[1]
-        running = np.maximum.accumulate(np.vstack([self._scale[None, :d], magnitudes]), axis=0)
+        # (the first row: the largest magnitudes the current scales admit, which they give back)
+        admitted = self._scale[None, :d] * MAX_CODED
+        running = np.maximum.accumulate(np.vstack([admitted, magnitudes]), axis=0)
         needed = column_scales(running, MAX_CODED)
         starts = np.flatnonzero((needed[1:] != needed[:-1]).any(axis=1))
         return [0, *[int(i) for i in starts if i > 0], len(magnitudes)]
@@ -316,12 +318,14 @@ class LinUCB(Policy):
         rescale_columns(self._A_inv, self._b, grown, ratios, self.ridge, len(self._actions))
         self._scale[grown] = new[grown]
 
-    def _learn_scaled(self, X, ks, rewards, weights) -> None:
+    def _learn_scaled(self, X, ks, rewards, weights, offset: int) -> None:
+        """Learn scaled rows, the first of them the batch's row ``offset`` (the events are
+        numbered from the events learned before the batch: the drift monitor's clock)."""
         if self._monitor is None:
             learn_events(X, ks, rewards, weights, self._A_inv, self._b)
             np.add.at(self._plays, ks, 1)
             return
-        done, first = 0, self._n_learned  # the events' numbers: learned so far, then these
+        done, first = 0, self._n_learned + offset  # the events' numbers
         self._monitor.reserve(ks)  # (a restart only empties rings: the room stays enough)
         while done < len(X):
             n, start = learn_watched(X[done:], ks[done:], rewards[done:], weights[done:],
@@ -375,7 +379,11 @@ class LinUCB(Policy):
         self._b[:K, :d] = np.asarray(state["b"], float)
         self._plays[:K] = np.asarray(state["counts"], np.int64)
         if "scale" in state:  # (version 1: every column's scale 1)
-            self._scale[:d] = np.asarray(state["scale"], float)
+            scale = np.asarray(state["scale"], float)
+            if scale.shape != (d,) or not (np.isfinite(scale) & (scale >= 1.0)).all():
+                raise ValueError(f"scale must be {d} finite numbers >= 1 (one per column of "
+                                 f"A_inv), got shape {scale.shape}")
+            self._scale[:d] = scale
         self._changes = int(state.get("n_changes", 0))
         if self._monitor is not None and "monitor" in state:
             self._monitor = ResidualMonitor.from_state(state["monitor"])

@@ -18,8 +18,9 @@ column is divided by the power of 2 that brings the fit's largest value of it do
 (``scales``, chosen at each fit from the window: the fit is a pure function of the window, so
 nothing needs re-expressing), as LinUCB's columns are and for the same reason: values from 1e-300
 to 1e30 in one column made the fit's normal matrix singular to float64 (``LinAlgError`` in a
-refit). Between fits a row with a number past its column's scale times 2^20 is left to the next
-fit, which scales the column for it.
+refit). Between fits a row with a number past twice its column's scale times 2^20 is left to
+the next fit, which scales the column for it (and so is a model's first row,
+:meth:`learn_first`).
 The penalty is one for all the models, given or chosen at each fit from a grid by the models'
 leave-one-out errors in closed form (:mod:`~online.policies.ridge_loo`): how much to shrink
 depends on how noisy the stream's rewards are, which only its own events say.
@@ -210,6 +211,8 @@ class RidgeBase:
         elif self.inverse[model, 0, 0] != 0.0:
             return False
         z = self.design(np.asarray(x, np.float64)[None])[0]
+        if np.abs(z).max() > 2.0 * LARGEST_CODED:  # (as update: left to the next fit)
+            return False
         penalty = np.full(D, self.l2)
         penalty[0] = 0.0
         inverse = np.linalg.inv(np.outer(z, z) + np.diag(penalty))
@@ -353,8 +356,16 @@ class RidgeBase:
                    float(state.get("l2", 0.0)),
                    np.asarray(state["events"], np.int64).reshape(len(weights)).copy()
                    if "events" in state else None,
-                   np.asarray(state["scales"], np.float64).reshape(len(state["numbers"])).copy()
+                   _checked_scales(state["scales"], len(state["numbers"]))
                    if "scales" in state else None)
+
+
+def _checked_scales(scales, n: int) -> np.ndarray:
+    scales = np.asarray(scales, np.float64)
+    if scales.shape != (n,) or not (np.isfinite(scales) & (scales >= 1.0)).all():
+        raise ValueError(f"scales must be {n} finite numbers >= 1 (one per number column), got "
+                         f"shape {scales.shape}")
+    return scales.copy()
 
 
 @numba.njit(cache=True, nogil=True)
@@ -436,8 +447,9 @@ def ridge_update(x, m, target, coding, weights, inverse):
     more row, the coded row z of ``x`` with ``target``: ``u = A^-1 z``, ``w += u (target - z'w) /
     (1 + z'u)``, ``A^-1 -= u u' / (1 + z'u)`` (Sherman-Morrison). Returns whether the row was
     learned: a model whose ``A^-1`` is all zeros (no events at its fit) is left as it is, and so
-    is every model for a row with a coded number past ``LARGEST_CODED`` (larger than any of its
-    column at the fit: the next fit, which scales the column for it, learns it)."""
+    is every model for a row with a coded number past twice ``LARGEST_CODED`` (past any of its
+    column at the fit: the next fit, which scales the column for it, learns it; twice, since
+    the fit's scales come from the window's float32 rows, where 2^20 + 0.01 is 2^20)."""
     if inverse[m, 0, 0] == 0.0:
         return False
     D = weights.shape[1]
@@ -445,7 +457,7 @@ def ridge_update(x, m, target, coding, weights, inverse):
     value = np.empty(index.shape[0])
     nnz = coded_entries(x, coding, index, value)
     for p in range(nnz):
-        if abs(value[p]) > LARGEST_CODED:
+        if abs(value[p]) > 2.0 * LARGEST_CODED:
             return False
     u = np.zeros(D)
     for p in range(nnz):  # A^-1 is symmetric: its rows are its columns

@@ -316,6 +316,34 @@ def test_policies_learn_numbers_that_span_the_floats_range(kind):
         assert policy.n_learned == 200
 
 
+def test_linucb_learn_many_numbers_its_events_across_scale_growths():
+    """A batch is learned in runs of one scale each; each run's events keep their numbers in
+    the stream (the drift monitor's clock). The runs after the first were numbered from the
+    batch's start again: the monitor's state differed from learn_one's."""
+    events = [({"v": 1.0}, "a", 0.1, 1.0), ({"v": 2.0}, "a", 0.2, 1.0),
+              ({"v": 3e7}, "a", 0.3, 1.0), ({"v": 1.0}, "a", 0.4, 1.0),
+              ({"v": 1e12}, "a", 0.5, 1.0), ({"v": 1.0}, "b", 0.6, 1.0)]
+    one, many = LinUCB(seed=0), LinUCB(seed=0)
+    for e in events:
+        one.learn_one(*e)
+    many.learn_many(events)
+    a, b = one.to_state()["model"], many.to_state()["model"]
+    assert a["scale"].tolist() == b["scale"].tolist() == [1.0, 2.0 ** 20]
+    for key, value in a["monitor"].items():
+        assert np.array_equal(np.asarray(value), np.asarray(b["monitor"][key])), key
+    assert np.array_equal(a["A_inv"], b["A_inv"])
+
+
+def test_linucb_refuses_a_state_with_bad_scales():
+    policy = LinUCB(seed=0)
+    policy.learn_one({"v": 3e7}, "a", 1.0, 1.0)
+    for scale in ([1.0], [1.0, 0.0], [1.0, float("nan")], [1.0, 32.0, 1.0]):
+        state = policy.to_state()
+        state["model"]["scale"] = np.array(scale)
+        with pytest.raises(ValueError, match="scale"):
+            LinUCB.from_state(state)
+
+
 def test_linucb_reads_a_version_1_state_as_scales_of_1():
     """A state written before the scales (version 1) holds statistics of the unscaled columns:
     read with every scale 1, it decides as it did."""

@@ -324,8 +324,30 @@ def test_a_number_column_past_2_20_is_scaled_at_the_fit_and_waits_between_fits()
     got = [base.predict(x, np.array([0]))[0] for x in X[:5]]
     np.testing.assert_allclose(got, expected, rtol=1e-9)
     weights = base.weights.copy()
-    base.update(np.array([2.0 ** 101, 1.0]), 0, 1.0)  # past 2^80 x 2^20: left to the next fit
+    base.update(np.array([2.0 ** 102, 1.0]), 0, 1.0)  # past 2^80 x 2^21: left to the next fit
     assert np.array_equal(base.weights, weights) and base.events[0] == 400
     base.update(np.array([2.0 ** 99, 1.0]), 0, 1.0)
     assert not np.array_equal(base.weights, weights) and base.events[0] == 401
     assert np.isfinite(base.weights).all() and np.isfinite(base.inverse).all()
+
+
+def test_a_new_action_s_first_row_past_the_fit_s_scales_waits_for_the_next_fit():
+    """A model's first row between fits (``learn_first``) is coded with the fit's scales: one
+    with 1e30 where the fit saw values in [0, 1] made the one-row normal matrix singular
+    (LinAlgError out of learn_one), or, at 1e38, an A^-1 that was not positive definite."""
+    rng = np.random.default_rng(0)
+    X = rng.random((200, 2))
+    base = RidgeBase.fit(X, np.zeros(200, np.int32), rng.random(200), 1, ["number"] * 2, l2=1.0)
+    for v in (1e30, 1e38, 2.0 ** 22):
+        assert not base.learn_first(np.array([v, 0.5]), 1, 1.0)
+    assert base.learn_first(np.array([2.0 ** 20 + 0.01, 0.5]), 1, 1.0)  # (within twice 2^20)
+    assert base.n_models == 2 and np.isfinite(base.inverse).all()
+
+
+def test_ridge_base_refuses_a_state_with_bad_scales():
+    base = RidgeBase.fit(np.ones((10, 1)), np.zeros(10, np.int32), np.ones(10), 1, ["number"], 1.0)
+    for scales in ([], [0.5], [float("inf")], [1.0, 1.0]):
+        state = base.to_state()
+        state["scales"] = np.array(scales)
+        with pytest.raises(ValueError, match="scales"):
+            RidgeBase.from_state(state)
