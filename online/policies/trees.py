@@ -166,8 +166,9 @@ class TreeEnsemblePolicy(Policy):
       do not both count the same signal), by recursive least squares from the refit's ridge
       (exact: the ridge on the refit's rows plus those since, :meth:`RidgeBase.update`; ~5 us
       an event; a row with a number past twice 2^20 times its column's scale waits for the
-      next refit, which scales the column for it). The events a refit running off the caller's path did not see are added to its
-      base when it is swapped in, so the service's bases are what inline refits give. An
+      next refit, which scales the column for it). The events a refit running off the
+      caller's path did not see are added to its base when it is swapped in, so the service's
+      bases are what inline refits give. An
       action new since the last refit (a campaign added, a request's article of the day) gets
       its base at its first event (:meth:`RidgeBase.learn_first`) and is no longer unseen from
       then on: before, it stayed unseen, played as if tied with the best, until the next
