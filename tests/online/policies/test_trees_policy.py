@@ -632,3 +632,24 @@ def test_actions_new_since_the_last_refit_are_learned_from_their_first_event():
         policy.to_state(statistics=False)))))
     assert [serving.probabilities(x, new) for x in contexts] == \
         [policy.probabilities(x, new) for x in contexts]
+
+
+def test_learning_a_decided_event_reads_its_trees_sum_from_the_decision():
+    """A decide then learning its event (river's pull then update) reads the played action's
+    trees' sum from the decision's scores instead of walking its trees again: what is learned
+    (the window's held-out predictions, the linear base, the trees' weights) is the same as a
+    policy that learns the same events without deciding them."""
+    decided, learner = small(refit_min=64), small(refit_min=64)
+    events = []
+    for x in favorite_stream(600, seed=4):
+        d = decided.decide({**x, "device": "tablet"})  # another context: not read
+        d = decided.decide(x)
+        events.append((x, d.action, float(d.action == x["favorite"]), d.probability))
+        decided.learn_one(*events[-1])
+        learner.learn_one(*events[-1])
+    assert decided.n_refits == learner.n_refits >= 3
+    a, b = decided.to_state()["model"], learner.to_state()["model"]
+    assert json.dumps(_plain(a["window"])) == json.dumps(_plain(b["window"]))
+    assert np.array_equal(decided._linear.weights, learner._linear.weights)
+    contexts = list(favorite_stream(50, seed=5))
+    assert [decided.scores(x) for x in contexts] == [learner.scores(x) for x in contexts]
