@@ -300,10 +300,10 @@ class RidgeBase:
             base.events[k] = len(rows)
             in_sample[rows] = Z[rows] @ base.weights[k]
             if widths:  # LinUCB's A, the bias penalised
-                inverse = np.linalg.inv(fit.normal_matrix(l2, bias_penalised=True))
+                inverse = fit.inverse(l2, bias_penalised=True)
                 base.covariance[k] = inverse if full else np.diag(inverse)
             if full:  # the ridge's own A, the bias not penalised: what update carries on
-                base.inverse[k] = np.linalg.inv(fit.normal_matrix(l2, bias_penalised=False))
+                base.inverse[k] = fit.inverse(l2, bias_penalised=False)
         return base, in_sample
 
     def select(self, models: np.ndarray) -> RidgeBase:
@@ -468,6 +468,8 @@ def ridge_update(x, m, target, coding, weights, inverse):
     for p in range(nnz):
         denominator += value[p] * u[index[p]]
         error -= value[p] * weights[m, index[p]]
+    if not denominator >= 1.0:  # (>= 1 exactly: below, rounding has eaten it; the refit learns
+        return False  # the row)
     step = error / denominator
     for i in range(D):
         weights[m, i] += u[i] * step

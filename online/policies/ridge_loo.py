@@ -84,6 +84,30 @@ class CentredRidge:
         w = self.vectors @ (self.projected / (self.values + l2))
         return np.concatenate([[self.rbar - float(w @ self.mean)], w])
 
+    def inverse(self, l2: float, bias_penalised: bool) -> np.ndarray:
+        """The inverse of :meth:`normal_matrix`, from the centred Gram matrix: by blocks, the
+        bias's entry ``a = n (+ l2)`` and the Schur complement ``S = C'C + l2 I + (n p / (n +
+        p)) m m'`` (m the columns' means, p the bias's penalty: the term is 0 unbiased), which
+        is ``A``'s lower block less ``n^2 m m' / a`` computed without the difference. Forming
+        ``A`` and inverting it lost that difference where a column is large and nearly
+        constant: a price of 1e6 in every row made ``n m m'`` ~1e15 times the penalty, and
+        ``np.linalg.inv`` raised LinAlgError ("Singular matrix") on a matrix that is not."""
+        n, m = self.n, self.mean
+        p = l2 if bias_penalised else 0.0
+        a = n + p
+        if p == 0.0:  # S = V diag(1 / (s + l2)) V' from the decomposition at hand
+            S_inv = (self.vectors / (self.values + l2)) @ self.vectors.T
+        else:
+            S = self.gram + (n * p / a) * np.outer(m, m)
+            S[np.diag_indices_from(S)] += l2
+            S_inv = np.linalg.inv(S)
+        g = S_inv @ (n * m / a)
+        out = np.empty((len(m) + 1, len(m) + 1))
+        out[0, 0] = 1.0 / a + (n * m / a) @ g
+        out[0, 1:] = out[1:, 0] = -g
+        out[1:, 1:] = S_inv
+        return out
+
     def normal_matrix(self, l2: float, bias_penalised: bool) -> np.ndarray:
         """``[1, Z]'[1, Z] + l2 P`` (P the identity, less its bias entry unless
         ``bias_penalised``), from the centred one: no pass over the rows."""

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from online.policies.ridge import FULL_COVARIANCE_FLOATS, MAX_CODES, RidgeBase
-from online.policies.ridge_loo import PENALTIES
+from online.policies.ridge_loo import PENALTIES, CentredRidge
 from online.policies.trees import TreeEnsemblePolicy
 from tests.online.policies.test_trees_policy import ADS, _plain, favorite_stream, play, small
 
@@ -351,3 +351,28 @@ def test_ridge_base_refuses_a_state_with_bad_scales():
         state["scales"] = np.array(scales)
         with pytest.raises(ValueError, match="scales"):
             RidgeBase.from_state(state)
+
+
+def test_the_fit_s_inverses_come_from_the_centred_gram_matrix():
+    """``A^-1`` (bias penalised or not) by blocks from the centred fit: equal to inverting
+    ``A`` where that is well conditioned, and finite where a large, nearly constant column
+    made ``A`` singular to float64 (a price of 1e6 in every row, a penalty of 0.1: LinAlgError
+    in a default trees app's refits)."""
+    rng = np.random.default_rng(1)
+    Z = rng.normal(size=(300, 4)) + [0.0, 3.0, -1.0, 0.5]
+    fit, _ = CentredRidge.fit(Z, rng.random(300), ())
+    for l2, penalised in ((0.1, False), (10.0, False), (0.1, True), (10.0, True)):
+        np.testing.assert_allclose(fit.inverse(l2, penalised),
+                                   np.linalg.inv(fit.normal_matrix(l2, penalised)),
+                                   rtol=1e-9, atol=1e-12)
+    z = rng.random(1300) * 0.05
+    X = np.column_stack([z, np.full(1300, 1e6)])
+    r = (rng.random(1300) < 0.1 + 16 * z).astype(float)
+    with pytest.raises(np.linalg.LinAlgError):  # the premise
+        np.linalg.inv(CentredRidge.fit(np.column_stack([np.ones(1300), X])[:, 1:], r, ())[0]
+                      .normal_matrix(0.1, bias_penalised=False))
+    base = RidgeBase.fit(X, np.zeros(1300, np.int32), r, 1, ["number", "number"], l2=0.1)
+    assert np.isfinite(base.inverse).all() and np.isfinite(base.covariance).all()
+    weights = base.weights.copy()
+    base.update(np.array([0.04, 1e6]), 0, 1.0)
+    assert np.isfinite(base.weights).all() and not np.array_equal(base.weights, weights)
