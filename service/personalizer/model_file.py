@@ -7,8 +7,10 @@ and never Vowpal Wabbit's: one :mod:`service.codec` payload (msgpack with numpy 
      "actions", "exportedAt", "state": <the learner's to_state()>}
 
 An import is checked before anything is written: the codec envelope, the format and version,
-a known bandit kind, a state the kind restores from, and a decision made with the restored
-learner; anything else is a 400 ``InvalidModelImportFormat``, never a crash. Personalizer's
+a known bandit kind, its params and the state's as ``POST /apps`` checks a policy's (a file
+with ``alpha: 1e300`` in its state, or ``ridge: -5`` as its params, was imported, then decides
+or a reset answered 500), a state the kind restores from, and a decision made with the
+restored learner; anything else is a 400 ``InvalidModelImportFormat``, never a crash. Personalizer's
 ``signed`` export (a signed zip) has no Grove counterpart: the file is the same either way.
 
 **Replacing a model** (import, reset, a new policy) writes the app's config and a new snapshot
@@ -28,6 +30,7 @@ import redis
 
 from service import codec, keys
 from service.models import model_kind
+from service.param_checks import check_params
 from service.records import AppConfig
 
 FORMAT = "grove.personalizer-model"
@@ -78,6 +81,14 @@ def read(payload: bytes) -> tuple[str, dict[str, Any], dict, Any]:
         raise ModelFileError(
             f"a {kind_name!r} model does not rank: Personalizer apps need a bandit kind"
         )
+    try:  # the params become the app's, the state's are its learner's: as POST /apps checks
+        check_params(kind.cls, params)
+        fresh(kind_name, params, ["a", "b"])
+        if isinstance(state.get("params"), dict):
+            check_params(kind.cls, state["params"])
+    except (TypeError, ValueError) as exc:
+        raise ModelFileError(f"the model file's params are not a {kind_name!r} policy's: {exc}") \
+            from None
     try:
         learner = kind.load(state)
         actions = [str(a) for a in content.get("actions") or []][:2] or ["a", "b"]

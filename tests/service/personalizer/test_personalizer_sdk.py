@@ -275,7 +275,14 @@ def test_model_export_import_reset_and_properties(admin, client, store, trainer)
     linucb = make_policy("linucb", actions=[a["id"] for a in ACTIONS])
     other_kind = codec.encode({**codec.decode(exported), "kind": "linucb", "params": {},
                                "state": linucb.to_state()})
-    for payload in (b"not a model", codec.encode({"format": "other"}),
+    decoded = codec.decode(exported)
+    assert "floor" in decoded["state"]["params"]
+    # params the app would take (an import's become the app's) and its learner's own: checked
+    # as POST /apps checks them (a reset answered 500 after ``ridge: -5`` as the file's params)
+    bad_params = codec.encode({**decoded, "params": {"floor": -5.0}})
+    bad_state = codec.encode({**decoded, "state": {**decoded["state"], "params": {
+        **decoded["state"]["params"], "floor": 1e300}}})
+    for payload in (b"not a model", codec.encode({"format": "other"}), bad_params, bad_state,
                     codec.encode({**codec.decode(exported), "state": {"junk": 1}}), other_kind):
         with pytest.raises(HttpResponseError) as bad:
             admin.import_model(io.BytesIO(payload))
