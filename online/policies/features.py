@@ -12,7 +12,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["FeatureEncoder", "flatten", "MAX_MAGNITUDE", "LARGEST_CODED", "column_scales"]
+__all__ = ["FeatureEncoder", "flatten", "MAX_MAGNITUDE", "LARGEST_CODED", "column_scales",
+           "checked_scales"]
 
 FORMAT = "grove.features"
 VERSION = 1
@@ -49,6 +50,16 @@ def column_scales(magnitudes: np.ndarray, limit: float = LARGEST_CODED) -> np.nd
     """
     mantissa, exponent = np.frexp(np.maximum(magnitudes / limit, 1.0))  # m 2^e, m in [.5, 1)
     return np.ldexp(1.0, np.where(mantissa == 0.5, exponent - 1, exponent))
+
+
+def checked_scales(scales, n: int, name: str = "scales") -> np.ndarray:
+    """``scales`` read from a state: a copy, or ``ValueError`` unless they are ``n`` finite
+    numbers >= 1 (what :func:`column_scales` gives)."""
+    scales = np.array(scales, np.float64)
+    if scales.shape != (n,) or not (np.isfinite(scales) & (scales >= 1.0)).all():
+        raise ValueError(f"{name} must be {n} finite numbers >= 1 (one per column), got shape "
+                         f"{scales.shape}")
+    return scales
 
 
 def flatten(x: dict, prefix: str = "") -> dict:

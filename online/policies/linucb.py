@@ -9,13 +9,9 @@ from numba import njit
 
 from online.policies.base import Policy
 from online.policies.drift import ResidualMonitor, watch_error
-from online.policies.features import LARGEST_CODED, FeatureEncoder, column_scales
+from online.policies.features import LARGEST_CODED, FeatureEncoder, checked_scales, column_scales
 
 __all__ = ["LinUCB"]
-
-#: the largest |value| a coded column holds when learned (a power of 2: see LinUCB's docstring,
-#: "Numbers on a large scale")
-MAX_CODED = LARGEST_CODED
 
 
 class LinUCB(Policy):
@@ -44,7 +40,7 @@ class LinUCB(Policy):
       added as features appear (a new column is 0 in all earlier events, so its row and column
       of A are those of lambda I: the update is exact); beyond ``max_columns`` new features are
       ignored, which bounds the d^2 cost per action.
-    * **Numbers on a large scale** are used as given up to ``MAX_CODED`` = 2^20 (~1e6) in
+    * **Numbers on a large scale** are used as given up to ``LARGEST_CODED`` = 2^20 (~1e6) in
       magnitude, as the paper's raw features (a feature on a large scale is barely penalised by
       lambda); a column that brings a larger ``|x_j|`` is divided from then on by ``s_j``, the
       smallest power of 2 that brings its largest learned ``|x_j|`` down to 2^20 (VW's running
@@ -190,17 +186,14 @@ class LinUCB(Policy):
         self._b = np.zeros((0, 0))
         self._plays = np.zeros(0, np.int64)  # events learned per action
         self._scale = np.ones(0)  # per coded column (the intercept's 1): powers of 2, >= 1
+        # the largest |value| a coded column holds when learned: LARGEST_CODED times the power
+        # of 2 nearest below sqrt(lambda) (1 for the default lambda), so that x^2 / lambda,
+        # what A's condition grows with, stays under 2^40 whatever the penalty
+        self._bound = LARGEST_CODED * 2.0 ** math.floor(math.log2(math.sqrt(ridge)))
         super().__init__(seed=seed)
 
     def _new_encoder(self) -> FeatureEncoder:
         return FeatureEncoder(categories="one-hot", missing="zero", max_columns=self.max_columns)
-
-    @property
-    def _bound(self) -> float:
-        """The largest |value| a coded column holds when learned: ``MAX_CODED`` times the power
-        of 2 nearest below sqrt(lambda) (1 for the default lambda), so that ``x^2 / lambda``,
-        what A's condition grows with, stays under 2^40 whatever the penalty."""
-        return MAX_CODED * 2.0 ** math.floor(math.log2(math.sqrt(self.ridge)))
 
     @property
     def _d(self) -> int:
@@ -389,11 +382,7 @@ class LinUCB(Policy):
         self._b[:K, :d] = np.asarray(state["b"], float)
         self._plays[:K] = np.asarray(state["counts"], np.int64)
         if "scale" in state:  # (version 1: every column's scale 1)
-            scale = np.asarray(state["scale"], float)
-            if scale.shape != (d,) or not (np.isfinite(scale) & (scale >= 1.0)).all():
-                raise ValueError(f"scale must be {d} finite numbers >= 1 (one per column of "
-                                 f"A_inv), got shape {scale.shape}")
-            self._scale[:d] = scale
+            self._scale[:d] = checked_scales(state["scale"], d, "scale")
         self._changes = int(state.get("n_changes", 0))
         if self._monitor is not None and "monitor" in state:
             self._monitor = ResidualMonitor.from_state(state["monitor"])

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from online.policies.features import LARGEST_CODED, column_scales
+from online.policies.features import LARGEST_CODED, checked_scales, column_scales
 from online.policies.ridge_loo import CentredRidge, choose_penalty
 
 __all__ = ["RidgeBase", "MAX_CODES"]
@@ -70,6 +70,9 @@ FORMAT = "grove.ridge-base"
 VERSION = 6
 MAX_CODES = 64  # one-hot columns per category-code column (bounds the d^3 solve)
 FULL_COVARIANCE_FLOATS = 1 << 20  # above: each model keeps only the diagonal of A^-1
+# the largest |coded number| a model learns between fits (twice LARGEST_CODED: the fit's scales
+# come from the window's float32 rows, where 2^20 + 0.01 is 2^20); past it, the next fit
+UPDATE_BOUND = 2.0 * LARGEST_CODED
 
 
 @dataclass
@@ -211,7 +214,7 @@ class RidgeBase:
         elif self.inverse[model, 0, 0] != 0.0:
             return False
         z = self.design(np.asarray(x, np.float64)[None])[0]
-        if np.abs(z).max() > 2.0 * LARGEST_CODED:  # (as update: left to the next fit)
+        if np.abs(z).max() > UPDATE_BOUND:  # (as update: left to the next fit)
             return False
         penalty = np.full(D, self.l2)
         penalty[0] = 0.0
@@ -356,16 +359,8 @@ class RidgeBase:
                    float(state.get("l2", 0.0)),
                    np.asarray(state["events"], np.int64).reshape(len(weights)).copy()
                    if "events" in state else None,
-                   _checked_scales(state["scales"], len(state["numbers"]))
+                   checked_scales(state["scales"], len(state["numbers"]))
                    if "scales" in state else None)
-
-
-def _checked_scales(scales, n: int) -> np.ndarray:
-    scales = np.asarray(scales, np.float64)
-    if scales.shape != (n,) or not (np.isfinite(scales) & (scales >= 1.0)).all():
-        raise ValueError(f"scales must be {n} finite numbers >= 1 (one per number column), got "
-                         f"shape {scales.shape}")
-    return scales.copy()
 
 
 @numba.njit(cache=True, nogil=True)
@@ -374,6 +369,13 @@ def linear_scores(x, models, coding, weights, out):
     ``RidgeBase._coding``."""
     numbers, scales, codes, offsets, n_codes = coding
     d = x.shape[0]
+    # the numbers coded once for every model (present: neither past x's end nor NaN)
+    present = np.empty(numbers.shape[0], np.bool_)
+    coded = np.empty(numbers.shape[0])
+    for i in range(numbers.shape[0]):
+        c = numbers[i]
+        present[i] = c < d and not np.isnan(x[c])
+        coded[i] = x[c] / scales[i] if present[i] else 0.0
     for j in range(models.shape[0]):
         m = models[j]
         if m < 0:
@@ -381,9 +383,8 @@ def linear_scores(x, models, coding, weights, out):
             continue
         s = weights[m, 0]
         for i in range(numbers.shape[0]):
-            c = numbers[i]
-            if c < d and not np.isnan(x[c]):
-                s += weights[m, 1 + i] * (x[c] / scales[i])
+            if present[i]:
+                s += weights[m, 1 + i] * coded[i]
         for i in range(codes.shape[0]):
             c = codes[i]
             if c < d:
@@ -447,9 +448,8 @@ def ridge_update(x, m, target, coding, weights, inverse):
     more row, the coded row z of ``x`` with ``target``: ``u = A^-1 z``, ``w += u (target - z'w) /
     (1 + z'u)``, ``A^-1 -= u u' / (1 + z'u)`` (Sherman-Morrison). Returns whether the row was
     learned: a model whose ``A^-1`` is all zeros (no events at its fit) is left as it is, and so
-    is every model for a row with a coded number past twice ``LARGEST_CODED`` (past any of its
-    column at the fit: the next fit, which scales the column for it, learns it; twice, since
-    the fit's scales come from the window's float32 rows, where 2^20 + 0.01 is 2^20)."""
+    is every model for a row with a coded number past ``UPDATE_BOUND`` (past any of its column
+    at the fit: the next fit, which scales the column for it, learns it)."""
     if inverse[m, 0, 0] == 0.0:
         return False
     D = weights.shape[1]
@@ -457,7 +457,7 @@ def ridge_update(x, m, target, coding, weights, inverse):
     value = np.empty(index.shape[0])
     nnz = coded_entries(x, coding, index, value)
     for p in range(nnz):
-        if abs(value[p]) > 2.0 * LARGEST_CODED:
+        if abs(value[p]) > UPDATE_BOUND:
             return False
     u = np.zeros(D)
     for p in range(nnz):  # A^-1 is symmetric: its rows are its columns

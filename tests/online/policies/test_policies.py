@@ -243,10 +243,10 @@ def test_sherman_morrison_matches_the_direct_ridge_solution(monkeypatch):
     """The scores are the paper's eq. (5) over every event of the action, solved directly, with
     each number column divided by its final scale: two columns' scales grew while the policy
     learned, and each growth re-expressed the statistics exactly (the ridge of a grown column
-    is lambda, not lambda c^2). ``MAX_CODED`` is 4 here, so that the columns stay well
+    is lambda, not lambda c^2). ``LARGEST_CODED`` is 4 here, so that the columns stay well
     conditioned enough for a comparison to 1e-9 (past 2^20, as by default, A's entries pass
     1e12 and the two solutions agree to ~1e-7)."""
-    monkeypatch.setattr(linucb_module, "MAX_CODED", 4.0)
+    monkeypatch.setattr(linucb_module, "LARGEST_CODED", 4.0)
     rng = np.random.default_rng(0)
     policy = LinUCB(ridge=0.5, epsilon=0.0, alpha=0.7)
     events = []
