@@ -74,6 +74,35 @@ def read_table(data: bytes, fmt: str) -> pd.DataFrame:
         ) from None
     if frame.shape[0] == 0 or frame.shape[1] == 0:
         raise DatasetError(f"the {fmt.upper()} file has no rows or no columns")
+    return numbers_as_numbers(frame)
+
+
+def numbers_as_numbers(frame: pd.DataFrame) -> pd.DataFrame:
+    r"""``frame`` with each column of numbers that pandas kept as objects or text made float64.
+    pandas keeps integers that fit neither int64 nor uint64 together (``2**64 - 1`` beside
+    ``-1``) as Python objects (logged events, Parquet) or as text (CSV); a job would then read
+    such a column as text, one category per value. Float64 is what every job reads numbers as.
+
+    >>> frame = pd.DataFrame({"n": [2**64 - 1, -1, None], "t": ["a", 1, None]})
+    >>> numbers_as_numbers(frame).dtypes.tolist()
+    [dtype('float64'), dtype('O')]
+    >>> import io
+    >>> csv = read_table(b"n,t\n18446744073709551615,x\n-1,\n", "csv")
+    >>> csv["n"].tolist(), csv["t"].dtype == float
+    ([1.8446744073709552e+19, -1.0], False)
+    """
+    for col in frame.columns:
+        series = frame[col]
+        if pd.api.types.is_numeric_dtype(series) or pd.api.types.is_bool_dtype(series):
+            continue
+        kind = pd.api.types.infer_dtype(series, skipna=True)
+        if kind in ("integer", "floating", "mixed-integer-float"):
+            frame[col] = pd.to_numeric(series).astype("float64")
+        elif kind == "string" and series.notna().any():
+            try:  # text that is all numbers (what CSV leaves of such integers)
+                frame[col] = series.astype("float64")
+            except (ValueError, TypeError, OverflowError):
+                pass
     return frame
 
 
@@ -111,7 +140,7 @@ def read_events(client: redis.Redis, app: str, last: int) -> pd.DataFrame:
             row["reward"] = float(f["reward"])
             row["probability"] = float(f["probability"])
         rows.append(row)
-    return pd.DataFrame(rows)
+    return numbers_as_numbers(pd.DataFrame(rows))
 
 
 def feature_columns(frame: pd.DataFrame, target: str, features: list[str] | None) -> list[str]:
