@@ -17,7 +17,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from online.policies.ridge import RidgeBase
-from online.policies.tree_arrays import CompiledEnsemble, parse_lightgbm
+from online.policies.tree_arrays import ZERO_THRESHOLD, CompiledEnsemble, parse_lightgbm
 
 __all__ = ["RefitJob", "RefitResult", "PreviousFit", "booster_params", "tree_weights",
            "presence_as_zero", "BLEND_MIN_EVENTS"]
@@ -225,8 +225,9 @@ class RefitJob:
 
 def presence_as_zero(X: np.ndarray, kinds: list[str]) -> np.ndarray:
     """``X`` for LightGBM, with NaN written 0 in each number column that is missing in some rows
-    and holds one value other than 0 in all the others: a feature sent only when it is set
-    (``{"tag.sports": 1}``, the sparse input VW and Personalizer clients send).
+    and holds one value other than 0 (LightGBM's zero: within 1e-35) in all the others: a
+    feature sent only when it is set (``{"tag.sports": 1}``, the sparse input VW and
+    Personalizer clients send).
 
     The fit is as good. Such a column can split its rows one way only, the rows holding the
     value from the missing ones, whether LightGBM tells them apart by its missing-value rule or
@@ -244,9 +245,11 @@ def presence_as_zero(X: np.ndarray, kinds: list[str]) -> np.ndarray:
 
     ``X`` is changed in place (a refit's own copy) and returned.
 
-    >>> X = np.array([[1, np.nan, 2], [np.nan, 0, np.nan], [1, np.nan, 3]], np.float32)
-    >>> presence_as_zero(X, ["number"] * 3).tolist()  # columns 1 (only 0) and 2 (two values) kept
-    [[1.0, nan, 2.0], [0.0, 0.0, nan], [1.0, nan, 3.0]]
+    >>> X = np.array([[1, np.nan, 2, np.nan], [np.nan, 0, np.nan, 1e-36], [1, np.nan, 3, np.nan]],
+    ...              np.float32)
+    >>> out = presence_as_zero(X, ["number"] * 4)  # 1: only 0, 2: two values, 3: 1e-36 is zero
+    >>> out[:, 0].tolist(), np.isnan(out).sum(axis=0).tolist()
+    ([1.0, 0.0, 1.0], [0, 2, 1, 2])
     """
     columns = [j for j, kind in enumerate(kinds[: X.shape[1]]) if kind != "code"]
     if not columns or not len(X):
@@ -258,7 +261,7 @@ def presence_as_zero(X: np.ndarray, kinds: list[str]) -> np.ndarray:
         return X
     low = np.where(missing, np.inf, values).min(axis=0)
     high = np.where(missing, -np.inf, values).max(axis=0)
-    for j in np.flatnonzero(gaps & (low == high) & (low != 0)).tolist():
+    for j in np.flatnonzero(gaps & (low == high) & (np.abs(low) > ZERO_THRESHOLD)).tolist():
         column = X[:, columns[j]]
         column[missing[:, j]] = 0.0
     return X
