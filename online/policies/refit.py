@@ -26,9 +26,9 @@ BLEND_MIN_EVENTS = 50  # held-out events of an action before its trees' weight i
 # LightGBM bundles mutually exclusive sparse columns (EFB, Ke et al. 2017) only from this many
 # columns on. Bundling never changes a fit here (no conflicts allowed: the same trees, checked on
 # Letter's windows); it changes the time. A full Letter window (76 columns, 100k rows) refits in
-# 1.89 CPU s without it against 2.21 s with it; 500 sparse columns are even; bundling saves 5 %
-# at 2,000 and 9 % at 5,000 (4,000 rows, 100 rounds): bench/policies/README.md, "Feature
-# bundling".
+# 2.39 CPU s without it against 2.67 s with it; 500 sparse columns are even; bundling saves 5 %
+# at 2,000 and 9 % at 5,000 (4,000 rows, 100 rounds): bench/policies/README.md, "What the
+# refit hands LightGBM".
 BUNDLE_MIN_COLUMNS = 1000
 
 

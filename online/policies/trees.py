@@ -260,7 +260,7 @@ class TreeEnsemblePolicy(Policy):
       events change), but where actions come with their requests (a Personalizer app's
       articles of the day) most of the window's actions had no event since the last refit:
       ``bench/policies/offered.py``, 60k events, 110.9 -> 44.4 CPU s, reward 0.0555 both. A
-      refit of 26 actions on a full 100k window takes ~3.5 s of one core (Letter), off the
+      refit of 26 actions on a full 100k window takes ~2.4 s of one core (Letter), off the
       serving path in the service (its trainer runs refits in a thread of lower CPU priority
       than its learning). Inline (``auto_refit``), refits are most of the first events'
       cost: 13.0 of the 16.8 CPU s of Letter's first 20k events (21 refits; ~190 us per event
@@ -297,9 +297,10 @@ class TreeEnsemblePolicy(Policy):
     Costs, bounded whatever the stream's length (Letter, 26 actions, figures in
     bench/policies/README.md): memory and state ~ the window (100k events x columns x 4 bytes +
     20 bytes per event: 37 MB with 76 columns; the linear base's ``A^-1``, actions x coded
-    columns^2 x 8 bytes, 1.2 MB more, in the trainer's state only); a refit ~3.5 CPU s on a
-    full window; learning an event, the base's update ~5 us more; a decision
-    p50 ~70 us, p99 ~125-160 us on one VM, 2-3x that on another whose caches are slower (26 x
+    columns^2 x 8 bytes, 1.2 MB more, in the trainer's state only); a refit ~2.4 CPU s on a
+    full window (keys sent only when set included: ``refit.presence_as_zero``); learning an
+    event, the base's update ~5 us more; a decision p50 ~50 us, p99 ~85-100 us on a quiet VM,
+    ~125-160 us on a loaded one, 2-3x that on another whose caches are slower (26 x
     100 trees of 63 leaves scored by QuickScorer, ~20 ns per tree at p50; 100 trees per action
     cost that, fewer lost reward on every held-out stream), faster than VW squarecb's decision
     on the same machine.
