@@ -74,19 +74,23 @@ def read_table(data: bytes, fmt: str) -> pd.DataFrame:
         ) from None
     if frame.shape[0] == 0 or frame.shape[1] == 0:
         raise DatasetError(f"the {fmt.upper()} file has no rows or no columns")
-    return numbers_as_numbers(frame)
+    return numbers_as_numbers(frame, text=fmt == "csv")
 
 
-def numbers_as_numbers(frame: pd.DataFrame) -> pd.DataFrame:
-    r"""``frame`` with each column of numbers that pandas kept as objects or text made float64.
-    pandas keeps integers that fit neither int64 nor uint64 together (``2**64 - 1`` beside
-    ``-1``) as Python objects (logged events, Parquet) or as text (CSV); a job would then read
-    such a column as text, one category per value. Float64 is what every job reads numbers as.
+def numbers_as_numbers(frame: pd.DataFrame, text: bool = False) -> pd.DataFrame:
+    r"""``frame`` with each column of Python numbers that pandas kept as objects made float64,
+    and with ``text`` (a CSV's frame) each column of text that is all numbers. pandas keeps
+    integers that fit neither int64 nor uint64 together (``2**64 - 1`` beside ``-1``) as
+    objects (logged events, Parquet), and a CSV's as text; a job would then read such a column
+    as text, one category per value. Float64 is what every job reads numbers as. Strings in a
+    logged context stay text (``{"zip": "02139"}`` is a category there, as for the policies);
+    in a CSV, pandas reads numbers from text itself, and those it left are the integers it
+    could not fit.
 
-    >>> frame = pd.DataFrame({"n": [2**64 - 1, -1, None], "t": ["a", 1, None]})
-    >>> numbers_as_numbers(frame).dtypes.tolist()
-    [dtype('float64'), dtype('O')]
-    >>> import io
+    >>> frame = pd.DataFrame({"n": [2**64 - 1, -1, None], "t": ["a", 1, None],
+    ...                       "zip": ["02139", "9", None]})
+    >>> [str(t) for t in numbers_as_numbers(frame).dtypes]
+    ['float64', 'object', 'str']
     >>> csv = read_table(b"n,t\n18446744073709551615,x\n-1,\n", "csv")
     >>> csv["n"].tolist(), csv["t"].dtype == float
     ([1.8446744073709552e+19, -1.0], False)
@@ -98,8 +102,8 @@ def numbers_as_numbers(frame: pd.DataFrame) -> pd.DataFrame:
         kind = pd.api.types.infer_dtype(series, skipna=True)
         if kind in ("integer", "floating", "mixed-integer-float"):
             frame[col] = pd.to_numeric(series).astype("float64")
-        elif kind == "string" and series.notna().any():
-            try:  # text that is all numbers (what CSV leaves of such integers)
+        elif text and kind == "string" and series.notna().any():
+            try:
                 frame[col] = series.astype("float64")
             except (ValueError, TypeError, OverflowError):
                 pass

@@ -162,15 +162,15 @@ def test_integers_past_int64_beside_negative_ones_stay_numbers(redis_client):
     # pandas keeps 2**64 - 1 beside -1 as objects: the job read them as text, one category each
     for i, big in enumerate([2**64 - 1, -1, 7, -(2**63)]):
         redis_client.xadd(keys.stream("big"), {
-            "eventId": f"e{i}", "context": codec.pack({"n": big, "t": "x"}), "action": "a",
+            "eventId": f"e{i}", "context": codec.pack({"n": big, "zip": "02139"}), "action": "a",
             "probability": "1", "reward": "0", "source": "reward", "modelVersion": "1",
             "decidedAt": "0"})
     frame = read_events(redis_client, "big", last=4)
     assert frame["n"].dtype == np.float64
     assert frame["n"].tolist() == [2.0**64, -1.0, 7.0, -(2.0**63)]
-    assert frame["t"].dtype != np.float64
-    encoded, names, _ = _encode(frame, ["n", "t"])
-    assert names == ["n", "t=x"] and encoded[:, 0].tolist() == frame["n"].tolist()
+    assert frame["zip"].dtype != np.float64  # a string in a context stays a category
+    encoded, names, _ = _encode(frame, ["n", "zip"])
+    assert names == ["n", "zip=02139"] and encoded[:, 0].tolist() == frame["n"].tolist()
 
 
 def test_feature_selection_encodes_text_and_missing_values():
