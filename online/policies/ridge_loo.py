@@ -66,8 +66,7 @@ class CentredRidge:
         C = Z - mean
         rbar = float(r.mean())
         gram = C.T @ C
-        values, vectors = np.linalg.eigh(gram)
-        values = np.maximum(values, 0.0)  # rounding can make a zero eigenvalue negative
+        values, vectors = _eigen(C, gram)
         centred = r - rbar
         projected = vectors.T @ (C.T @ centred)  # O(n D): Q = C V only where the grid is scored
         errors = np.zeros((0, len(grid)))
@@ -95,7 +94,10 @@ class CentredRidge:
         n, m = self.n, self.mean
         p = l2 if bias_penalised else 0.0
         a = n + p
-        if p == 0.0:  # S = V diag(1 / (s + l2)) V' from the decomposition at hand
+        if p == 0.0 and self.vectors.shape[1] < len(m):  # (see _eigen) 1 / l2 off V's span
+            S_inv = (self.vectors * (1.0 / (self.values + l2) - 1.0 / l2)) @ self.vectors.T
+            S_inv[np.diag_indices_from(S_inv)] += 1.0 / l2
+        elif p == 0.0:  # S = V diag(1 / (s + l2)) V' from the decomposition at hand
             S_inv = (self.vectors / (self.values + l2)) @ self.vectors.T
         else:
             S = self.gram + (n * p / a) * np.outer(m, m)
@@ -118,6 +120,32 @@ class CentredRidge:
         A[1:, 1:] = self.gram + self.n * np.outer(self.mean, self.mean)
         A[np.arange(1, D + 1), np.arange(1, D + 1)] += l2
         return A
+
+
+def _eigen(C: np.ndarray, gram: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``C'C``'s eigenvalues ``s`` (>= 0) and eigenvectors ``V`` (columns), all that the fit
+    reads of it. With fewer rows than columns (an action's first events, a context of many
+    features), ``C'C`` is of rank n - 1 at most, and its non-zero eigenpairs come from the
+    n x n ``C C' = U diag(s) U'``: ``V = C' U diag(s)^-1/2``. That costs n^3 instead of D^3.
+    ``V`` is then D x r, and the directions off its span have eigenvalue 0: ``C`` is 0 there,
+    so the weights and the leave-one-out errors read nothing of them, and ``inverse`` adds
+    their ``1 / l2``. On ``usps`` (933 coded columns, 10 actions) every refit of the first
+    9k events took this way; its first 5k events' eigendecompositions took 14.1 of 28.5 CPU s.
+
+    >>> C = np.array([[1.0, 0.0, 2.0], [-1.0, 0.0, -2.0]])  # 2 rows, 3 columns
+    >>> s, V = _eigen(C, C.T @ C)
+    >>> s.round(6).tolist(), V.shape, bool(np.allclose(C.T @ C @ V, V * s))
+    ([10.0], (3, 1), True)
+    """
+    n, D = C.shape
+    if n >= D:
+        values, vectors = np.linalg.eigh(gram)
+        return np.maximum(values, 0.0), vectors  # rounding can make a zero eigenvalue negative
+    values, U = np.linalg.eigh(C @ C.T)
+    # the numerical rank's bound (numpy's matrix_rank): the rest is 0 up to rounding
+    kept = values > values.max(initial=0.0) * max(n, D) * np.finfo(np.float64).eps
+    values = values[kept]
+    return values, (C.T @ U[:, kept]) / np.sqrt(values)
 
 
 def choose_penalty(errors: np.ndarray, significance: float = SIGNIFICANCE) -> int:

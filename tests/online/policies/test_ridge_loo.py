@@ -40,6 +40,20 @@ def test_the_closed_form_is_the_refit_without_each_row():
                                        atol=1e-10)
 
 
+def test_fewer_rows_than_columns_decompose_the_small_side_with_the_same_inverse():
+    rng = np.random.default_rng(5)
+    for n, d in ((7, 30), (2, 5), (1, 4)):
+        Z = np.column_stack([rng.random((n, d - 1)) < 0.3, rng.normal(50.0, 10.0, n)])
+        r = rng.random(n)
+        fit, _ = CentredRidge.fit(Z, r, ())
+        assert fit.vectors.shape == (d, max(n - 1, 0))  # the centred rows' rank, not d
+        for l2 in (0.1, 10.0):
+            for penalised in (False, True):
+                np.testing.assert_allclose(fit.inverse(l2, penalised),
+                                           np.linalg.inv(fit.normal_matrix(l2, penalised)),
+                                           rtol=1e-7, atol=1e-9)
+
+
 def test_one_row_has_no_leave_one_out_error():
     fit, errors = CentredRidge.fit(np.array([[1.0, 0.0]]), np.array([1.0]), PENALTIES)
     assert errors.shape == (0, len(PENALTIES)) and fit.weights(1.0).tolist() == [1.0, 0.0, 0.0]
