@@ -51,9 +51,9 @@ class CentredRidge:
     mean: np.ndarray  # (D,) the columns' means
     rbar: float  # the mean of r
     gram: np.ndarray  # (D, D) C'C of the centred columns
-    vectors: np.ndarray  # (D, D) V, C'C's eigenvectors
-    values: np.ndarray  # (D,) s, C'C's eigenvalues (>= 0)
-    projected: np.ndarray  # (D,) b = V' C' (r - rbar)
+    vectors: np.ndarray  # (D, r) V, C'C's eigenvectors (r < D: those of its span, _eigen)
+    values: np.ndarray  # (r,) s, C'C's eigenvalues (>= 0)
+    projected: np.ndarray  # (r,) b = V' C' (r - rbar)
 
     @classmethod
     def fit(cls, Z: np.ndarray, r: np.ndarray,
