@@ -267,6 +267,16 @@ class AutoPolicy(Policy):
         learns every event at once)."""
         return getattr(self._get(self._serving).policy, "events_since_refit", None)
 
+    @property
+    def feature_columns(self) -> int:
+        """The serving candidate's feature columns."""
+        return self._get(self._serving).policy.feature_columns
+
+    @property
+    def features_left_out(self) -> int:
+        """The serving candidate's features left out (its ``max_columns`` reached)."""
+        return self._get(self._serving).policy.features_left_out
+
     def candidate(self, name: str) -> Policy:
         """The policy of candidate ``name`` (KeyError if there is none)."""
         return self._get(name).policy

@@ -438,6 +438,18 @@ class Policy(bandit.base.ContextualPolicy):
         """Number of events learned."""
         return self._n_learned
 
+    @property
+    def feature_columns(self) -> int:
+        """The feature columns the policy codes (a number, a category's codes or a one-hot
+        category each take one)."""
+        return self._encoder.n_columns
+
+    @property
+    def features_left_out(self) -> int:
+        """Features of learned events that got no column, the policy's ``max_columns`` reached
+        (counted at each event that had one: a key sent with every event counts every time)."""
+        return self._encoder.left_out
+
     def reseed(self, seed: int | None) -> None:
         """Restart the generator of :meth:`decide` from ``seed`` (learning is not affected).
 

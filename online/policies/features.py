@@ -151,6 +151,10 @@ class FeatureEncoder:
         self.categories = categories
         self.missing = missing
         self.max_columns = max_columns
+        # features (or one-hot categories) learn_encode met and could not give a column, the
+        # max_columns reached: counted each time, not once per name (a set of names would grow
+        # without bound, what the bound is there to stop)
+        self.left_out = 0
         self._fill = 0.0 if missing == "zero" else math.nan
         self._columns: list[tuple[str, str, str | None]] = []  # (kind, feature, category)
         self._numbers: dict[str, int] = {}  # feature -> its number column
@@ -326,6 +330,7 @@ class FeatureEncoder:
 
     def _add(self, column: tuple) -> bool:
         if self.max_columns is not None and len(self._columns) >= self.max_columns:
+            self.left_out += 1
             return False
         self._columns.append(column)
         self._template = np.append(self._template, 0.0 if column[0] == ONE_HOT else self._fill)
@@ -341,6 +346,7 @@ class FeatureEncoder:
             "categories": self.categories,
             "missing": self.missing,
             "max_columns": self.max_columns,
+            "left_out": self.left_out,
             "columns": [[kind, feature, value] for kind, feature, value in self._columns],
             "codes": {feature: list(codes) for feature, (_, codes) in self._codes.items()},
         }
@@ -362,6 +368,7 @@ class FeatureEncoder:
             else:
                 codes = state["codes"][feature]
                 enc._codes[feature] = (column, {v: i for i, v in enumerate(codes)})
+        enc.left_out = int(state.get("left_out", 0))  # (written before it was counted: 0)
         return enc
 
     def encode_many(self, xs: Iterable[dict]) -> np.ndarray:

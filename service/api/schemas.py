@@ -165,6 +165,14 @@ class AppPublic(Schema):
         "(for 'auto': its serving candidate's); null for a kind without refits ('linucb', "
         "'bandit-forest', 'mcts-is', an 'auto' app serving LinUCB), in the list of apps and "
         "in the creation's answer")
+    feature_columns: int | None = Field(
+        None, description="the feature columns the model this process serves codes (for "
+        "'auto': its serving candidate's); null for 'bandit-forest' and 'mcts-is', in the list "
+        "of apps and in the creation's answer")
+    features_left_out: int | None = Field(
+        None, description="features of learned events that got no column because the policy's "
+        "max_columns was reached, counted at each event (a key sent with every event counts "
+        "every time), in the model this process serves; null as featureColumns")
     stats: dict[str, int] = Field(
         description="decisions, rewarded, defaulted (learned with defaultReward), "
         "dropped (deferred, never activated), labeled (events queued by POST /apps/{app}/learn)"

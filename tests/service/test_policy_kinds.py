@@ -57,12 +57,14 @@ def test_an_app_that_names_no_policy_gets_auto_with_the_tree_policy_serving(clie
     assert [c["changes"] for c in figures["candidates"]] == [0, 0]  # found in rewards: none yet
     assert app["changesFound"] == 0  # the serving candidate's
     assert app["eventsSinceRefit"] == 0  # nothing learned yet
+    assert app["featureColumns"] == 0 and app["featuresLeftOut"] == 0
     _create(client, "forest", {"kind": "bandit-forest", "params": {"n_trees": 5}})
     forest = client.get("/apps/forest", headers=ADMIN).json()
     assert forest["changesFound"] is None and forest["eventsSinceRefit"] is None
+    assert forest["featureColumns"] is None and forest["featuresLeftOut"] is None
     listed = client.get("/apps", headers=ADMIN).json()
     assert {a["name"] for a in listed} >= {"plain", "forest"}
-    assert all(a["changesFound"] is None for a in listed)
+    assert all(a["changesFound"] is None and a["featureColumns"] is None for a in listed)
 
 
 def test_unknown_params_of_a_policy_kind_are_a_422_naming_them(client):

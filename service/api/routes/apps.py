@@ -98,6 +98,8 @@ def get_app(app_version: AppVersionDep, store: StoreDep, models: ModelsDep) -> d
     else:
         status_["changes_found"] = getattr(served.learner, "n_changes", None)
         status_["events_since_refit"] = getattr(served.learner, "events_since_refit", None)
+        status_["feature_columns"] = getattr(served.learner, "feature_columns", None)
+        status_["features_left_out"] = getattr(served.learner, "features_left_out", None)
     return to_public(config, status_)
 
 

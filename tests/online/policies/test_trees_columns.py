@@ -32,16 +32,17 @@ def test_new_keys_past_the_bound_are_left_out_and_the_policy_keeps_learning():
     for a in ["a1", "a2", "a3"]:
         policy.add_action(a)
     learn(policy, new_key_stream(600))
-    assert policy._encoder.n_columns == 12  # hour, device and the first ten keys
+    assert policy.feature_columns == 12  # hour, device and the first ten keys
+    assert policy.features_left_out == 590  # every later event's key
     assert policy._window.n_columns <= 12 * 2 and policy.n_refits > 3
     late = {"user.599": 1, "hour": 3.0, "device": "a"}
     assert sum(policy.decide(late).probabilities.values()) == pytest.approx(1.0)
     assert max(policy.scores(late), key=policy.scores(late).get) == "a1"
 
     copy = TreeEnsemblePolicy.from_state(json.loads(json.dumps(_plain(policy.to_state()))))
-    assert copy.max_columns == 12
+    assert copy.max_columns == 12 and copy.features_left_out == 590
     learn(copy, new_key_stream(50, seed=1))
-    assert copy._encoder.n_columns == 12
+    assert copy.feature_columns == 12 and copy.features_left_out == 630  # user.0-9 coded
 
 
 def test_a_state_written_before_the_bound_loads_bounded():
@@ -52,8 +53,10 @@ def test_a_state_written_before_the_bound_loads_bounded():
     state = _plain(policy.to_state())
     del state["params"]["max_columns"]  # what a state of the last version held
     state["encoder"]["max_columns"] = None
+    del state["encoder"]["left_out"]
     old = TreeEnsemblePolicy.from_state(state)
     assert old.max_columns == MAX_COLUMNS and old._encoder.max_columns == MAX_COLUMNS
+    assert old.features_left_out == 0
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5])
