@@ -50,10 +50,21 @@ class CentredRidge:
     n: int
     mean: np.ndarray  # (D,) the columns' means
     rbar: float  # the mean of r
-    gram: np.ndarray  # (D, D) C'C of the centred columns
     vectors: np.ndarray  # (D, r) V, C'C's eigenvectors (r < D: those of its span, _eigen)
     values: np.ndarray  # (r,) s, C'C's eigenvalues (>= 0)
     projected: np.ndarray  # (r,) b = V' C' (r - rbar)
+    # (D, D) C'C of the centred columns, when the fit formed it (n >= D); else see ``gram``
+    formed: np.ndarray | None = None
+
+    @property
+    def gram(self) -> np.ndarray:
+        """``C'C``: formed by the fit with at least as many rows as columns, else ``V diag(s)
+        V'`` (its only non-zero eigenpairs), made when asked (by LinUCB's widths and
+        :meth:`normal_matrix`; the penalty's choice, the weights and the base's own ``A^-1``
+        never ask: n D^2 of work a refit of a wide context does not need)."""
+        if self.formed is None:
+            self.formed = (self.vectors * self.values) @ self.vectors.T
+        return self.formed
 
     @classmethod
     def fit(cls, Z: np.ndarray, r: np.ndarray,
@@ -65,7 +76,7 @@ class CentredRidge:
         mean = Z.mean(axis=0)
         C = Z - mean
         rbar = float(r.mean())
-        gram = C.T @ C
+        gram = C.T @ C if n >= Z.shape[1] else None
         values, vectors = _eigen(C, gram)
         centred = r - rbar
         projected = vectors.T @ (C.T @ centred)  # O(n D): Q = C V only where the grid is scored
@@ -76,7 +87,7 @@ class CentredRidge:
             residuals = centred[:, None] - Q @ (projected[:, None] * shrink)
             leverage = 1.0 / n + (Q * Q) @ shrink
             errors = (residuals / np.maximum(1.0 - leverage, 1e-12)) ** 2
-        return cls(n, mean, rbar, gram, vectors, values, projected), errors
+        return cls(n, mean, rbar, vectors, values, projected, gram), errors
 
     def weights(self, l2: float) -> np.ndarray:
         """``[bias, w]`` minimising ``|r - bias - Z w|^2 + l2 |w|^2``."""
@@ -122,9 +133,10 @@ class CentredRidge:
         return A
 
 
-def _eigen(C: np.ndarray, gram: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _eigen(C: np.ndarray, gram: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """``C'C``'s eigenvalues ``s`` (>= 0) and eigenvectors ``V`` (columns), all that the fit
-    reads of it. With fewer rows than columns (an action's first events, a context of many
+    reads of it (``gram``: ``C'C``, formed by the caller when n >= D). With fewer rows than
+    columns (an action's first events, a context of many
     features), ``C'C`` is of rank n - 1 at most, and its non-zero eigenpairs come from the
     n x n ``C C' = U diag(s) U'``: ``V = C' U diag(s)^-1/2``. That costs n^3 instead of D^3.
     ``V`` is then D x r, and the directions off its span have eigenvalue 0: ``C`` is 0 there,
@@ -133,7 +145,7 @@ def _eigen(C: np.ndarray, gram: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     9k events took this way; its first 5k events' eigendecompositions took 14.1 of 28.5 CPU s.
 
     >>> C = np.array([[1.0, 0.0, 2.0], [-1.0, 0.0, -2.0]])  # 2 rows, 3 columns
-    >>> s, V = _eigen(C, C.T @ C)
+    >>> s, V = _eigen(C, None)  # (C'C is only formed with n >= D)
     >>> s.round(6).tolist(), V.shape, bool(np.allclose(C.T @ C @ V, V * s))
     ([10.0], (3, 1), True)
     """

@@ -47,6 +47,8 @@ def test_fewer_rows_than_columns_decompose_the_small_side_with_the_same_inverse(
         r = rng.random(n)
         fit, _ = CentredRidge.fit(Z, r, ())
         assert fit.vectors.shape == (d, max(n - 1, 0))  # the centred rows' rank, not d
+        C = Z - Z.mean(0)
+        np.testing.assert_allclose(fit.gram, C.T @ C, atol=1e-8)  # derived, not formed
         for l2 in (0.1, 10.0):
             for penalised in (False, True):
                 np.testing.assert_allclose(fit.inverse(l2, penalised),
