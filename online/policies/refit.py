@@ -254,13 +254,12 @@ def presence_as_zero(X: np.ndarray, kinds: list[str]) -> np.ndarray:
     columns = [j for j, kind in enumerate(kinds[: X.shape[1]]) if kind != "code"]
     if not columns or not len(X):
         return X
-    values = X[:, columns]
+    values = X if len(columns) == X.shape[1] else X[:, columns]
     missing = np.isnan(values)
     gaps = missing.any(axis=0) & ~missing.all(axis=0)
     if not gaps.any():
         return X
-    low = np.where(missing, np.inf, values).min(axis=0)
-    high = np.where(missing, -np.inf, values).max(axis=0)
+    low, high = np.fmin.reduce(values, axis=0), np.fmax.reduce(values, axis=0)  # NaN skipped
     for j in np.flatnonzero(gaps & (low == high) & (np.abs(low) > ZERO_THRESHOLD)).tolist():
         column = X[:, columns[j]]
         column[missing[:, j]] = 0.0
