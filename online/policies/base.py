@@ -441,8 +441,9 @@ class Policy(bandit.base.ContextualPolicy):
     @property
     def feature_columns(self) -> int:
         """The feature columns the policy codes (a number, a category's codes or a one-hot
-        category each take one)."""
-        return self._encoder.n_columns
+        category each take one; a column freed for a new feature is not counted until one
+        takes it)."""
+        return self._encoder.n_columns - self._encoder.n_free
 
     @property
     def features_left_out(self) -> int:

@@ -16,7 +16,8 @@ __all__ = ["FeatureEncoder", "flatten", "MAX_MAGNITUDE", "LARGEST_CODED", "colum
            "checked_scales"]
 
 FORMAT = "grove.features"
-VERSION = 1
+# 2: a column may be free (``[kind, null, null]``: its feature forgotten, FeatureEncoder.free)
+VERSION = 2
 
 NUMBER = "number"  # a number or a bool (True = 1.0): the value itself
 ONE_HOT = "one-hot"  # one category of a string feature: 1.0 if the feature has that value
@@ -104,8 +105,9 @@ class FeatureEncoder:
     * A key or category never seen while learning is not part of the coding yet: :meth:`encode`
       ignores it (a code column gets the missing value), and says so (``known`` is False).
       Only :meth:`learn_encode` adds columns; columns are only ever appended, so a column's
-      index and meaning never change. With ``max_columns`` set, features that would add
-      columns past it are ignored from then on (a linear model's cost grows as d^2).
+      index and meaning never change, unless the learner frees it (:meth:`free`). With
+      ``max_columns`` set, features that would add columns past it are ignored (a linear
+      model's cost grows as d^2), or take a free column of their kind.
     * NaN, infinite numbers and numbers beyond +-:data:`MAX_MAGNITUDE` (1e38) raise
       ``ValueError`` naming the feature; values of other types (bytes, objects) raise
       ``TypeError`` naming the feature.
@@ -138,6 +140,20 @@ class FeatureEncoder:
     ...     _ = enc.learn_encode(x)
     >>> enc.column_names, enc.encode({"site": "b"})[0].tolist()
     (['site=*', 'age'], [1.0, nan])
+
+    At the bound, a learner that knows a column's feature is gone from everything it learns
+    from (the tree-ensemble policy: from its whole window) frees the column for a new feature
+    of the same kind:
+
+    >>> enc = FeatureEncoder(categories="code", missing="nan", max_columns=2)
+    >>> _ = enc.learn_encode({"campaign.spring": 1, "campaign.summer": 1})
+    >>> enc.learn_encode({"campaign.autumn": 1}).tolist(), enc.left_out
+    ([nan, nan], 1)
+    >>> enc.free([0])
+    >>> enc.learn_encode({"campaign.autumn": 1}).tolist(), enc.column_names
+    ([1.0, nan], ['campaign.autumn', 'campaign.summer'])
+    >>> enc.encode({"campaign.spring": 1})  # forgotten: an unknown key
+    (array([nan, nan]), False)
     """
 
     def __init__(self, categories: str = "one-hot", missing: str = "zero",
@@ -161,6 +177,8 @@ class FeatureEncoder:
         self._one_hot: dict[tuple[str, str], int] = {}  # (feature, category) -> column
         self._codes: dict[str, tuple[int, dict[str, int]]] = {}  # feature -> (column, codes)
         self._template = np.zeros(0)  # the vector of a context with every feature missing
+        # kind -> free columns of that kind, lowest first (free: their feature forgotten)
+        self._free: dict[str, list[int]] = {}
         # (keys, columns): the keys of a recent context whose values were all numbers with
         # their columns, and those columns; a context with the same keys is coded in one step
         # (_same_keys). One attribute, replaced whole: a reader in another thread sees a pair
@@ -174,9 +192,15 @@ class FeatureEncoder:
         return len(self._columns)
 
     @property
-    def column_names(self) -> list[str]:
-        """``age``, ``site=a`` (one-hot), ``site=*`` (codes)."""
-        return [feature if kind == NUMBER else f"{feature}={'*' if kind == CODE else value}"
+    def n_free(self) -> int:
+        """Columns freed (:meth:`free`) that no feature has taken since."""
+        return sum(len(columns) for columns in self._free.values())
+
+    @property
+    def column_names(self) -> list[str | None]:
+        """``age``, ``site=a`` (one-hot), ``site=*`` (codes); None for a free column."""
+        return [None if feature is None else feature if kind == NUMBER else
+                f"{feature}={'*' if kind == CODE else value}"
                 for kind, feature, value in self._columns]
 
     @property
@@ -302,24 +326,27 @@ class FeatureEncoder:
                              f"+-{MAX_MAGNITUDE:g}")
         column = self._numbers.get(name)
         if column is None:
-            if not learn or not self._add((NUMBER, name, None)):
+            column = self._add((NUMBER, name, None)) if learn else None
+            if column is None:
                 return None
-            column = self._numbers[name] = len(self._columns) - 1
+            self._numbers[name] = column
         return column, number
 
     def _category(self, name: str, value: str, learn: bool):
         if self.categories == ONE_HOT:
             column = self._one_hot.get((name, value))
             if column is None:
-                if not learn or not self._add((ONE_HOT, name, value)):
+                column = self._add((ONE_HOT, name, value)) if learn else None
+                if column is None:
                     return None
-                column = self._one_hot[(name, value)] = len(self._columns) - 1
+                self._one_hot[(name, value)] = column
             return column, 1.0
         entry = self._codes.get(name)
         if entry is None:
-            if not learn or not self._add((CODE, name, None)):
+            column = self._add((CODE, name, None)) if learn else None
+            if column is None:
                 return None
-            entry = self._codes[name] = (len(self._columns) - 1, {})
+            entry = self._codes[name] = (column, {})
         column, codes = entry
         code = codes.get(value)
         if code is None:
@@ -328,13 +355,47 @@ class FeatureEncoder:
             code = codes[value] = len(codes)
         return column, float(code)
 
-    def _add(self, column: tuple) -> bool:
-        if self.max_columns is not None and len(self._columns) >= self.max_columns:
+    def _add(self, column: tuple) -> int | None:
+        """The index of a new column ``(kind, feature, category)``: appended, or past
+        ``max_columns`` a free column of its kind (None: none, the feature is left out)."""
+        if self.max_columns is None or len(self._columns) < self.max_columns:
+            self._columns.append(column)
+            self._template = np.append(self._template,
+                                       0.0 if column[0] == ONE_HOT else self._fill)
+            return len(self._columns) - 1
+        free = self._free.get(column[0])
+        if not free:
             self.left_out += 1
-            return False
-        self._columns.append(column)
-        self._template = np.append(self._template, 0.0 if column[0] == ONE_HOT else self._fill)
-        return True
+            return None
+        j = free.pop(0)  # (same kind: the template's value for it is already right)
+        self._columns[j] = column
+        return j
+
+    def free(self, columns: Iterable[int]) -> None:
+        """Forget the features of ``columns``: each column is free for the next new feature
+        (or category, one-hot) of its kind that finds ``max_columns`` reached, and the
+        forgotten feature is an unknown key until it comes back as a new one.
+
+        For a learner whose models hold nothing of those features any more (every event it
+        learns from has them missing): the new feature then starts from a column its models
+        have learned nothing on. Without it, an encoder at its bound codes its first features
+        for ever, and a feature first seen later (a new campaign's key) is never learned.
+        """
+        for j in sorted(set(int(j) for j in columns)):
+            kind, feature, value = self._columns[j]
+            if feature is None:
+                continue  # already free
+            if kind == NUMBER:
+                del self._numbers[feature]
+            elif kind == ONE_HOT:
+                del self._one_hot[(feature, value)]
+            else:
+                del self._codes[feature]
+            self._columns[j] = (kind, None, None)
+            self._free.setdefault(kind, []).append(j)
+            self._free[kind].sort()
+        # a plain context's keys may have lost their columns: coded key by key until replanned
+        self._plain = ((), np.zeros(0, np.int64))
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -355,19 +416,21 @@ class FeatureEncoder:
     def from_state(cls, state: dict) -> FeatureEncoder:
         if state.get("format") != FORMAT:
             raise ValueError(f"not a {FORMAT} state (format={state.get('format')!r})")
-        if state.get("version") != VERSION:
+        if state.get("version") not in (1, VERSION):  # (1: no free columns)
             raise ValueError(f"unsupported {FORMAT} state version {state.get('version')!r}")
-        enc = cls(state["categories"], state["missing"], state["max_columns"])
+        enc = cls(state["categories"], state["missing"], None)
         for kind, feature, value in state["columns"]:
-            enc._add((kind, feature, value))
-            column = len(enc._columns) - 1
-            if kind == NUMBER:
+            column = enc._add((kind, feature, value))
+            if feature is None:
+                enc._free.setdefault(kind, []).append(column)
+            elif kind == NUMBER:
                 enc._numbers[feature] = column
             elif kind == ONE_HOT:
                 enc._one_hot[(feature, value)] = column
             else:
                 codes = state["codes"][feature]
                 enc._codes[feature] = (column, {v: i for i, v in enumerate(codes)})
+        enc.max_columns = state["max_columns"]
         enc.left_out = int(state.get("left_out", 0))  # (written before it was counted: 0)
         return enc
 

@@ -72,6 +72,9 @@ class RefitResult:
     # int64 (n_actions, 3) per action index: the events its trees were fitted on (see spans)
     spans: np.ndarray | None = None
     boosted: int = 0  # boosters run (the other actions' trees: none warranted, or kept)
+    # bool per column of the window: no row has a value in it (RefitJob.window_X); None: not
+    # looked for
+    absent: np.ndarray | None = None
 
 
 def spans(events: np.ndarray, actions: np.ndarray, n_actions: int) -> np.ndarray:
@@ -130,6 +133,9 @@ class RefitJob:
     # int64 (n,): each row's event number (from the stream's start); None: no trees are kept
     events: np.ndarray | None = None
     previous: PreviousFit | None = None  # the fit in use, whose unchanged actions keep their trees
+    # float32 (m, d): the whole window (X is it, or its rows the fit keeps), whose columns
+    # without a value are reported (RefitResult.absent); None: not looked for
+    window_X: np.ndarray | None = None
 
     def __call__(self) -> RefitResult:
         # one core per refit (apps refit in parallel): OpenBLAS's threads on the ridge's small
@@ -142,6 +148,8 @@ class RefitJob:
         import lightgbm
 
         t0 = time.perf_counter()
+        # (before presence_as_zero writes into X; it leaves a column with no value as it is)
+        absent = None if self.window_X is None else np.isnan(self.window_X).all(axis=0)
         plays = np.bincount(self.actions, minlength=self.n_actions).astype(np.int64)
         action_spans = None if self.events is None else \
             spans(self.events, self.actions, self.n_actions)
@@ -199,7 +207,7 @@ class RefitJob:
                 booster.free_dataset()
         return RefitResult(CompiledEnsemble.concatenate(parts), linear, plays, blend,
                            self.n_events, time.perf_counter() - t0, fitted, action_spans,
-                           int(boosted.sum()))
+                           int(boosted.sum()), absent)
 
     def _kept(self, fitted: np.ndarray, action_spans: np.ndarray, l2: float | None) -> np.ndarray:
         """The actions whose trees in use are what a booster would fit again: fitted then and

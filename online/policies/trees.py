@@ -342,11 +342,13 @@ class TreeEnsemblePolicy(Policy):
     max_columns
         The most feature columns coded (a number or a category's codes each take one; a
         category's values do not add columns). Features first seen after that are left out,
-        as an unknown key is. What this bounds: the window's memory (window x columns x 4
-        bytes: 410 MB at 1,024 columns and 100k events) and each refit's linear base (a
-        decomposition cubic in the columns, per action). Without a bound, a stream that sends
-        a new key with every event (an id as a key, ``{"user.123": 1}``) took 60 CPU s and
-        1.9 GB for its first 5,000 events.
+        as an unknown key is, until a refit finds a column's feature absent from the whole
+        window: that column is then freed for the next new feature of its kind (the policy
+        keeps learning the keys of new campaigns). What this bounds: the window's memory
+        (window x columns x 4 bytes: 410 MB at 1,024 columns and 100k events) and each refit's
+        linear base (a decomposition cubic in the columns, per action). Without a bound, a
+        stream that sends a new key with every event (an id as a key, ``{"user.123": 1}``)
+        took 60 CPU s and 1.9 GB for its first 5,000 events.
     seed
         Seeds the decisions' random draws and LightGBM.
 
@@ -712,6 +714,9 @@ class TreeEnsemblePolicy(Policy):
         events = self._window.n_events - len(a) + np.arange(len(a), dtype=np.int64)
         held_out = self._window.held_out() if self.weigh_trees else None
         recent = self._window.n_events - self._fitted_events
+        # at the bound, the columns the whole window leaves empty are freed when the fit is in
+        # use (finish_refit); the drift test's subset below may leave out a column's values
+        window_X = X if self._encoder.n_columns >= self.max_columns else None
         if self._drift is not None:
             self._drift.refit_now = False
             keep = self._drift.kept(a, self._window.n_events)
@@ -731,7 +736,8 @@ class TreeEnsemblePolicy(Policy):
                         self._encoder.column_kinds, penalties, self.optimism > 0, held_out,
                         recent, active=self._active[:len(self._actions)].copy(), events=events,
                         previous=PreviousFit(self._ensemble, self._spans, self._fitted,
-                                             None if self.linear_l2 is None else self._linear.l2))
+                                             None if self.linear_l2 is None else self._linear.l2),
+                        window_X=window_X)
 
     def finish_refit(self, result: RefitResult) -> None:
         """Decide from the refitted oracle from now on (a swap of arrays)."""
@@ -746,13 +752,31 @@ class TreeEnsemblePolicy(Policy):
         self._refits += 1
         self._refit_running = False
         self._grown = True  # look for stale actions before the next event (not inside this one)
+        X, actions, rewards = self._window.recent(self._window.n_events - result.n_events)
+        if result.absent is not None:
+            self._free_columns(result.absent, X)
         if not self._linear.inverse.shape[1]:
             return
         # the events learned while the refit ran: into the new linear base, as _learn would have
-        X, actions, rewards = self._window.recent(self._window.n_events - result.n_events)
         for row, k, reward in zip(X, actions.tolist(), rewards.tolist()):
             self._predict_then_learn_linear(row[: self._encoder.n_columns].astype(np.float64),
                                             k, reward)
+
+    def _free_columns(self, absent: np.ndarray, recent: np.ndarray) -> None:
+        """At ``max_columns``, free the columns that no event of the window has a value in:
+        ``absent`` in the window the refit copied, and in the ``recent`` rows learned since.
+
+        The models now in use hold nothing of such a column's feature: the linear base was
+        fitted on rows where it is 0 (so its weight is 0 and its ``A^-1`` row a fresh one) and
+        no tree can split on it (a tree kept from an earlier fit was fitted on its action's
+        events, which are in this window, so empty there too). A new feature of the column's
+        kind takes it from its first event, and is learned as a new column is. Without this, a
+        policy at the bound would code its first 1,024 features for ever, and a feature first
+        seen later (the key of a new campaign, of a new day's tag) would never be learned.
+        A forgotten feature that comes back is a new feature."""
+        n = len(absent)
+        gone = absent & np.isnan(recent[:, :n]).all(axis=0)
+        self._encoder.free(np.flatnonzero(gone).tolist())
 
     # -- forgetting stale actions (Policy._forget_stale) -------------------------------------
 

@@ -154,6 +154,29 @@ def test_encoder_max_columns():
     assert enc.encode({"c": 1})[1] is False
 
 
+@pytest.mark.parametrize("categories", ["one-hot", "code"])
+def test_encoder_free_columns_go_to_new_features_of_their_kind_and_survive_a_state(categories):
+    enc = FeatureEncoder(categories=categories, missing="nan", max_columns=3)
+    enc.learn_encode({"a": 1.0, "b": 2.0, "s": "x"})
+    enc.free([0, 2, 2])
+    assert enc.column_names[1] == "b" and enc.n_free == 2
+    vector, known = enc.encode({"a": 1.0, "s": "x"})  # forgotten: unknown, missing
+    assert not known and np.array_equal(vector, enc.encode({})[0], equal_nan=True)
+    copy = FeatureEncoder.from_state(json.loads(json.dumps(enc.to_state())))
+    for e in (enc, copy):
+        # a number takes the number column; the category its kind's (a one-hot category
+        # needs a one-hot column, a code column a code one); a second new number: left out
+        code = 1.0 if categories == "one-hot" else 0.0
+        assert e.learn_encode({"t": "y", "b": 2.0, "c": 5.0, "d": 6.0}).tolist() == [5.0, 2.0,
+                                                                                     code]
+        assert e.n_free == 0 and e.left_out == 1
+        assert e.column_names[0] == "c"
+    assert copy.to_state() == enc.to_state()
+    old = enc.to_state()
+    old.update(version=1, columns=[c for c in old["columns"] if c[1] is not None])
+    assert FeatureEncoder.from_state(old).n_free == 0  # (a version-1 state: no free columns)
+
+
 # -- the shared rules, on every hosted kind ----------------------------------------------------
 
 

@@ -63,3 +63,71 @@ def test_a_state_written_before_the_bound_loads_bounded():
 def test_max_columns_must_be_a_positive_integer(bad):
     with pytest.raises(ValueError, match="max_columns"):
         TreeEnsemblePolicy(max_columns=bad)
+
+
+def campaigns(n, first, seed=0):
+    """Contexts of four campaigns ``first .. first+3``, one key each (``{"camp.5": 1}``); the
+    best action is ``a{campaign % 4}``."""
+    rng = random.Random(seed)
+    for _ in range(n):
+        c = first + rng.randrange(4)
+        yield {f"camp.{c}": 1}, f"a{c % 4}"
+
+
+def play(policy, stream, seed=0):
+    """Decide and learn every event; the rewards earned."""
+    rng = random.Random(seed)
+    earned = []
+    for x, best in stream:
+        d = policy.decide(x)
+        earned.append(float(d.action == best or rng.random() < 0.05))
+        policy.learn_one(x, d.action, earned[-1], d.probability)
+    return earned
+
+
+def test_a_campaign_gone_from_the_window_leaves_its_column_to_a_new_one():
+    # four columns, taken by the first campaigns; the next four are learned once the window
+    # (400 events) holds none of the first: a policy at its bound keeps adapting
+    policy = TreeEnsemblePolicy(n_trees=10, max_columns=4, window=400, seed=0)
+    for a in ["a0", "a1", "a2", "a3"]:
+        policy.add_action(a)
+    play(policy, campaigns(1000, first=0))
+    assert sorted(policy._encoder.column_names) == ["camp.0", "camp.1", "camp.2", "camp.3"]
+    earned = play(policy, campaigns(3000, first=4), seed=1)
+    assert sorted(policy._encoder.column_names) == ["camp.4", "camp.5", "camp.6", "camp.7"]
+    assert policy.feature_columns == 4 and policy.features_left_out > 0
+    assert sum(earned[-500:]) / 500 > 0.8  # ~0.25 when the new campaigns stay left out
+    assert policy.decide({"camp.6": 1}).action == "a2"
+
+    copy = TreeEnsemblePolicy.from_state(json.loads(json.dumps(_plain(policy.to_state()))))
+    for c in range(10):
+        x = {f"camp.{c}": 1}
+        assert copy.decide(x).probabilities == policy.decide(x).probabilities
+
+
+def test_a_column_is_freed_only_when_no_event_since_the_refit_began_has_it():
+    policy = TreeEnsemblePolicy(n_trees=5, max_columns=2, window=50, auto_refit=False, seed=0)
+    policy.add_action("a0")
+    for x in [{"old": 1.0}, {"kept": 1.0}] + [{"kept": 2.0}] * 60:
+        policy.learn_one(x, "a0", 1.0, 1.0)
+    assert policy._encoder.column_names == ["old", "kept"]
+    job = policy.start_refit()  # the window: "kept" only
+    policy.learn_one({"old": 3.0}, "a0", 0.0, 1.0)  # while the refit runs
+    policy.finish_refit(job())
+    assert policy._encoder.column_names == ["old", "kept"]  # its value is in the window
+    for _ in range(60):
+        policy.learn_one({"kept": 2.0}, "a0", 1.0, 1.0)
+    policy.finish_refit(policy.start_refit()())
+    assert policy._encoder.column_names == [None, "kept"] and policy.feature_columns == 1
+    policy.learn_one({"new": 5.0}, "a0", 1.0, 1.0)
+    assert policy._encoder.column_names == ["new", "kept"]
+    assert policy._encoder.encode({"old": 3.0})[1] is False
+
+
+def test_columns_are_freed_only_at_the_bound():
+    policy = TreeEnsemblePolicy(n_trees=5, max_columns=3, window=50, auto_refit=False, seed=0)
+    policy.add_action("a0")
+    for x in [{"old": 1.0}] + [{"kept": 2.0}] * 60:
+        policy.learn_one(x, "a0", 1.0, 1.0)
+    policy.finish_refit(policy.start_refit()())
+    assert policy._encoder.column_names == ["old", "kept"]  # a column to spare: none freed
