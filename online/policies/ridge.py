@@ -1,10 +1,21 @@
 """The linear base of the tree-ensemble policy's oracle: one ridge regression per action.
 
 Each action's reward is regressed on a linear coding of the encoded context: number columns as
-they are (NaN, missing, as 0), category-code columns one-hot (a code column's first
-``MAX_CODES`` codes; a missing or later code is all zeros), and a bias. Fitted on the window's
-events of the action at each refit (a closed-form solve per action, like the trees a pure
-function of the window: no sufficient statistics to downdate as events leave the window).
+they are (NaN, missing, as 0), category-code columns one-hot (at each fit, the ``MAX_CODES``
+codes of a column seen last in the window; a missing or uncoded code is all zeros), and a bias.
+Fitted on the window's events of the action at each refit (a closed-form solve per action, like
+the trees a pure function of the window: no sufficient statistics to downdate as events leave
+the window).
+
+Which codes: the ones seen last, because traffic changes. A campaign, an article, a product
+sent as a category's value (``{"campaign": "summer-sale"}``) runs for a while and ends, and the
+values that matter now are the ones being sent now. Coding a column's first ``MAX_CODES``
+values, as this base did until the twentieth session, coded the first 64 campaigns of a stream
+for ever: on ``bench/policies/late_keys.py --as-value`` (20 live campaigns, a new one every 200
+events) the default policy earned 0.74 over its first 6,000 events and 0.15-0.27 from 30,000
+on. On a stream whose values do not change, the values seen last include the frequent ones
+(a value seen every few hundred events is seen last within a few hundred); a rare value seen
+last by chance has few events, so its weight is shrunk by the penalty anyway.
 
 The penalty is on the raw columns, as LinUCB's (``l2 |w|^2``, the bias not penalised: the
 columns are centred over the action's events, so the bias is the action's mean reward minus
@@ -45,7 +56,14 @@ per model at the refit under the same ``FULL_COVARIANCE_FLOATS`` bound; above it
 wait for the next refit). A model without events at the refit (an action new since) starts at
 its first event from the ridge on that one row (:meth:`RidgeBase.learn_first`: ``A = z z' + l2
 P`` is invertible with one row) and carries on the same way. Rows are only added: the events
-that left the window since the refit leave the model at the next refit.
+that left the window since the refit leave the model at the next refit. A number column or a
+category's value that the fit did not code (new since, or not among a column's last
+``MAX_CODES``) gets its own coded column at its first event (:meth:`RidgeBase.extend`): zero in
+every earlier row, so every model's ``A`` gains ``l2`` on its diagonal there and nothing else,
+and ``A^-1`` gains ``1 / l2`` (exact, as LinUCB adds its columns). Without it a campaign that
+started after a refit was learned by nothing until the next one, which with a full window is
+25,000 events away (a campaign of the bench above lives 4,000). The coded row may grow while
+``n_models * D^2`` stays under ``FULL_COVARIANCE_FLOATS``; past it, the next fit.
 """
 
 from __future__ import annotations
@@ -66,8 +84,9 @@ FORMAT = "grove.ridge-base"
 # their updates between refits (a version-1 or -2 state's models wait for the next refit); 4:
 # the fit's penalty, ``l2`` (0 when read from an older state); 5: each model's ``events`` (an
 # older state: the models with an A^-1 have events); 6: the number columns' ``scales`` (an
-# older state: all 1, what it was fitted with)
-VERSION = 6
+# older state: all 1, what it was fitted with); 7: any codes of a column coded (``code_values``)
+# and the coded row's order (``slots``: columns added between fits go at its end)
+VERSION = 7
 MAX_CODES = 64  # one-hot columns per category-code column (bounds the d^3 solve)
 FULL_COVARIANCE_FLOATS = 1 << 20  # above: each model keeps only the diagonal of A^-1
 # the largest |coded number| a model learns between fits (twice LARGEST_CODED: the fit's scales
@@ -77,7 +96,8 @@ UPDATE_BOUND = 2.0 * LARGEST_CODED
 
 @dataclass
 class RidgeBase:
-    """``n_models`` linear models over the coding ``[1, x[numbers], onehot(x[codes])]``.
+    """``n_models`` linear models over the coding ``[1, x[numbers], onehot(x[codes])]``, each
+    coded entry at its ``slots`` index of the coded row (the bias at 0).
 
     >>> X = np.array([[0.0, 1.0], [1.0, 0.0], [1.0, 2.0], [0.0, np.nan]] * 50)
     >>> r = X[:, 0] * 0.5 + 0.25
@@ -101,8 +121,8 @@ class RidgeBase:
 
     numbers: np.ndarray  # int64: columns of x read as numbers
     codes: np.ndarray  # int64: category-code columns, one-hot
-    n_codes: np.ndarray  # int64 per code column: codes with a one-hot column (0..n-1)
-    weights: np.ndarray  # float64 (n_models, 1 + len(numbers) + n_codes.sum()): bias first
+    n_codes: np.ndarray  # int64 per code column: codes with a one-hot column
+    weights: np.ndarray  # float64 (n_models, D), D = 1 + len(numbers) + n_codes.sum(): bias first
     # float32 A^-1 of each model, (n_models, D, D), or its diagonal, (n_models, D); (n_models, 0)
     # for no widths (a version-1 state)
     covariance: np.ndarray | None = None
@@ -116,10 +136,23 @@ class RidgeBase:
     # float64 per number column: the power of 2 its values are divided by in the coding (1 up to
     # LARGEST_CODED; see the module's docstring)
     scales: np.ndarray | None = None
+    # int64, sum(n_codes): each code column's coded codes, ascending (None: 0..n_codes-1, as
+    # before version 7)
+    code_values: np.ndarray | None = None
+    # int64, len(numbers) + sum(n_codes): the index in a coded row of each number column, then
+    # of each coded code (in code_values' order); None: 1, 2, ..., D - 1 (before version 7)
+    slots: np.ndarray | None = None
 
     def __post_init__(self):
         if self.scales is None:
             self.scales = np.ones(len(self.numbers))
+        if self.code_values is None:
+            self.code_values = np.concatenate(
+                [np.zeros(0, np.int64)] + [np.arange(n, dtype=np.int64)
+                                           for n in self.n_codes.tolist()])
+        if self.slots is None:
+            self.slots = np.arange(1, 1 + len(self.numbers) + len(self.code_values),
+                                   dtype=np.int64)
         if self.covariance is None:
             self.covariance = np.zeros((len(self.weights), 0), np.float32)
         if self.inverse is None:
@@ -127,14 +160,21 @@ class RidgeBase:
         if self.events is None:  # (a state before version 5: a model with A^-1 has events)
             self.events = (self.inverse[:, 0, 0] != 0.0).astype(np.int64) \
                 if self.inverse.shape[1] else np.zeros(len(self.weights), np.int64)
-        # index in a coded row of each code column's code 0 (kept for the decide path)
-        self.offsets = 1 + len(self.numbers) + np.concatenate(
+        self._index()
+
+    def _index(self) -> None:
+        # where each code column's coded codes start in code_values (kept for the decide path)
+        self.code_start = np.concatenate(
             [[0], np.cumsum(self.n_codes)[:-1]]).astype(np.int64)[: len(self.codes)]
+        # every column the coding reads (numbers and codes): what extend looks past
+        self.n_read = int(max(self.numbers.max(initial=-1), self.codes.max(initial=-1))) + 1
 
     @property
     def _coding(self) -> tuple:
-        """What the kernels read to code a row: (numbers, scales, codes, offsets, n_codes)."""
-        return self.numbers, self.scales, self.codes, self.offsets, self.n_codes
+        """What the kernels read to code a row: (numbers, scales, codes, code_start, n_codes,
+        code_values, slots)."""
+        return (self.numbers, self.scales, self.codes, self.code_start, self.n_codes,
+                self.code_values, self.slots)
 
     @property
     def n_models(self) -> int:
@@ -153,13 +193,15 @@ class RidgeBase:
         Z[:, 0] = 1.0
         for i, c in enumerate(self.numbers.tolist()):
             if c < d:
-                Z[:, 1 + i] = np.nan_to_num(X[:, c], nan=0.0) / self.scales[i]
-        for c, offset, m in zip(self.codes.tolist(), self.offsets.tolist(),
-                                self.n_codes.tolist()):
-            if c < d:
-                v = X[:, c]
-                rows = np.flatnonzero((v >= 0) & (v < m))  # NaN compares False: all zeros
-                Z[rows, offset + v[rows].astype(np.int64)] = 1.0
+                Z[:, self.slots[i]] = np.nan_to_num(X[:, c], nan=0.0) / self.scales[i]
+        for i, c in enumerate(self.codes.tolist()):
+            start, m = self.code_start[i], self.n_codes[i]
+            if c < d and m:
+                coded = self.code_values[start:start + m]
+                v = np.nan_to_num(X[:, c], nan=-1.0)
+                at = np.minimum(np.searchsorted(coded, v), m - 1)
+                rows = np.flatnonzero(coded[at] == v)  # (-1, missing: no code)
+                Z[rows, self.slots[len(self.numbers) + start + at[rows]]] = 1.0
         return Z
 
     def predict(self, x: np.ndarray, models: np.ndarray) -> np.ndarray:
@@ -239,6 +281,90 @@ class RidgeBase:
         self.weights, self.covariance, self.inverse, self.events = (
             grown(a) for a in (self.weights, self.covariance, self.inverse, self.events))
 
+    def extend(self, x: np.ndarray, kinds: list[str]) -> bool:
+        """Give the number columns and the codes of ``x`` that the coding does not read a
+        coded column each, zero in every row learned so far (``kinds``: the encoder's column
+        kinds, for columns new since the fit). Every model's ``A^-1`` gains ``1 / l2`` on its
+        diagonal there (the ridge of its rows with the column added: exact), its weight 0. Only
+        for a base whose models learn between fits, and while ``n_models * D^2`` stays under
+        ``FULL_COVARIANCE_FLOATS``. Whether the coding grew.
+
+        >>> X = np.array([[0.0, 1.0], [0.0, 0.0]] * 20)
+        >>> base = RidgeBase.fit(X, np.zeros(40, np.int32), X[:, 1], 1, ["code", "number"],
+        ...                      l2=1.0)
+        >>> base.extend(np.array([2.0, 1.0, 5.0]), ["code", "number", "number"])  # code 2, col 2
+        True
+        >>> base.update(np.array([2.0, 1.0, 5.0]), 0, 3.0)
+
+        The same as a fit on every row (the earlier ones without the new column):
+
+        >>> X2 = np.vstack([np.column_stack([X, np.full(40, np.nan)]), [[2.0, 1.0, 5.0]]])
+        >>> refit = RidgeBase.fit(X2, np.zeros(41, np.int32), np.append(X[:, 1], 3.0), 1,
+        ...                       ["code", "number", "number"], l2=1.0)
+        >>> x = np.array([2.0, 0.0, 5.0])
+        >>> base.predict(x, np.array([0])).round(6).tolist(), refit.predict(x, np.array([0])
+        ...                                                                 ).round(6).tolist()
+        ([2.014667], [2.014667])
+        """
+        if not self.inverse.shape[1] or self.l2 <= 0:
+            return False
+        numbers = [j for j in range(self.n_read, len(x))
+                   if kinds[j] != "code" and not np.isnan(x[j])]
+        codes = [j for j in range(self.n_read, len(x)) if kinds[j] == "code"]
+        new_codes = uncoded_codes(x, self._coding)[0]
+        if not (numbers or codes or len(new_codes)):
+            return False
+        grown = len(numbers) + len(new_codes) + sum(
+            1 for j in codes if not np.isnan(x[j]) and x[j] >= 0)
+        D = self.weights.shape[1] + grown
+        if self.n_models * D * D > FULL_COVARIANCE_FLOATS:
+            return False
+        slot = self.weights.shape[1]
+        n_numbers = len(self.numbers)
+        # numbers first (their slots after the code slots' block is shifted), then codes
+        number_slots = np.arange(slot, slot + len(numbers), dtype=np.int64)
+        slot += len(numbers)
+        magnitudes = np.abs(x[numbers]) if numbers else np.zeros(0)
+        self.numbers = np.concatenate([self.numbers, np.array(numbers, np.int64)])
+        self.scales = np.concatenate([self.scales, column_scales(magnitudes)])
+        self.slots = np.concatenate([self.slots[:n_numbers], number_slots,
+                                     self.slots[n_numbers:]])
+        self.codes = np.concatenate([self.codes, np.array(codes, np.int64)])
+        self.n_codes = np.concatenate([self.n_codes, np.zeros(len(codes), np.int64)])
+        self._index()
+        wanted = [(i, int(v)) for i, v in zip(*uncoded_codes(x, self._coding))]
+        for i, v in wanted:
+            start, m = self.code_start[i], self.n_codes[i]
+            at = start + int(np.searchsorted(self.code_values[start:start + m], v))
+            self.code_values = np.insert(self.code_values, at, v)
+            self.slots = np.insert(self.slots, len(self.numbers) + at, slot)
+            slot += 1
+            self.n_codes[i] += 1
+            self._index()
+        self._add_columns(slot - self.weights.shape[1])
+        return True
+
+    def _add_columns(self, extra: int) -> None:
+        """``extra`` coded columns at the end of the row: weight 0, ``A^-1``'s diagonal 1 / l2
+        for the models with events (the others' stays all zeros), the widths' too."""
+        K, D = self.weights.shape
+        self.weights = np.concatenate([self.weights, np.zeros((K, extra))], axis=1)
+        inverse = np.zeros((K, D + extra, D + extra))
+        inverse[:, :D, :D] = self.inverse
+        fitted = self.inverse[:, 0, 0] != 0.0
+        new = np.arange(D, D + extra)
+        inverse[np.ix_(fitted, new, new)] = np.eye(extra) / self.l2
+        self.inverse = inverse
+        c = self.covariance
+        if c.shape[1] and c.ndim == 3:
+            covariance = np.zeros((K, D + extra, D + extra), np.float32)
+            covariance[:, :D, :D] = c
+            covariance[:, new, new] = 1.0 / self.l2
+            self.covariance = covariance
+        elif c.shape[1]:
+            self.covariance = np.concatenate(
+                [c, np.full((K, extra), 1.0 / self.l2, np.float32)], axis=1)
+
     def update(self, x: np.ndarray, model: int, target: float) -> None:
         """Add one row (the encoded vector ``x`` and its ``target``) to model ``model`` in place:
         its weights become the ridge fit on its rows so far plus this one. Nothing happens to a
@@ -269,14 +395,16 @@ class RidgeBase:
         kinds = list(kinds)[: X.shape[1]]
         numbers = np.array([j for j, k in enumerate(kinds) if k != "code"], np.int64)
         codes = np.array([j for j, k in enumerate(kinds) if k == "code"], np.int64)
-        top = [np.nanmax(X[:, c], initial=-1.0) if len(X) else -1.0 for c in codes.tolist()]
-        n_codes = np.array([min(MAX_CODES, int(t) + 1) for t in top], np.int64)
+        chosen = [last_seen(X[:, c], MAX_CODES) for c in codes.tolist()]
+        n_codes = np.array([len(v) for v in chosen], np.int64)
         largest = np.nanmax(np.abs(X[:, numbers]), axis=0, initial=0.0) if len(X) else \
             np.zeros(len(numbers))
         grid = (float(l2),) if np.isscalar(l2) else tuple(float(v) for v in l2)
         base = cls(numbers, codes, n_codes, np.zeros((n_actions, 1 + len(numbers) +
                                                       int(n_codes.sum()))), l2=grid[0],
-                   scales=column_scales(np.asarray(largest, np.float64)))
+                   scales=column_scales(np.asarray(largest, np.float64)),
+                   code_values=np.concatenate([np.zeros(0, np.int64), *chosen]))
+        base.n_read = max(base.n_read, len(kinds))  # (every column of the fit: coded or not)
         in_sample = np.zeros(len(X))
         if not len(X):
             return base, in_sample
@@ -311,13 +439,15 @@ class RidgeBase:
 
     def select(self, models: np.ndarray) -> RidgeBase:
         """The given models (indices ascending), renumbered 0, 1, ... in that order."""
-        return RidgeBase(self.numbers, self.codes, self.n_codes, self.weights[models],
+        base = RidgeBase(self.numbers, self.codes, self.n_codes, self.weights[models],
                          self.covariance[models], self.inverse[models], self.l2,
-                         self.events[models], self.scales)
+                         self.events[models], self.scales, self.code_values, self.slots)
+        base.n_read = self.n_read
+        return base
 
     def nbytes(self) -> int:
-        return self.weights.nbytes + self.covariance.nbytes + self.inverse.nbytes + 3 * 8 * (
-            len(self.codes) + len(self.numbers))
+        return self.weights.nbytes + self.covariance.nbytes + self.inverse.nbytes + 8 * (
+            3 * len(self.codes) + 3 * len(self.numbers) + 2 * len(self.code_values))
 
     def to_state(self, inverse: bool = True) -> dict:
         """Arrays and metadata; ``inverse=False`` leaves out what only :meth:`update` reads (a
@@ -327,13 +457,15 @@ class RidgeBase:
                 "weights": self.weights.copy(), "covariance": self.covariance.copy(),
                 "inverse": self.inverse.copy() if inverse else
                 np.zeros((len(self.weights), 0, 0)), "l2": self.l2,
-                "events": self.events.copy(), "scales": self.scales.copy()}
+                "events": self.events.copy(), "scales": self.scales.copy(),
+                "code_values": self.code_values.copy(), "slots": self.slots.copy(),
+                "n_read": self.n_read}
 
     @classmethod
     def from_state(cls, state: dict) -> RidgeBase:
         """Versions 1 (no widths), 2 (no updates between refits), 3 (no ``l2``), 4 (no
-        ``events``), 5 (no ``scales``) and 6 are read."""
-        if state.get("format") != FORMAT or state.get("version") not in (1, 2, 3, 4, 5, VERSION):
+        ``events``), 5 (no ``scales``), 6 (codes 0..n-1 in order) and 7 are read."""
+        if state.get("format") != FORMAT or state.get("version") not in range(1, VERSION + 1):
             raise ValueError(f"not a {FORMAT} state of version 1 to {VERSION}: "
                              f"{state.get('format')!r} {state.get('version')!r}")
         weights = np.asarray(state["weights"], np.float64).reshape(
@@ -353,66 +485,111 @@ class RidgeBase:
                              f"{weights.shape}")
         if inverse is not None and len(inverse) != len(weights):
             raise ValueError(f"{len(inverse)} inverses for {len(weights)} models")
-        return cls(np.asarray(state["numbers"], np.int64).copy(),
+        n_codes = np.asarray(state["n_codes"], np.int64).copy()
+        coding = [None, None]
+        if "slots" in state:
+            coding = [np.asarray(state[name], np.int64).reshape(-1).copy()
+                      for name in ("code_values", "slots")]
+            D = weights.shape[1]
+            if len(coding[0]) != n_codes.sum() or len(coding[1]) != D - 1 or \
+                    sorted(coding[1].tolist()) != list(range(1, D)):
+                raise ValueError(f"code_values and slots do not fit weights of shape "
+                                 f"{weights.shape}")
+        base = cls(np.asarray(state["numbers"], np.int64).copy(),
                    np.asarray(state["codes"], np.int64).copy(),
-                   np.asarray(state["n_codes"], np.int64).copy(), weights, covariance, inverse,
+                   n_codes, weights, covariance, inverse,
                    float(state.get("l2", 0.0)),
                    np.asarray(state["events"], np.int64).reshape(len(weights)).copy()
                    if "events" in state else None,
                    checked_scales(state["scales"], len(state["numbers"]))
-                   if "scales" in state else None)
+                   if "scales" in state else None, *coding)
+        base.n_read = max(base.n_read, int(state.get("n_read", 0)))
+        return base
+
+
+def last_seen(values: np.ndarray, most: int) -> np.ndarray:
+    """The codes in ``values`` (a code column of the window, oldest row first; NaN: missing),
+    at most ``most`` of them, those seen last; ascending.
+
+    >>> last_seen(np.array([0, 1, 2, 1, np.nan, 3, 1]), 3).tolist()
+    [1, 2, 3]
+    """
+    present = values[~np.isnan(values) & (values >= 0)].astype(np.int64)[::-1]
+    codes, first = np.unique(present, return_index=True)  # first in reverse: seen last
+    return np.sort(codes[np.argsort(first, kind="stable")[:most]])
 
 
 @numba.njit(cache=True, nogil=True)
 def linear_scores(x, models, coding, weights, out):
     """``out[j] = weights[models[j]] . coding(x)`` (0 where ``models[j] < 0``); ``coding``:
     ``RidgeBase._coding``."""
-    numbers, scales, codes, offsets, n_codes = coding
-    d = x.shape[0]
-    # the numbers coded once for every model (present: neither past x's end nor NaN)
-    present = np.empty(numbers.shape[0], np.bool_)
-    coded = np.empty(numbers.shape[0])
-    for i in range(numbers.shape[0]):
-        c = numbers[i]
-        present[i] = c < d and not np.isnan(x[c])
-        coded[i] = x[c] / scales[i] if present[i] else 0.0
+    index = np.empty(1 + coding[0].shape[0] + coding[2].shape[0], np.int64)
+    value = np.empty(index.shape[0])
+    nnz = coded_entries(x, coding, index, value)  # (coded once for every model)
     for j in range(models.shape[0]):
         m = models[j]
         if m < 0:
             out[j] = 0.0
             continue
-        s = weights[m, 0]
-        for i in range(numbers.shape[0]):
-            if present[i]:
-                s += weights[m, 1 + i] * coded[i]
-        for i in range(codes.shape[0]):
-            c = codes[i]
-            if c < d:
-                v = x[c]
-                if v >= 0 and v < n_codes[i]:
-                    s += weights[m, offsets[i] + int(v)]
+        s = 0.0
+        for p in range(nnz):
+            s += weights[m, index[p]] * value[p]
         out[j] = s
+
+
+@numba.njit(cache=True, nogil=True)
+def code_slot(v, i, coding):
+    """The coded-row index of code ``v`` of code column ``i`` (-1: not coded)."""
+    numbers, _, _, code_start, n_codes, code_values, slots = coding
+    lo, hi = code_start[i], code_start[i] + n_codes[i]
+    if not v >= 0:  # (NaN: missing)
+        return -1
+    while lo < hi:  # binary search in the column's ascending codes
+        mid = (lo + hi) // 2
+        if code_values[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < code_start[i] + n_codes[i] and code_values[lo] == v:
+        return slots[numbers.shape[0] + lo]
+    return -1
+
+
+@numba.njit(cache=True, nogil=True)
+def uncoded_codes(x, coding):
+    """(code column indices, codes): the codes of ``x`` that their column does not code."""
+    codes = coding[2]
+    columns = np.empty(codes.shape[0], np.int64)
+    values = np.empty(codes.shape[0], np.int64)
+    n = 0
+    for i in range(codes.shape[0]):
+        c = codes[i]
+        if c < x.shape[0] and x[c] >= 0 and code_slot(x[c], i, coding) < 0:
+            columns[n], values[n] = i, int(x[c])
+            n += 1
+    return columns[:n], values[:n]
 
 
 @numba.njit(cache=True, nogil=True)
 def coded_entries(x, coding, index, value):
     """Write the coded row of ``x``'s non-zero entries (the bias first) into ``index`` and
     ``value`` (each at least ``1 + len(numbers) + len(codes)`` long); return their count."""
-    numbers, scales, codes, offsets, n_codes = coding
+    numbers, scales, codes = coding[0], coding[1], coding[2]
+    slots = coding[6]
     d = x.shape[0]
     index[0], value[0] = 0, 1.0  # the bias
     nnz = 1
     for i in range(numbers.shape[0]):
         c = numbers[i]
         if c < d and not np.isnan(x[c]) and x[c] != 0.0:
-            index[nnz], value[nnz] = 1 + i, x[c] / scales[i]
+            index[nnz], value[nnz] = slots[i], x[c] / scales[i]
             nnz += 1
     for i in range(codes.shape[0]):
         c = codes[i]
         if c < d:
-            v = x[c]
-            if v >= 0 and v < n_codes[i]:
-                index[nnz], value[nnz] = offsets[i] + int(v), 1.0
+            slot = code_slot(x[c], i, coding)
+            if slot >= 0:
+                index[nnz], value[nnz] = slot, 1.0
                 nnz += 1
     return nnz
 

@@ -607,7 +607,12 @@ class TreeEnsemblePolicy(Policy):
         neither the weights nor the base read it); then its linear base learns the event on
         what its weighed trees leave of the reward. An action new since the last fit has no
         trees: its linear base learns the whole reward, from its first event on (one in the
-        inventory then, without events, waits for the next fit: see the class doc)."""
+        inventory then, without events, waits for the next fit: see the class doc). A number
+        column or a category's value the base does not code yet gets its coded column first
+        (:meth:`RidgeBase.extend`): a campaign that starts after a fit is learned from its
+        first event, not from the next fit on."""
+        linear = self._linear
+        linear.extend(x, self._encoder.column_kinds if len(x) > linear.n_read else ())
         if not (k < self._ensemble.n_models and self._plays[k] > 0):
             if k >= self._ensemble.n_models and self._linear.learn_first(x, k, reward):
                 self._candidate_cache = None  # seen from now on

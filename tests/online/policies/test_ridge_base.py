@@ -272,10 +272,10 @@ def test_a_state_before_the_updates_loads_and_waits_for_the_next_refit():
     old = small()
     play(old, favorite_stream(500, seed=8))
     state = json.loads(json.dumps(_plain(old.to_state())))
-    assert state["model"]["linear"]["version"] == 6
+    assert state["model"]["linear"]["version"] == 7
     state["model"]["linear"]["version"] = 2
-    del state["model"]["linear"]["inverse"], state["model"]["linear"]["l2"]
-    del state["model"]["linear"]["events"], state["model"]["linear"]["scales"]
+    for name in ("inverse", "l2", "events", "scales", "code_values", "slots", "n_read"):
+        del state["model"]["linear"][name]  # (what a version-2 state did not have)
     loaded = TreeEnsemblePolicy.from_state(state)
     contexts = list(favorite_stream(100, seed=6))
     assert [loaded.probabilities(x) for x in contexts] == [old.probabilities(x) for x in contexts]
