@@ -491,10 +491,13 @@ class RidgeBase:
             coding = [np.asarray(state[name], np.int64).reshape(-1).copy()
                       for name in ("code_values", "slots")]
             D = weights.shape[1]
+            starts = np.cumsum(n_codes) - n_codes
+            ascending = all((np.diff(coding[0][a:a + m]) > 0).all()
+                            for a, m in zip(starts.tolist(), n_codes.tolist()))
             if len(coding[0]) != n_codes.sum() or len(coding[1]) != D - 1 or \
-                    sorted(coding[1].tolist()) != list(range(1, D)):
-                raise ValueError(f"code_values and slots do not fit weights of shape "
-                                 f"{weights.shape}")
+                    sorted(coding[1].tolist()) != list(range(1, D)) or not ascending:
+                raise ValueError(f"code_values (ascending per column) and slots (1..D-1) do "
+                                 f"not fit weights of shape {weights.shape}")
         base = cls(np.asarray(state["numbers"], np.int64).copy(),
                    np.asarray(state["codes"], np.int64).copy(),
                    n_codes, weights, covariance, inverse,
