@@ -345,7 +345,7 @@ class Policy(bandit.base.ContextualPolicy):
         reward, probability = _check_feedback(reward, probability)
         _check_action(action)
         self._forget_stale()
-        xv = self._encoder.learn_encode(x)
+        xv = self._learn_encode(x)
         k = self._action_index(action)
         self._sync_columns()
         self._learn(xv, k, reward, probability)
@@ -363,6 +363,11 @@ class Policy(bandit.base.ContextualPolicy):
         events before it are learned, then its error is raised. Returns the number learned.
         """
         learned = 0
+
+        def flush() -> None:  # learn the rows encoded so far: their columns are to change
+            nonlocal learned
+            learned += self._learn_rows(rows, ks, rewards, probs)
+
         if self._refits_inline():  # a refit reads the coding: as the events before it left it
             for x, action, reward, probability, *_ in events:
                 self.learn_one(x, action, reward, probability)
@@ -377,7 +382,7 @@ class Policy(bandit.base.ContextualPolicy):
             for x, action, reward, probability, *_ in events:
                 reward, probability = _check_feedback(reward, probability)
                 _check_action(action)
-                rows.append(self._encoder.learn_encode(x))
+                rows.append(self._learn_encode(x, flush))
                 ks.append(self._action_index(action))
                 rewards.append(reward)
                 probs.append(probability)
@@ -386,6 +391,40 @@ class Policy(bandit.base.ContextualPolicy):
         finally:
             learned += self._learn_rows(rows, ks, rewards, probs)
         return learned
+
+    def _learn_encode(self, x: dict, flush: Callable[[], None] | None = None) -> np.ndarray:
+        """``x``'s vector, after adding columns for its new features. At ``max_columns``, a
+        policy that can tell features that are gone (:meth:`_stale_columns`) takes them out of
+        its statistics (:meth:`_forget_columns`) and frees their columns for ``x``'s new ones;
+        ``flush`` first learns the events encoded but not learned yet (their columns are about
+        to change meaning)."""
+        encoder = self._encoder
+        before = encoder.left_out
+        xv = encoder.learn_encode(x)
+        missed = encoder.left_out - before
+        if missed and self._forgets_columns:
+            if flush is not None:  # (the choice reads when each feature was last learned)
+                flush()
+            self._sync_columns()  # (this context's new columns: the model's arrays hold them)
+            stale = self._stale_columns(missed, xv)
+            if stale:
+                self._forget_columns(stale)
+                encoder.free(stale)
+                encoder.left_out = before  # (counted again below: those still left out)
+                xv = encoder.learn_encode(x)
+        return xv
+
+    _forgets_columns = False  # whether _stale_columns may find any
+
+    def _stale_columns(self, n: int, xv: np.ndarray) -> list[int]:
+        """At most ``n`` columns whose features the policy finds gone from the stream (none of
+        ``xv``'s, the context being learned), to give to new features; none by default (a
+        policy whose bound is reached leaves new features out)."""
+        return []
+
+    def _forget_columns(self, columns: list[int]) -> None:
+        """Take ``columns`` out of the statistics: the models as if those features had never
+        been seen, the columns fresh (see :meth:`_stale_columns`)."""
 
     def _learn_rows(self, rows: list, ks_list: list, rewards: list, probs: list) -> int:
         """Learn the encoded events of :meth:`learn_many` (and empty the lists)."""

@@ -363,23 +363,34 @@ class FeatureEncoder:
             self._template = np.append(self._template,
                                        0.0 if column[0] == ONE_HOT else self._fill)
             return len(self._columns) - 1
-        free = self._free.get(column[0])
+        free = self._free.get(self._pool(column[0])) if self._free else None
         if not free:
             self.left_out += 1
             return None
-        j = free.pop(0)  # (same kind: the template's value for it is already right)
+        j = free.pop(0)
+        if not free:  # (only pools with a column in them: at the bound, no lookup at all)
+            del self._free[self._pool(column[0])]
         self._columns[j] = column
+        self._template[j] = 0.0 if column[0] == ONE_HOT else self._fill
         return j
+
+    def _pool(self, kind: str) -> str:
+        """Which free columns a feature of ``kind`` may take: a code encoder's learner reads
+        a code column and a number column differently (its own kind); a one-hot encoder's
+        columns are all numbers to its learner (any)."""
+        return kind if self.categories == CODE else "any"
 
     def free(self, columns: Iterable[int]) -> None:
         """Forget the features of ``columns``: each column is free for the next new feature
-        (or category, one-hot) of its kind that finds ``max_columns`` reached, and the
-        forgotten feature is an unknown key until it comes back as a new one.
+        (or category, one-hot) that finds ``max_columns`` reached (a code encoder's column
+        for a feature of its kind, a one-hot encoder's for any), and the forgotten feature is
+        an unknown key until it comes back as a new one.
 
         For a learner whose models hold nothing of those features any more (every event it
-        learns from has them missing): the new feature then starts from a column its models
-        have learned nothing on. Without it, an encoder at its bound codes its first features
-        for ever, and a feature first seen later (a new campaign's key) is never learned.
+        learns from has them missing, or it took them out of its statistics): the new feature
+        then starts from a column its models have learned nothing on. Without it, an encoder
+        at its bound codes its first features for ever, and a feature first seen later (a new
+        campaign's key) is never learned.
         """
         for j in sorted(set(int(j) for j in columns)):
             kind, feature, value = self._columns[j]
@@ -392,8 +403,9 @@ class FeatureEncoder:
             else:
                 del self._codes[feature]
             self._columns[j] = (kind, None, None)
-            self._free.setdefault(kind, []).append(j)
-            self._free[kind].sort()
+            pool = self._free.setdefault(self._pool(kind), [])
+            pool.append(j)
+            pool.sort()
         # a plain context's keys may have lost their columns: coded key by key until replanned
         self._plain = ((), np.zeros(0, np.int64))
 
@@ -422,7 +434,7 @@ class FeatureEncoder:
         for kind, feature, value in state["columns"]:
             column = enc._add((kind, feature, value))
             if feature is None:
-                enc._free.setdefault(kind, []).append(column)
+                enc._free.setdefault(enc._pool(kind), []).append(column)
             elif kind == NUMBER:
                 enc._numbers[feature] = column
             elif kind == ONE_HOT:

@@ -11,6 +11,10 @@ from online.policies.base import Policy
 from online.policies.drift import ResidualMonitor, watch_error
 from online.policies.features import LARGEST_CODED, FeatureEncoder, checked_scales, column_scales
 
+COUNT, FIRST, LAST, CREATED = range(4)  # the rows of LinUCB._seen
+# a feature away for more than this many of its mean gaps has stopped coming (Poisson: e^-16)
+STALE_GAPS = 16.0
+
 __all__ = ["LinUCB"]
 
 
@@ -38,8 +42,15 @@ class LinUCB(Policy):
     * **Features.** Strings are one-hot columns; a missing feature is 0; a constant 1 is the
       first feature (``fit_intercept``), so numeric contexts get a per-action bias. Columns are
       added as features appear (a new column is 0 in all earlier events, so its row and column
-      of A are those of lambda I: the update is exact); beyond ``max_columns`` new features are
-      ignored, which bounds the d^2 cost per action.
+      of A are those of lambda I: the update is exact). ``max_columns`` bounds the d^2 cost
+      per action: past it, a new feature takes the column of a feature that has stopped
+      coming (away for more than 16 of its own mean gaps between events:
+      :meth:`_stale_columns`), which every action's statistics forget exactly (the inverse of
+      A without that column, by its Schur complement: :meth:`_forget_columns`); with none
+      stopped, the new feature is left out. Campaigns, articles, the day's tags sent as
+      category values come and go: before (the twentieth session) the first 128 were coded
+      for ever, and on ``bench/policies/late_keys.py`` (a new campaign every 200 events, 20
+      live) LinUCB fell from 0.84 to 0.2-0.3 once 128 campaigns had started.
     * **Numbers on a large scale** are used as given up to ``LARGEST_CODED`` = 2^20 (~1e6) in
       magnitude, as the paper's raw features (a feature on a large scale is barely penalised by
       lambda); a column that brings a larger ``|x_j|`` is divided from then on by ``s_j``, the
@@ -98,7 +109,8 @@ class LinUCB(Policy):
     weighting
         ``"none"`` (direct regression) or ``"ips"`` (see above).
     max_columns
-        Largest number of feature columns (not counting the intercept).
+        Largest number of feature columns (not counting the intercept); past it, columns of
+        features that stopped coming go to new ones (see above).
     drift_delta
         The chance of a false alarm, over the whole stream, of the test for a change (see
         above); None: no test, the paper's policy.
@@ -150,7 +162,9 @@ class LinUCB(Policy):
     """
 
     FORMAT = "grove.linucb"
-    VERSION = 2  # 2: the columns' scales (a version-1 state's are all 1: what it learned with)
+    # 2: the columns' scales (a version-1 state's are all 1: what it learned with); 3: when each
+    # feature column was seen (``seen``; a version-2 state's: once, at its last event)
+    VERSION = 3
 
     def __init__(self, alpha: float = 1.0, ridge: float = 1.0, epsilon: float = 0.01,
                  fit_intercept: bool = True, weighting: str = "none", max_columns: int = 128,
@@ -186,6 +200,11 @@ class LinUCB(Policy):
         self._b = np.zeros((0, 0))
         self._plays = np.zeros(0, np.int64)  # events learned per action
         self._scale = np.ones(0)  # per coded column (the intercept's 1): powers of 2, >= 1
+        # per feature column (int64, events counted from the first learned): the events that
+        # set it (non-zero), the first and the last of them, and when it was created or
+        # last forgotten: what _stale_columns reads
+        self._seen = np.zeros((4, 0), np.int64)
+        self._next_stale_check = 0  # no column can have stopped before (_stale_columns)
         # the largest |value| a coded column holds when learned: LARGEST_CODED times the power
         # of 2 nearest below sqrt(lambda) (1 for the default lambda), so that x^2 / lambda,
         # what A's condition grows with, stays under 2^40 whatever the penalty
@@ -222,7 +241,11 @@ class LinUCB(Policy):
         counts[:K] = self._plays
         scale = np.ones(d2)
         scale[:dc] = self._scale[:dc]
+        seen = np.zeros((4, d2), np.int64)
+        seen[:, :self._seen.shape[1]] = self._seen
+        seen[CREATED, self._seen.shape[1]:] = self._n_learned
         self._A_inv, self._b, self._plays, self._scale = A_inv, b, counts, scale
+        self._seen = seen
         if self._monitor is not None:
             self._monitor.resize(K2)
 
@@ -283,6 +306,7 @@ class LinUCB(Policy):
         self._learn_batch(x[None], np.array([k]), np.array([reward]), np.array([probability]))
 
     def _learn_batch(self, X, ks, rewards, probabilities) -> None:
+        self._count_seen(X)
         if self.fit_intercept:
             X = np.hstack([np.ones((len(X), 1)), X])
         weights = 1.0 / probabilities if self.weighting == "ips" else np.ones(len(X))
@@ -297,6 +321,65 @@ class LinUCB(Policy):
             self._grow_scale(np.abs(X[lo]))
             self._learn_scaled(X[lo:hi] / self._scale[:X.shape[1]], ks[lo:hi], rewards[lo:hi],
                                weights[lo:hi], lo)
+
+    def _count_seen(self, X: np.ndarray) -> None:
+        """Count the features each row of ``X`` (encoded events, the next to learn) sets."""
+        count_seen(X, self._n_learned, self._seen)
+
+    _forgets_columns = True
+
+    def _stale_columns(self, n: int, xv: np.ndarray) -> list[int]:
+        """Up to ``n`` columns whose features have stopped coming, the surest first.
+
+        A feature's events are taken to come at a steady rate while it lives (a Poisson
+        stream): its mean gap is estimated from its events, ``(last - first + G) / count``,
+        with a prior gap ``G``, the columns' average gap (columns x events / features set),
+        worth one gap; it has stopped when it has been away for more than ``STALE_GAPS`` (16)
+        of its mean gaps, which a living feature does with probability e^-16 (1e-7) each time
+        it is away: a stream that keeps sending a feature does not lose it by chance in its
+        lifetime. A campaign seen every 20 events is gone ~320 events after its last; a value
+        seen every 500 events stays unless it is away for 8,000. A column never set counts from
+        its creation with the prior gap. The context being learned keeps its own features.
+
+        A stream past the bound misses a column at most events: the columns are looked at
+        again only once the first of them can have stopped (its events until then, at the
+        rates of now; a column seen since only stops later). No column is free here (a
+        one-hot encoder's free column goes to the next new feature of any kind)."""
+        now = self._n_learned
+        if now < self._next_stale_check:
+            return []
+        d = self._encoder.n_columns
+        seen = self._seen[:, :d]
+        counted = seen[COUNT] > 0
+        since = np.where(counted, seen[LAST], seen[CREATED])
+        prior = d * (now + 1) / max(int(seen[COUNT].sum()), 1)
+        gap = (np.where(counted, seen[LAST] - seen[FIRST], 0) + prior) / np.maximum(seen[COUNT], 1)
+        away = (now - since) / gap
+        away[np.flatnonzero(xv[:d])] = 0.0
+        order = np.argsort(-away, kind="stable")[:n]
+        stale = [int(j) for j in order if away[j] > STALE_GAPS]
+        if not stale:
+            self._next_stale_check = now + max(1, int(np.min((STALE_GAPS - away) * gap)))
+        return stale
+
+    def _forget_columns(self, columns: list[int]) -> None:
+        """Every action's statistics as if the features of ``columns`` had never been seen:
+        ``A^-1`` of the other columns is the inverse of their block of A (the Schur
+        complement, ``M - M[:, j] M[j, :] / M[j, j]``: exact), the column's row and column of A
+        are lambda I's again, its ``b`` entry 0 and its scale 1."""
+        K = len(self._actions)
+        for j in columns:
+            i = j + self.fit_intercept
+            M = self._A_inv[:K]
+            pivot = M[:, i, :].copy()
+            M -= pivot[:, :, None] * pivot[:, None, :] / pivot[:, i, None, None]
+            M[:, i, :] = 0.0
+            M[:, :, i] = 0.0
+            M[:, i, i] = 1.0 / self.ridge
+            self._b[:K, i] = 0.0
+            self._scale[i] = 1.0
+            self._seen[:, j] = 0
+            self._seen[CREATED, j] = self._n_learned
 
     def _scale_runs(self, magnitudes: np.ndarray) -> list[int]:
         """Where the rows of ``magnitudes`` (|coded rows|, in order) start runs of one scale
@@ -366,7 +449,9 @@ class LinUCB(Policy):
         K, d = len(self._actions), self._d
         state = {"A_inv": self._A_inv[:K, :d, :d].copy(), "b": self._b[:K, :d].copy(),
                  "counts": self._plays[:K].copy(), "n_changes": self._changes,
-                 "scale": self._scale[:d].copy()}
+                 "scale": self._scale[:d].copy(),
+                 "seen": self._seen[:, :d - self.fit_intercept].copy(),
+                 "next_stale_check": self._next_stale_check}
         if statistics and self._monitor is not None:
             state["monitor"] = self._monitor.to_state()
         return state
@@ -383,6 +468,16 @@ class LinUCB(Policy):
         self._plays[:K] = np.asarray(state["counts"], np.int64)
         if "scale" in state:  # (version 1: every column's scale 1)
             self._scale[:d] = checked_scales(state["scale"], d, "scale")
+        n = d - self.fit_intercept
+        if "seen" in state:
+            seen = np.asarray(state["seen"], np.int64).reshape(4, -1)
+            if seen.shape[1] != n:
+                raise ValueError(f"seen must be 4 x {n} (one column per feature column), got "
+                                 f"{seen.shape}")
+            self._seen[:, :n] = seen
+        else:  # (written before: every feature taken as seen once, now)
+            self._seen[:, :n] = [[1], [self._n_learned], [self._n_learned], [self._n_learned]]
+        self._next_stale_check = int(state.get("next_stale_check", 0))
         self._changes = int(state.get("n_changes", 0))
         if self._monitor is not None and "monitor" in state:
             self._monitor = ResidualMonitor.from_state(state["monitor"])
@@ -390,9 +485,9 @@ class LinUCB(Policy):
 
     @classmethod
     def _check_state(cls, state: dict) -> None:
-        """Versions 1 (no scales: all 1) and 2 are read."""
+        """Versions 1 (no scales: all 1), 2 (no ``seen``) and 3 are read."""
         super()._check_state({**state, "version": cls.VERSION}
-                             if state.get("version") == 1 else state)
+                             if state.get("version") in (1, 2) else state)
 
     @classmethod
     def _unit_test_params(cls):
@@ -400,6 +495,20 @@ class LinUCB(Policy):
 
 
 # -- compiled kernels ----------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def count_seen(X, first_event, seen):
+    """``LinUCB._seen`` after the rows of ``X``, events ``first_event``, ``first_event + 1``,
+    ...: each non-zero entry's column counted, its first and last event kept."""
+    for r in range(X.shape[0]):
+        event = first_event + r
+        for j in range(X.shape[1]):
+            if X[r, j] != 0.0:
+                if seen[COUNT, j] == 0:
+                    seen[FIRST, j] = event
+                seen[COUNT, j] += 1
+                seen[LAST, j] = event
 
 
 @njit(cache=True)
