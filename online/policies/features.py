@@ -208,6 +208,13 @@ class FeatureEncoder:
         """``"number"``, ``"one-hot"`` or ``"code"`` per column (trees: which are categorical)."""
         return [kind for kind, _, _ in self._columns]
 
+    def code_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """(code columns, how many codes each has given): a code below its column's count
+        was given before now."""
+        entries = sorted(self._codes.values(), key=lambda entry: entry[0])
+        return (np.array([column for column, _ in entries], np.int64),
+                np.array([len(codes) for _, codes in entries], np.float64))
+
     def categories_of(self, column: int) -> list[str]:
         """The categories of a ``code`` column, by code."""
         kind, feature, _ = self._columns[column]

@@ -75,6 +75,7 @@ class RefitResult:
     # bool per column of the window: no row has a value in it (RefitJob.window_X); None: not
     # looked for
     absent: np.ndarray | None = None
+    codes_seen: tuple[np.ndarray, np.ndarray] | None = None  # (RefitJob.codes_seen)
 
 
 def spans(events: np.ndarray, actions: np.ndarray, n_actions: int) -> np.ndarray:
@@ -136,6 +137,9 @@ class RefitJob:
     # float32 (m, d): the whole window (X is it, or its rows the fit keeps), whose columns
     # without a value are reported (RefitResult.absent); None: not looked for
     window_X: np.ndarray | None = None
+    # (code columns, codes given in each) when the window was copied: the values the trees
+    # can have seen (FeatureEncoder.code_counts), handed on to the result
+    codes_seen: tuple[np.ndarray, np.ndarray] | None = None
 
     def __call__(self) -> RefitResult:
         # one core per refit (apps refit in parallel): OpenBLAS's threads on the ridge's small
@@ -207,7 +211,7 @@ class RefitJob:
                 booster.free_dataset()
         return RefitResult(CompiledEnsemble.concatenate(parts), linear, plays, blend,
                            self.n_events, time.perf_counter() - t0, fitted, action_spans,
-                           int(boosted.sum()), absent)
+                           int(boosted.sum()), absent, self.codes_seen)
 
     def _kept(self, fitted: np.ndarray, action_spans: np.ndarray, l2: float | None) -> np.ndarray:
         """The actions whose trees in use are what a booster would fit again: fitted then and

@@ -465,6 +465,9 @@ class TreeEnsemblePolicy(Policy):
         # followed by learning its event (river's pull then update) reads its action's sum
         self._last_sums: tuple | None = None
         self._refit_running = False  # a start_refit job's result is not installed yet
+        # (code columns, codes given in each) when the trees in use copied their window: a
+        # code at or past its column's count is a value they cannot have seen (_new_values)
+        self._codes_seen = (np.zeros(0, np.int64), np.zeros(0))
 
     def _new_encoder(self) -> FeatureEncoder:
         # trees split on category codes and route missing values themselves
@@ -509,6 +512,8 @@ class TreeEnsemblePolicy(Policy):
         weighs), and which candidates the oracle has no data for."""
         c = self._candidate_models(known)
         trees = self._ensemble.predict(x, c.models)
+        if len(self._codes_seen[0]) and self._new_values(x[None])[0]:
+            trees[:] = 0.0
         self._last_sums = (self._ensemble, x, known, trees)
         return self._predicted(trees, x, c, optimistic), c.unseen
 
@@ -539,6 +544,7 @@ class TreeEnsemblePolicy(Policy):
         X = self._rows(xs)
         c = self._candidate_models(known)
         trees = self._ensemble.predict_rows(X, c.models)
+        trees[self._new_values(X)] = 0.0
         self._keep_scored(X, trees, known)
         g = self.gamma(len(known))
         probs = np.empty_like(trees)
@@ -568,6 +574,7 @@ class TreeEnsemblePolicy(Policy):
         for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
             j, mine = int(flat[order[lo]]), rows[order[lo:hi]]
             sums[mine, j] = self._ensemble.predict_rows(X[mine], c.models[j:j + 1])[:, 0]
+        sums[self._new_values(X)] = 0.0
         self._keep_scored(X, sums, known)
         out = []
         for i, cols in enumerate(columns):  # as _distribution, over the row's candidates
@@ -659,7 +666,29 @@ class TreeEnsemblePolicy(Policy):
             i = scored.rows.get(x.tobytes())
             if i is not None and not np.isnan(scored.sums[i, scored.column[k]]):
                 return float(scored.sums[i, scored.column[k]])
+        if len(self._codes_seen[0]) and self._new_values(x[None])[0]:
+            return 0.0
         return float(self._ensemble.predict(x, np.array([k]))[0])
+
+    def _new_values(self, X: np.ndarray) -> np.ndarray:
+        """Per row of ``X`` (encoded contexts): whether a category value in it is newer than
+        the trees in use, which then add nothing to its predictions.
+
+        A tree routes a value its fit never saw down the side of its category splits that
+        holds the values not listed, and adds what it learned of those other values: on a
+        stream of campaigns sent as a value (``bench/policies/late_keys.py --as-value``) that
+        correction, made of old campaigns' residuals, was what every new campaign got until
+        the next refit, and the trees' weight (estimated over all events) did not shrink it.
+        The linear base codes a new value at its first event (``RidgeBase.extend``): what the
+        stream has shown of the value so far is there. Codes are given in the order values
+        are first seen, so a value first seen after the trees copied their window has a code
+        at or past its column's count then. (A value seen before and absent from that window
+        counts as seen; trees kept from an earlier fit, ``refit._kept``, count the values of
+        the last fit.)"""
+        columns, counts = self._codes_seen
+        if not len(columns):
+            return np.zeros(len(X), np.bool_)
+        return (X[:, columns] >= counts).any(axis=1)  # (NaN, missing: False)
 
     def _watch(self, k: int, reward: float, held_out: tuple[float, float], event: int) -> None:
         """Test action ``k``'s held-out error for a change (:mod:`~online.policies.drift`); on
@@ -754,7 +783,7 @@ class TreeEnsemblePolicy(Policy):
                         recent, active=self._active[:len(self._actions)].copy(), events=events,
                         previous=PreviousFit(self._ensemble, self._spans, self._fitted,
                                              None if self.linear_l2 is None else self._linear.l2),
-                        window_X=window_X)
+                        window_X=window_X, codes_seen=self._encoder.code_counts())
 
     def finish_refit(self, result: RefitResult) -> None:
         """Decide from the refitted oracle from now on (a swap of arrays)."""
@@ -766,6 +795,8 @@ class TreeEnsemblePolicy(Policy):
         self._blend = result.blend
         self._fitted_events = result.n_events
         self._fit_rows = int(result.plays.sum())
+        if result.codes_seen is not None:
+            self._codes_seen = result.codes_seen
         self._refits += 1
         self._refit_running = False
         self._grown = True  # look for stale actions before the next event (not inside this one)
@@ -845,7 +876,9 @@ class TreeEnsemblePolicy(Policy):
                  "blend": self._blend.copy(), "spans": self._spans.copy(),
                  "fitted_events": self._fitted_events, "fit_rows": self._fit_rows,
                  "refits": self._refits,
-                 "n_changes": self.n_changes}
+                 "n_changes": self.n_changes,
+                 "codes_seen": {"columns": self._codes_seen[0].copy(),
+                                "counts": self._codes_seen[1].copy()}}
         if statistics:  # the window: what the next refits learn from (and the base's A^-1)
             state["window"] = self._window.to_state(self._encoder.n_columns)
             if self._drift is not None:
@@ -872,6 +905,13 @@ class TreeEnsemblePolicy(Policy):
         # (written before refits kept trees: the next refit fits every action)
         self._spans = np.array(state.get("spans", np.zeros((0, 3))), np.int64).reshape(-1, 3)
         self._fitted_events = int(state["fitted_events"])
+        seen = state.get("codes_seen")  # (written before: every value taken as seen)
+        if seen is not None:
+            columns = np.asarray(seen["columns"], np.int64).reshape(-1).copy()
+            counts = np.asarray(seen["counts"], np.float64).reshape(-1).copy()
+            if len(columns) != len(counts):
+                raise ValueError(f"codes_seen: {len(columns)} columns, {len(counts)} counts")
+            self._codes_seen = (columns, counts)
         # (written before actions were forgotten: the plays counted them all)
         self._fit_rows = int(state.get("fit_rows", self._plays.sum()))
         self._refits = int(state["refits"])

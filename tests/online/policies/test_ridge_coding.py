@@ -115,3 +115,36 @@ def test_a_campaign_that_starts_after_the_refit_is_learned_before_the_next():
     for c in (3, 4, 5):
         scores = policy.scores({"campaign": f"c{c}", "hour": 0.5})
         assert max(scores, key=scores.get) == f"a{c % 3}"
+
+
+def test_a_value_newer_than_the_trees_gets_no_correction_from_them():
+    policy = TreeEnsemblePolicy(n_trees=10, seed=0, auto_refit=False)
+    for a in ["a0", "a1", "a2"]:
+        policy.add_action(a)
+    rng = random.Random(6)
+    for x, best in campaign_stream(900, [0, 1, 2, 3, 4, 5], seed=2):
+        d = policy.decide(x)
+        policy.learn_one(x, d.action, float(d.action == best or rng.random() < 0.05),
+                         d.probability)
+    policy.finish_refit(policy.start_refit()())
+    for x, best in campaign_stream(60, [9], seed=3):  # a campaign new since the refit
+        policy.learn_one(x, best, 1.0, 1 / 3)
+    new, old = {"campaign": "c9", "hour": 0.5}, {"campaign": "c1", "hour": 0.5}
+    models = np.array([0, 1, 2])
+    for x, trees_count in ((new, False), (old, True)):
+        xv = policy._encoder.encode(x)[0]
+        linear = policy._linear.predict(xv, models)
+        trees = policy._ensemble.predict(xv, models) * policy._blend[models]
+        assert np.abs(trees).max() > 1e-3  # the trees have something to say about both
+        scores = np.array(list(policy.scores(x).values()))
+        np.testing.assert_allclose(scores, linear + trees if trees_count else linear, atol=1e-12)
+    contexts = [new, old]
+    candidates, rows = policy.distribution_rows(contexts)
+    assert [dict(zip(candidates, row.tolist())) for row in rows] == \
+        [policy.probabilities(x) for x in contexts]
+    offers = [("a0", "a2"), ("a1", "a2")]
+    assert [dict(zip(o, p.tolist())) for o, p in zip(offers, policy.offered_rows(contexts,
+                                                                               offers))] == \
+        [policy.probabilities(x, list(o)) for x, o in zip(contexts, offers)]
+    copy = TreeEnsemblePolicy.from_state(json.loads(json.dumps(_plain(policy.to_state()))))
+    assert copy.probabilities(new) == policy.probabilities(new)
