@@ -362,6 +362,15 @@ class LinUCB(Policy):
             self._next_stale_check = now + max(1, int(np.min((STALE_GAPS - away) * gap)))
         return stale
 
+    def _seen_of_columns(self) -> np.ndarray:
+        """``_seen`` of the encoder's columns (4 x columns; a column the arrays have no room
+        for yet, before the first action: never seen)."""
+        n = self._encoder.n_columns
+        out = np.zeros((4, n), np.int64)
+        k = min(n, self._seen.shape[1])
+        out[:, :k] = self._seen[:, :k]
+        return out
+
     def _forget_columns(self, columns: list[int]) -> None:
         """Every action's statistics as if the features of ``columns`` had never been seen:
         ``A^-1`` of the other columns is the inverse of their block of A (the Schur
@@ -446,11 +455,13 @@ class LinUCB(Policy):
     # -- state ---------------------------------------------------------------------------------
 
     def _model_state(self, statistics: bool) -> dict:
+        # (room for every column, the intercept's and those coded before the first action)
+        self._resize(len(self._actions), self._encoder.n_columns)
         K, d = len(self._actions), self._d
         state = {"A_inv": self._A_inv[:K, :d, :d].copy(), "b": self._b[:K, :d].copy(),
                  "counts": self._plays[:K].copy(), "n_changes": self._changes,
                  "scale": self._scale[:d].copy(),
-                 "seen": self._seen[:, :d - self.fit_intercept].copy(),
+                 "seen": self._seen_of_columns(),
                  "next_stale_check": self._next_stale_check}
         if statistics and self._monitor is not None:
             state["monitor"] = self._monitor.to_state()
@@ -458,17 +469,22 @@ class LinUCB(Policy):
 
     def _load_model_state(self, state: dict) -> None:
         A_inv = np.asarray(state["A_inv"], float)
+        if A_inv.size == 0:  # no action yet (JSON keeps no shape of an empty array)
+            A_inv = np.zeros((0, self._d, self._d))
         K, d = A_inv.shape[0], A_inv.shape[1]
         self._A_inv = np.zeros((0, 0, 0))
         self._b = np.zeros((0, 0))
         self._plays = np.zeros(0, np.int64)
         self._resize(K, d - self.fit_intercept)
         self._A_inv[:K, :d, :d] = A_inv
-        self._b[:K, :d] = np.asarray(state["b"], float)
+        self._b[:K, :d] = np.asarray(state["b"], float).reshape(K, d)
         self._plays[:K] = np.asarray(state["counts"], np.int64)
         if "scale" in state:  # (version 1: every column's scale 1)
             self._scale[:d] = checked_scales(state["scale"], d, "scale")
-        n = d - self.fit_intercept
+        n = self._encoder.n_columns  # (restored first; A^-1 has no columns without actions)
+        if self._seen.shape[1] < n:
+            self._seen = np.concatenate([self._seen, np.zeros((4, n - self._seen.shape[1]),
+                                                              np.int64)], axis=1)
         if "seen" in state:
             seen = np.asarray(state["seen"], np.int64).reshape(4, -1)
             if seen.shape[1] != n:

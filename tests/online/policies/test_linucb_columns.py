@@ -109,3 +109,15 @@ def test_when_each_feature_was_seen_survives_a_state_and_an_old_state_loads():
     bad["model"]["seen"] = [[1, 2]] * 4
     with pytest.raises(ValueError, match="seen"):
         LinUCB.from_state(bad)
+
+
+@pytest.mark.parametrize("events", [0, 1])
+def test_a_policy_without_actions_or_columns_round_trips(events):
+    policy = LinUCB(seed=0)  # (what an app's candidate is before its first event)
+    if events:
+        policy.check_context({"f": 1.0})
+        policy._encoder.learn_encode({"f": 1.0, "g": "x"})  # columns, still no action
+    copy = LinUCB.from_state(policy.to_state())  # (arrays as the service stores them)
+    assert copy._encoder.n_columns == policy._encoder.n_columns
+    copy.learn_one({"f": 2.0, "h": 1.0}, "a0", 1.0, 1.0)
+    assert copy.n_learned == 1
