@@ -121,7 +121,7 @@ def run(kind: str, args, params: dict) -> dict:
             if len(rewards) % 2000 == 0 else None}
 
 
-def plot(results: list[dict], path: str) -> None:
+def plot(results: list[dict], path: str, title: str = "") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -132,11 +132,13 @@ def plot(results: list[dict], path: str) -> None:
         if r["curve"]:
             ax.plot(np.arange(1, len(r["curve"]) + 1) * 2000, r["curve"], label=r["label"])
     late = results[0]["late_from"]
-    ax.axvline(late, color="grey", linestyle=":", label="max_columns-th campaign starts")
+    if late < results[0]["events"]:
+        ax.axvline(late, color="grey", linestyle=":", label="max_columns-th campaign starts")
     ax.set_xlabel("events")
     ax.set_ylabel("mean reward per 2,000 events")
     ax.set_ylim(0, 1)
     ax.legend(fontsize=8)
+    ax.set_title(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
