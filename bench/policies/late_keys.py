@@ -1,17 +1,20 @@
-"""Campaigns that come and go, each its own key: does a policy learn the keys it meets late?
+"""Campaigns that come and go, as keys or as values: does a policy learn the ones it meets late?
 
 A context is ``{"camp.<c>": 1}``: the campaign the request comes from, sent as a key (as a
-client that sends ``{"campaign": {"summer-sale": 1}}`` does). ``--live`` campaigns run at once;
+client that sends ``{"campaign": {"summer-sale": 1}}`` does), or with ``--as-value`` as a
+category's value, ``{"campaign": "c<c>"}``. ``--live`` campaigns run at once;
 every ``--every`` events the oldest ends and a new one starts, so the stream meets a new key
 every ``--every`` events and never sees an ended one again. Each campaign has its best action,
 drawn at its start: reward 1 with probability 0.9 for it, 0.1 for every other action.
 
-The trees policy codes at most ``max_columns`` columns (1,024 by default). Before the twentieth
-session a key first seen past the bound was left out for ever: once ``max_columns`` campaigns
-had started, every new campaign was played as if it had no key. Now a refit frees the columns
-of keys that no event of its window has, for the next new keys. Run it with a small bound and
-window to see it in a minute; with the defaults, the bound is reached after ~200k events.
+Before the twentieth session every regression policy froze on its first campaigns: the trees'
+linear base coded a category's first 64 values and learned nothing new between refits, the
+trees gave a new value old values' corrections, and a key first seen past ``max_columns`` (the
+trees' 1,024, LinUCB's 128) was left out for ever (bench/policies/README.md, "Campaigns that
+come and go"). With the trees' defaults their bound is reached after ~200k events of the key
+stream; a small bound and window show it in a minute:
 
+    python -m bench.policies.late_keys --events 60000 --seed 0 --as-value
     python -m bench.policies.late_keys --events 60000 --kinds trees,linucb,vw_squarecb \\
         --params '{"max_columns": 128, "window": 10000}'
 
