@@ -16,8 +16,9 @@ __all__ = ["FeatureEncoder", "flatten", "MAX_MAGNITUDE", "LARGEST_CODED", "colum
            "checked_scales"]
 
 FORMAT = "grove.features"
-# 2: a column may be free (``[kind, null, null]``: its feature forgotten, FeatureEncoder.free)
-VERSION = 2
+# 2: a column may be free (``[kind, null, null]``: its feature forgotten, FeatureEncoder.free);
+# 3: a code column's codes may have gaps (``code_numbers``, ``next_codes``: forget_codes)
+VERSION = 3
 
 NUMBER = "number"  # a number or a bool (True = 1.0): the value itself
 ONE_HOT = "one-hot"  # one category of a string feature: 1.0 if the feature has that value
@@ -176,6 +177,8 @@ class FeatureEncoder:
         self._numbers: dict[str, int] = {}  # feature -> its number column
         self._one_hot: dict[tuple[str, str], int] = {}  # (feature, category) -> column
         self._codes: dict[str, tuple[int, dict[str, int]]] = {}  # feature -> (column, codes)
+        # feature -> the code of its next new value (a forgotten value's code is not given again)
+        self._next_code: dict[str, int] = {}
         self._template = np.zeros(0)  # the vector of a context with every feature missing
         # kind -> free columns of that kind, lowest first (free: their feature forgotten)
         self._free: dict[str, list[int]] = {}
@@ -211,9 +214,29 @@ class FeatureEncoder:
     def code_counts(self) -> tuple[np.ndarray, np.ndarray]:
         """(code columns, how many codes each has given): a code below its column's count
         was given before now."""
-        entries = sorted(self._codes.values(), key=lambda entry: entry[0])
+        entries = sorted((column, self._next_code[feature])
+                         for feature, (column, _) in self._codes.items())
         return (np.array([column for column, _ in entries], np.int64),
-                np.array([len(codes) for _, codes in entries], np.float64))
+                np.array([count for _, count in entries], np.float64))
+
+    def forget_codes(self, column: int, keep, below: float = math.inf) -> int:
+        """Forget the values of code column ``column`` whose codes are below ``below`` and not
+        in ``keep``: such a
+        value is unknown from now on, and a new value if it comes back (with a new code: codes
+        are not given twice). For a learner whose models hold nothing of those values any more
+        (the tree-ensemble policy: no event of its window has them): an id sent as a value
+        (``{"user": "u123"}``) would otherwise keep a code per user ever seen, in memory and in
+        every state. Returns how many were forgotten."""
+        kind, feature, _ = self._columns[column] if 0 <= column < len(self._columns) else \
+            (None, None, None)
+        if kind != CODE or feature is None:
+            raise ValueError(f"column {column} is not a code column")
+        keep = set(np.asarray(keep, np.int64).tolist())
+        codes = self._codes[feature][1]
+        kept = {value: code for value, code in codes.items() if code in keep or code >= below}
+        if len(kept) < len(codes):
+            self._codes[feature] = (column, kept)  # (replaced whole: readers see one or other)
+        return len(codes) - len(kept)
 
     def categories_of(self, column: int) -> list[str]:
         """The categories of a ``code`` column, by code."""
@@ -354,12 +377,14 @@ class FeatureEncoder:
             if column is None:
                 return None
             entry = self._codes[name] = (column, {})
+            self._next_code[name] = 0
         column, codes = entry
         code = codes.get(value)
         if code is None:
             if not learn:
                 return None
-            code = codes[value] = len(codes)
+            code = codes[value] = self._next_code[name]
+            self._next_code[name] = code + 1
         return column, float(code)
 
     def _add(self, column: tuple) -> int | None:
@@ -408,7 +433,7 @@ class FeatureEncoder:
             elif kind == ONE_HOT:
                 del self._one_hot[(feature, value)]
             else:
-                del self._codes[feature]
+                del self._codes[feature], self._next_code[feature]
             self._columns[j] = (kind, None, None)
             pool = self._free.setdefault(self._pool(kind), [])
             pool.append(j)
@@ -429,13 +454,16 @@ class FeatureEncoder:
             "left_out": self.left_out,
             "columns": [[kind, feature, value] for kind, feature, value in self._columns],
             "codes": {feature: list(codes) for feature, (_, codes) in self._codes.items()},
+            "code_numbers": {feature: list(codes.values())
+                             for feature, (_, codes) in self._codes.items()},
+            "next_codes": dict(self._next_code),
         }
 
     @classmethod
     def from_state(cls, state: dict) -> FeatureEncoder:
         if state.get("format") != FORMAT:
             raise ValueError(f"not a {FORMAT} state (format={state.get('format')!r})")
-        if state.get("version") not in (1, VERSION):  # (1: no free columns)
+        if state.get("version") not in (1, 2, VERSION):  # (1: no free columns; 2: no gaps)
             raise ValueError(f"unsupported {FORMAT} state version {state.get('version')!r}")
         enc = cls(state["categories"], state["missing"], None)
         for kind, feature, value in state["columns"]:
@@ -447,8 +475,11 @@ class FeatureEncoder:
             elif kind == ONE_HOT:
                 enc._one_hot[(feature, value)] = column
             else:
-                codes = state["codes"][feature]
-                enc._codes[feature] = (column, {v: i for i, v in enumerate(codes)})
+                values = state["codes"][feature]
+                numbers = state.get("code_numbers", {}).get(feature, range(len(values)))
+                enc._codes[feature] = (column, dict(zip(values, map(int, numbers))))
+                enc._next_code[feature] = int(state.get("next_codes", {}).get(feature,
+                                                                              len(values)))
         enc.max_columns = state["max_columns"]
         enc.left_out = int(state.get("left_out", 0))  # (written before it was counted: 0)
         return enc

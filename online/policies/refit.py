@@ -76,6 +76,8 @@ class RefitResult:
     # looked for
     absent: np.ndarray | None = None
     codes_seen: tuple[np.ndarray, np.ndarray] | None = None  # (RefitJob.codes_seen)
+    # categorical column -> the codes the whole window holds (RefitJob.window_X)
+    codes_present: dict[int, np.ndarray] | None = None
 
 
 def spans(events: np.ndarray, actions: np.ndarray, n_actions: int) -> np.ndarray:
@@ -134,9 +136,11 @@ class RefitJob:
     # int64 (n,): each row's event number (from the stream's start); None: no trees are kept
     events: np.ndarray | None = None
     previous: PreviousFit | None = None  # the fit in use, whose unchanged actions keep their trees
-    # float32 (m, d): the whole window (X is it, or its rows the fit keeps), whose columns
-    # without a value are reported (RefitResult.absent); None: not looked for
+    # float32 (m, d): the whole window (X is it, or its rows the fit keeps), whose code
+    # columns' codes are reported (RefitResult.codes_present), and with ``find_absent`` its
+    # columns without a value (RefitResult.absent); None: neither looked for
     window_X: np.ndarray | None = None
+    find_absent: bool = False
     # (code columns, codes given in each) when the window was copied: the values the trees
     # can have seen (FeatureEncoder.code_counts), handed on to the result
     codes_seen: tuple[np.ndarray, np.ndarray] | None = None
@@ -153,7 +157,10 @@ class RefitJob:
 
         t0 = time.perf_counter()
         # (before presence_as_zero writes into X; it leaves a column with no value as it is)
-        absent = None if self.window_X is None else np.isnan(self.window_X).all(axis=0)
+        W = self.window_X
+        absent = np.isnan(W).all(axis=0) if W is not None and self.find_absent else None
+        present = None if W is None else {
+            j: np.unique(W[:, j][~np.isnan(W[:, j])]).astype(np.int64) for j in self.categorical}
         plays = np.bincount(self.actions, minlength=self.n_actions).astype(np.int64)
         action_spans = None if self.events is None else \
             spans(self.events, self.actions, self.n_actions)
@@ -211,7 +218,7 @@ class RefitJob:
                 booster.free_dataset()
         return RefitResult(CompiledEnsemble.concatenate(parts), linear, plays, blend,
                            self.n_events, time.perf_counter() - t0, fitted, action_spans,
-                           int(boosted.sum()), absent, self.codes_seen)
+                           int(boosted.sum()), absent, self.codes_seen, present)
 
     def _kept(self, fitted: np.ndarray, action_spans: np.ndarray, l2: float | None) -> np.ndarray:
         """The actions whose trees in use are what a booster would fit again: fitted then and

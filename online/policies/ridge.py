@@ -126,8 +126,9 @@ class RidgeBase:
     # float32 A^-1 of each model, (n_models, D, D), or its diagonal, (n_models, D); (n_models, 0)
     # for no widths (a version-1 state)
     covariance: np.ndarray | None = None
-    # float64 (n_models, D, D): the fit's A^-1 (bias unpenalised) that :meth:`update` carries on,
-    # all zeros for a model without events; (n_models, 0, 0): no updates between refits
+    # float64 (n_models, C, C), C >= D: the fit's A^-1 (bias unpenalised) that :meth:`update`
+    # carries on, in its first D rows and columns (extend grows into the rest, zeros, without a
+    # copy), all zeros for a model without events; (n_models, 0, 0): no updates between refits
     inverse: np.ndarray | None = None
     l2: float = 0.0  # the fit's penalty (chosen by leave-one-out error from a grid); 0: no fit
     # int64 per model: the rows it has learned, at the fit and since (what a copy without the
@@ -261,7 +262,7 @@ class RidgeBase:
         penalty = np.full(D, self.l2)
         penalty[0] = 0.0
         inverse = np.linalg.inv(np.outer(z, z) + np.diag(penalty))
-        self.inverse[model] = inverse
+        self.inverse[model, :D, :D] = inverse
         self.weights[model] = inverse @ z * target
         self.events[model] = 1
         if self.covariance.shape[1]:  # LinUCB's A, the bias penalised
@@ -349,12 +350,15 @@ class RidgeBase:
         for the models with events (the others' stays all zeros), the widths' too."""
         K, D = self.weights.shape
         self.weights = np.concatenate([self.weights, np.zeros((K, extra))], axis=1)
-        inverse = np.zeros((K, D + extra, D + extra))
-        inverse[:, :D, :D] = self.inverse
+        C = self.inverse.shape[1]
+        if D + extra > C:  # room for more at once: an id sent as a value grows it every event
+            C = max(D + extra, min(2 * C, int(np.sqrt(FULL_COVARIANCE_FLOATS / max(K, 1)))))
+            inverse = np.zeros((K, C, C))
+            inverse[:, :D, :D] = self.inverse[:, :D, :D]
+            self.inverse = inverse
         fitted = self.inverse[:, 0, 0] != 0.0
         new = np.arange(D, D + extra)
-        inverse[np.ix_(fitted, new, new)] = np.eye(extra) / self.l2
-        self.inverse = inverse
+        self.inverse[np.ix_(fitted, new, new)] = np.eye(extra) / self.l2
         c = self.covariance
         if c.shape[1] and c.ndim == 3:
             covariance = np.zeros((K, D + extra, D + extra), np.float32)
@@ -452,10 +456,11 @@ class RidgeBase:
     def to_state(self, inverse: bool = True) -> dict:
         """Arrays and metadata; ``inverse=False`` leaves out what only :meth:`update` reads (a
         copy that decides as this one and waits for refits)."""
+        D = self.weights.shape[1]
         return {"format": FORMAT, "version": VERSION, "numbers": self.numbers.copy(),
                 "codes": self.codes.copy(), "n_codes": self.n_codes.copy(),
                 "weights": self.weights.copy(), "covariance": self.covariance.copy(),
-                "inverse": self.inverse.copy() if inverse else
+                "inverse": self.inverse[:, :D, :D].copy() if inverse else
                 np.zeros((len(self.weights), 0, 0)), "l2": self.l2,
                 "events": self.events.copy(), "scales": self.scales.copy(),
                 "code_values": self.code_values.copy(), "slots": self.slots.copy(),

@@ -762,9 +762,10 @@ class TreeEnsemblePolicy(Policy):
         events = self._window.n_events - len(a) + np.arange(len(a), dtype=np.int64)
         held_out = self._window.held_out() if self.weigh_trees else None
         recent = self._window.n_events - self._fitted_events
-        # at the bound, the columns the whole window leaves empty are freed when the fit is in
-        # use (finish_refit); the drift test's subset below may leave out a column's values
-        window_X = X if self._encoder.n_columns >= self.max_columns else None
+        # the whole window (the drift test's subset below may leave out a column's values or
+        # codes): at the bound, the columns it leaves empty are freed when the fit is in use
+        # (finish_refit), and the codes it does not hold are forgotten then
+        window_X = X
         if self._drift is not None:
             self._drift.refit_now = False
             keep = self._drift.kept(a, self._window.n_events)
@@ -785,7 +786,8 @@ class TreeEnsemblePolicy(Policy):
                         recent, active=self._active[:len(self._actions)].copy(), events=events,
                         previous=PreviousFit(self._ensemble, self._spans, self._fitted,
                                              None if self.linear_l2 is None else self._linear.l2),
-                        window_X=window_X, codes_seen=self._encoder.code_counts())
+                        window_X=window_X, codes_seen=self._encoder.code_counts(),
+                        find_absent=self._encoder.n_columns >= self.max_columns)
 
     def finish_refit(self, result: RefitResult) -> None:
         """Decide from the refitted oracle from now on (a swap of arrays)."""
@@ -803,6 +805,8 @@ class TreeEnsemblePolicy(Policy):
         self._refit_running = False
         self._grown = True  # look for stale actions before the next event (not inside this one)
         X, actions, rewards = self._window.recent(self._window.n_events - result.n_events)
+        if result.codes_present is not None:
+            self._forget_codes(result, X)
         if result.absent is not None:
             self._free_columns(result.absent, X)
         if not self._linear.inverse.shape[1]:
@@ -811,6 +815,26 @@ class TreeEnsemblePolicy(Policy):
         for row, k, reward in zip(X, actions.tolist(), rewards.tolist()):
             self._predict_then_learn_linear(row[: self._encoder.n_columns].astype(np.float64),
                                             k, reward)
+
+    def _forget_codes(self, result: RefitResult, recent: np.ndarray) -> None:
+        """Forget the category values that no event of the window has (the refit's copy, and
+        the ``recent`` rows learned since): the models in use hold nothing of them (the base
+        codes values of the window, and a tree kept from an earlier fit was fitted on its
+        action's events, all in this window). Values given a code since the refit began are
+        kept. A value that comes back is a new one. Without this a category with a new value
+        at every event (a user id sent as a value) kept a code per value ever seen, in memory
+        and in every state: after 150,000 such events with a 50,000-event window, 150,000
+        codes against 59,366 now (``bench/policies/new_keys.py --as-value``). Codes are not
+        given twice, so they still grow with the stream (float32 window rows hold them
+        exactly up to 2^24)."""
+        columns, counts = result.codes_seen
+        given = dict(zip(columns.tolist(), counts.tolist()))  # codes given when it began
+        kinds = self._encoder.column_kinds
+        for j, present in result.codes_present.items():
+            if j in given and kinds[j] == "code":  # (still the code column it was)
+                v = recent[:, j] if j < recent.shape[1] else np.zeros(0)
+                since = v[~np.isnan(v)].astype(np.int64)
+                self._encoder.forget_codes(j, np.concatenate([present, since]), given[j])
 
     def _free_columns(self, absent: np.ndarray, recent: np.ndarray) -> None:
         """At ``max_columns``, free the columns that no event of the window has a value in:

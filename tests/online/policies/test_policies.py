@@ -581,3 +581,25 @@ def test_a_distribution_that_is_not_one_is_a_runtime_error_not_a_draw(bad):
         policy.decide({"f": 1.0})
     with pytest.raises(RuntimeError, match="not a distribution"):
         policy.probabilities({"f": 1.0})
+
+
+def test_encoder_forgets_codes_and_never_gives_one_twice():
+    enc = FeatureEncoder(categories="code", missing="nan")
+    for v in "abcd":
+        enc.learn_encode({"s": v})
+    assert enc.forget_codes(0, keep=[1], below=3) == 2  # a and c; d (code 3) is not below 3
+    assert enc.categories_of(0) == ["b", "d"] and enc.encode({"s": "a"})[1] is False
+    assert enc.learn_encode({"s": "a"}).tolist() == [4.0]  # back: a new value, a new code
+    assert enc.code_counts()[1].tolist() == [5.0]
+    copy = FeatureEncoder.from_state(json.loads(json.dumps(enc.to_state())))
+    for e in (enc, copy):
+        assert [e.encode({"s": v})[0].tolist() for v in "abd"] == [[4.0], [1.0], [3.0]]
+        assert e.learn_encode({"s": "e"}).tolist() == [5.0]
+    old = FeatureEncoder(categories="code", missing="nan")
+    old.learn_encode({"s": "x"})
+    state = old.to_state()
+    state["version"] = 2
+    del state["code_numbers"], state["next_codes"]
+    assert FeatureEncoder.from_state(state).learn_encode({"s": "y"}).tolist() == [1.0]
+    with pytest.raises(ValueError, match="code column"):
+        FeatureEncoder().forget_codes(0, [])

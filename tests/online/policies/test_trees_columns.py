@@ -131,3 +131,24 @@ def test_columns_are_freed_only_at_the_bound():
         policy.learn_one(x, "a0", 1.0, 1.0)
     policy.finish_refit(policy.start_refit()())
     assert policy._encoder.column_names == ["old", "kept"]  # a column to spare: none freed
+
+
+def test_values_no_event_of_the_window_has_are_forgotten_at_a_refit():
+    """An id sent as a value: the codes held stay about the window's, not the stream's."""
+    policy = TreeEnsemblePolicy(n_trees=5, window=200, seed=0)
+    for a in ["a1", "a2"]:
+        policy.add_action(a)
+    rng = random.Random(0)
+    for i in range(2000):
+        x = {"user": f"u{i}", "tier": "gold" if i % 3 else "free"}
+        d = policy.decide(x)
+        policy.learn_one(x, d.action, float(rng.random() < 0.3), d.probability)
+    held = len(policy._encoder.to_state()["codes"]["user"])
+    assert 200 <= held < 200 * 1.5  # the window and the events since its last refit
+    assert policy._encoder.encode({"user": "u1999", "tier": "gold"})[1]  # in the window
+    assert not policy._encoder.encode({"user": "u5", "tier": "gold"})[1]  # forgotten
+    assert policy._encoder.categories_of(1) == ["free", "gold"]  # every value is in the window
+    assert policy._encoder.code_counts()[1].tolist() == [2000.0, 2.0]  # codes not given twice
+    copy = TreeEnsemblePolicy.from_state(json.loads(json.dumps(_plain(policy.to_state()))))
+    x = {"user": "u1990", "tier": "free"}
+    assert copy.probabilities(x) == policy.probabilities(x)
