@@ -221,12 +221,11 @@ class FeatureEncoder:
 
     def forget_codes(self, column: int, keep, below: float = math.inf) -> int:
         """Forget the values of code column ``column`` whose codes are below ``below`` and not
-        in ``keep``: such a
-        value is unknown from now on, and a new value if it comes back (with a new code: codes
-        are not given twice). For a learner whose models hold nothing of those values any more
-        (the tree-ensemble policy: no event of its window has them): an id sent as a value
-        (``{"user": "u123"}``) would otherwise keep a code per user ever seen, in memory and in
-        every state. Returns how many were forgotten."""
+        in ``keep``: such a value is unknown from now on, and a new value if it comes back
+        (with a new code: codes are not given twice). For a learner whose models hold nothing
+        of those values any more (the tree-ensemble policy: no event of its window has them):
+        an id sent as a value (``{"user": "u123"}``) would otherwise keep a code per user ever
+        seen, in memory and in every state. Returns how many were forgotten."""
         kind, feature, _ = self._columns[column] if 0 <= column < len(self._columns) else \
             (None, None, None)
         if kind != CODE or feature is None:

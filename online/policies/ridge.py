@@ -307,7 +307,8 @@ class RidgeBase:
         ...                                                                 ).round(6).tolist()
         ([2.014667], [2.014667])
         """
-        if not self.inverse.shape[1] or self.l2 <= 0:
+        if not self.inverse.shape[1] or self.l2 <= 0 or (
+                len(x) <= self.n_read and not len(self.codes)):  # (nothing new to look for)
             return False
         numbers = [j for j in range(self.n_read, len(x))
                    if kinds[j] != "code" and not np.isnan(x[j])]
