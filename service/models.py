@@ -75,7 +75,8 @@ class ModelKind:
     name: str
     learner: str  # "module:Class", imported on first use
     build: Callable[[type, dict[str, Any], list[str]], Any]
-    decide: Callable[[Any, dict[str, Any], list[str], list[str]], Choice]
+    #: learner, context, actions, excluded, the actions' features by id (or None)
+    decide: Callable[[Any, dict[str, Any], list[str], list[str], dict | None], Choice]
     learn: Callable[[Any, dict[str, Any], str, float, float], None]
     change_actions: Callable[[Any, list[str], list[str]], None]  # learner, added, removed
     #: state for serving only (decide, not learn), if the learner has a smaller one
@@ -184,10 +185,15 @@ def _inventory_or(policy: Any, actions: Sequence[str], excluded: Sequence[str]):
     return None if same else actions
 
 
-def _forest_decide(policy: Any, context: dict, actions: list[str], excluded: list[str]) -> Choice:
+def _forest_decide(policy: Any, context: dict, actions: list[str], excluded: list[str],
+                   action_features: dict | None = None) -> Choice:
     # the same decision either way (same candidates in the same order, same draws)
     actions = _inventory_or(policy, actions, excluded)
-    decision = policy.decide(context, actions=actions, excluded=tuple(excluded))
+    if action_features is not None and isinstance(policy, Policy):
+        decision = policy.decide(context, actions=actions, excluded=tuple(excluded),
+                                 action_features=action_features)
+    else:  # (Bandit Forest, the paper's learner, has one model per action and no features)
+        decision = policy.decide(context, actions=actions, excluded=tuple(excluded))
     # the ranking as the learner gives it (Python floats already): it is copied once more
     # into the answer, not here
     return Choice(

@@ -49,6 +49,11 @@ class AppConfig:
         """The action ids, computed once per config (the API decides with them per request)."""
         return tuple(a.id for a in self.actions)
 
+    @cached_property
+    def action_features(self) -> dict[str, dict[str, Any]] | None:
+        """The features of the actions that have some, by id (None: no action has any)."""
+        return {a.id: a.features for a in self.actions if a.features} or None
+
     @property
     def wait_ms(self) -> int:
         return max(1, int(round(self.reward_wait_time * 1000)))
@@ -115,3 +120,6 @@ class NewDecision:
     # the actions the decision was drawn among when not the app's own (a request that named its
     # actions or excluded some): learned with the event, for evaluating policies (auto)
     offered: tuple[str, ...] | None = None
+    # the candidates' own features (action id -> flat features) when the request or the app
+    # gave any: learned with the event by the kinds that score actions by them (adf)
+    action_features: dict[str, dict[str, Any]] | None = None

@@ -46,7 +46,8 @@ return {'ok'}
 
 # KEYS: config, deadlines, stats, snapshot, record 1..n
 # ARGV: uid[:rev], grace ms, wait ms, then per record: eventId, deferred (0|1), context, action,
-#       probability, modelVersion, offered (packed action ids; empty: the app's actions)
+#       probability, modelVersion, offered (packed action ids; empty: the app's actions),
+#       actionFeatures (packed {action id: features} of the offered actions; empty: none)
 # -> {'ok', deadline, current model version} (the API loads a newer snapshot in the background)
 DECIDE = (
     _SAME_CONFIG
@@ -59,13 +60,14 @@ end
     + """
 local grace, deadline = tonumber(ARGV[2]), now + tonumber(ARGV[3])
 for i = 5, #KEYS do
-  local b = 4 + (i - 5) * 7
+  local b = 4 + (i - 5) * 8
   local state = 'pending'
   if ARGV[b + 1] == '1' then state = 'deferred' end
   redis.call('HSET', KEYS[i], 'context', ARGV[b + 2], 'action', ARGV[b + 3],
              'probability', ARGV[b + 4], 'modelVersion', ARGV[b + 5], 'state', state,
              'decidedAt', now, 'deadline', deadline, 'rewardSum', 0, 'rewardCount', 0)
   if ARGV[b + 6] ~= '' then redis.call('HSET', KEYS[i], 'offered', ARGV[b + 6]) end
+  if ARGV[b + 7] ~= '' then redis.call('HSET', KEYS[i], 'actionFeatures', ARGV[b + 7]) end
   redis.call('PEXPIREAT', KEYS[i], deadline + grace)
   redis.call('ZADD', KEYS[2], deadline, ARGV[b])
 end
@@ -77,11 +79,12 @@ return {'ok', tostring(deadline), redis.call('HGET', KEYS[4], 'version') or '0'}
 _RECORD_FIELDS = """
 local rec = redis.call('HMGET', KEYS[2], 'state', 'deadline', 'context', 'action',
                        'probability', 'modelVersion', 'decidedAt', 'rewardSum', 'rewardCount',
-                       'offered')
+                       'offered', 'actionFeatures')
 """
 
 # the learning stream's entry of a decision record ``rec`` (the fields of _RECORD_FIELDS), its
-# reward and the reward's source; the actions offered only when the record has them
+# reward and the reward's source; the actions offered and their features only when the record
+# has them
 _EVENT_ENTRY = """
 local function event_entry(event_id, rec, reward, source)
   local entry = {'eventId', event_id, 'context', rec[3], 'action', rec[4],
@@ -90,6 +93,10 @@ local function event_entry(event_id, rec, reward, source)
   if rec[10] then
     entry[#entry + 1] = 'offered'
     entry[#entry + 1] = rec[10]
+  end
+  if rec[11] then
+    entry[#entry + 1] = 'actionFeatures'
+    entry[#entry + 1] = rec[11]
   end
   return entry
 end
@@ -158,7 +165,7 @@ for i = 5, #KEYS do
   if deadline and tonumber(deadline) <= now then
     local rec = redis.call('HMGET', KEYS[i], 'state', 'deadline', 'context', 'action',
                            'probability', 'modelVersion', 'decidedAt', 'rewardSum', 'rewardCount',
-                           'offered')
+                           'offered', 'actionFeatures')
     if rec[1] == 'pending' then
       local reward, source, counter = ARGV[2], 'default', 'defaulted'
       if tonumber(rec[9]) > 0 then reward, source, counter = rec[8], 'sum', 'rewarded' end

@@ -289,6 +289,7 @@ class Store:
                 repr(float(d.probability)),
                 d.model_version,
                 b"" if d.offered is None else codec.pack(list(d.offered)),
+                b"" if not d.action_features else codec.pack(d.action_features),
             ]
         keys_ = [keys.config(name), keys.deadlines(name), keys.stats(name), keys.snapshot(name)]
         return keys_ + [keys.decision(name, d.event_id) for d in decisions], args

@@ -503,12 +503,14 @@ class Trainer:
                 for _, fields in rest:
                     given += 1
                     offered = fields.get("offered")
+                    features = fields.get("actionFeatures")
                     yield (
                         codec.unpack(fields["context"]),
                         as_str(fields["action"]),
                         owned.config.rescale(float(fields["reward"])),
                         float(fields["probability"]),
                         None if offered is None else codec.unpack(offered),
+                        None if features is None else codec.unpack(features),
                     )
 
             try:

@@ -27,6 +27,9 @@ DEFAULT_CANDIDATES: tuple[dict, ...] = (
     {"kind": "linucb"},
 )
 
+#: the kind added as a candidate when events first bring their actions' features
+FEATURE_KIND = "adf"
+
 _ESTIMATORS = ("ips", "dr")
 #: the smallest exploration floor: the estimates weigh an event by up to K / floor, and their
 #: bounds sum squares of those weights (a floor of 1e-308 made them infinite, and the events
@@ -136,6 +139,15 @@ class AutoPolicy(Policy):
     seeds and band levels depend on their creation order only). It stays a kind of its own,
     and a candidate an operator can add.
 
+    Actions with features of their own (a Personalizer request's articles with their topic):
+    ``trees`` and ``linucb`` learn one model per action id and cannot read them. The first
+    time a learned event brings its actions' features (the sixth item of a ``learn_many``
+    event), an ``adf`` candidate (:class:`~online.policies.adf.ActionFeaturePolicy`, one model
+    of the context and the actions' features) joins, and is evaluated from then on like any
+    candidate added later; it serves once its value is surely higher. Once only
+    (``feature_candidate``; an operator who removes it keeps it out), and never on a stream
+    without action features, which decides as before.
+
     Bad and hostile input
     ---------------------
     * Rewards outside [0, 1] (the service rescales the app's range to [0, 1]) are clipped to it,
@@ -172,6 +184,8 @@ class AutoPolicy(Policy):
         Events a challenger must have been evaluated on before it may replace the champion.
     estimator
         ``"ips"`` or ``"dr"``: which bands decide a switch.
+    feature_candidate
+        Add an ``adf`` candidate when events first bring their actions' features (see above).
     seed
         Seed of the draws; candidates without a ``seed`` param get seeds derived from it.
 
@@ -202,7 +216,8 @@ class AutoPolicy(Policy):
 
     def __init__(self, candidates: list[dict] | None = None, floor: float = 0.01,
                  alpha: float = 0.05, min_events: int = 500, estimator: str = "ips",
-                 actions: Iterable[Hashable] = (), seed: int | None = None):
+                 feature_candidate: bool = True, actions: Iterable[Hashable] = (),
+                 seed: int | None = None):
         check_floor(floor)
         if not 0.0 < alpha < 1.0:
             raise ValueError(f"alpha must be in (0, 1), got {alpha}")
@@ -215,6 +230,10 @@ class AutoPolicy(Policy):
         self.alpha = float(alpha)
         self.min_events = int(min_events)
         self.estimator = estimator
+        if not isinstance(feature_candidate, bool):
+            raise ValueError(f"feature_candidate must be true or false, got {feature_candidate!r}")
+        self.feature_candidate = feature_candidate
+        self._feature_candidate_added = False
         super().__init__(seed=seed)
         self._candidates_: list[_Candidate] = []
         self._estimates = OffPolicyEstimates(rows=0)  # row j: candidate j
@@ -478,24 +497,28 @@ class AutoPolicy(Policy):
 
     # -- acting ----------------------------------------------------------------------------------
 
-    def _mixed(self, policy, x, actions, excluded,
-               checked: bool = True) -> tuple[list, np.ndarray]:
-        candidates, probs = policy._decide_distribution(x, actions, excluded, checked)
+    def _mixed(self, policy, x, actions, excluded, checked: bool = True,
+               action_features=None) -> tuple[list, np.ndarray]:
+        candidates, probs = policy._decide_distribution(x, actions, excluded, checked,
+                                                        action_features)
         return candidates, (1.0 - self.floor) * probs + self.floor / len(candidates)
 
-    def _decide_distribution(self, x, actions, excluded,
-                             checked: bool = True) -> tuple[list, np.ndarray]:
+    def _decide_distribution(self, x, actions, excluded, checked: bool = True,
+                             action_features=None) -> tuple[list, np.ndarray]:
         if not isinstance(x, dict):
             raise ValueError(f"a context must be a dict, got {type(x).__name__}")
         if actions is None and not excluded and not self.actions:
             raise ValueError("no action to choose from: the list is empty or all are excluded")
-        return self._mixed(self._get(self._serving).policy, x, actions, excluded, checked)
+        return self._mixed(self._get(self._serving).policy, x, actions, excluded, checked,
+                           action_features)
 
     # -- learning --------------------------------------------------------------------------------
 
-    def learn_one(self, x: dict, action: Hashable, reward: float, probability: float = 1.0) -> None:
+    def learn_one(self, x: dict, action: Hashable, reward: float, probability: float = 1.0,
+                  action_features=None) -> None:
         """Learn one event (a batch of one: see the class doc)."""
-        self.learn_many([(x, action, reward, probability)])
+        features = None if action_features is None else {action: action_features}
+        self.learn_many([(x, action, reward, probability, None, features)])
 
     def check_context(self, x: dict) -> None:
         """Raise what any candidate would raise learning ``x``, changing nothing."""
@@ -509,7 +532,8 @@ class AutoPolicy(Policy):
 
         An event ``(x, action, reward, probability)`` may carry a fifth item, the actions its
         decision was drawn among (None: the inventory); each candidate is evaluated as it would
-        have decided among those (see :meth:`_evaluate`).
+        have decided among those (see :meth:`_evaluate`). A sixth, the offered actions'
+        features by id, goes to the candidates that score actions by their features.
 
         As every policy: the events before a bad one are learned, then its ``ValueError`` is
         raised. Events are taken in batches of up to 1024 (probabilities at the batch's start).
@@ -517,14 +541,18 @@ class AutoPolicy(Policy):
         batch: list = []
         learned = 0
         try:
-            for x, action, reward, probability, *offered in events:
+            for x, action, reward, probability, *extra in events:
                 reward, probability = _check_feedback(reward, probability)
                 _check_action(action)
                 self.check_context(x)  # no candidate learns an event another would refuse
                 if not 0.0 <= reward <= 1.0:
                     self._clipped += 1
                     reward = min(1.0, max(0.0, reward))
-                batch.append((x, action, reward, probability, _offered(offered)))
+                features = extra[1] if len(extra) > 1 else None
+                if features is not None and not isinstance(features, dict):
+                    raise ValueError("the actions' features must be a dict of action id -> "
+                                     f"features, got {type(features).__name__}")
+                batch.append((x, action, reward, probability, _offered(extra), features))
                 if len(batch) >= 1024:
                     learned += self._learn_batch_events(batch)
         finally:
@@ -536,7 +564,12 @@ class AutoPolicy(Policy):
         if not n:
             return 0
         self._forget_stale()  # (before the batch's actions are looked up)
-        for _, action, _, _, _ in batch:
+        if (self.feature_candidate and not self._feature_candidate_added
+                and any(e[5] for e in batch)):
+            self._feature_candidate_added = True  # (once: an operator may remove it)
+            if not any(c.kind == FEATURE_KIND for c in self._candidates_):
+                self.add_candidate({"kind": FEATURE_KIND})
+        for _, action, *_ in batch:
             # a new action joins the inventory; a removed one's events (a late reward) are
             # learned, not put back
             if action not in self._index:
@@ -546,8 +579,12 @@ class AutoPolicy(Policy):
         if inventory:  # (no inventory: no candidate serves anything, nothing to evaluate)
             self._evaluate(batch, rewards, inventory, ks_active)
         played = [e[:4] for e in batch]  # (what a candidate learns from)
+        # the hosted policies also take the actions' features (Bandit Forest, the paper's
+        # learner, takes the four items only)
+        featured = ([(*e[:4], None, e[5]) for e in batch]
+                    if any(e[5] is not None for e in batch) else played)
         for c in self._candidates_:
-            c.policy.learn_many(played)
+            c.policy.learn_many(featured if isinstance(c.policy, Policy) else played)
         ks = np.array([self._index[e[1]] for e in batch])
         np.add.at(self._q_sum, ks, rewards)
         np.add.at(self._q_count, ks, 1.0)
@@ -628,24 +665,26 @@ class AutoPolicy(Policy):
         for offer, rows in groups.items():
             actions = inventory if offer is None else list(offer)
             target[np.ix_(rows, [position[a] for a in actions])] = self._mixed_rows(
-                policy, [batch[i][0] for i in rows], offer, actions)
+                policy, [batch[i] for i in rows], offer, actions)
 
-    def _mixed_rows(self, policy, xs: list, offer: tuple | None, actions: list) -> np.ndarray:
-        """The candidate's served distribution for each context of ``xs`` over ``actions``
+    def _mixed_rows(self, policy, events: list, offer: tuple | None,
+                    actions: list) -> np.ndarray:
+        """The candidate's served distribution for each event of ``events`` over ``actions``
         (``offer``: those, None: the inventory), in that order: all rows at once from its
         ``distribution_rows`` when it has one (the trees, LinUCB, Bandit Forest), else
-        ``probabilities(x)`` row by row."""
-        rows = np.zeros((len(xs), len(actions)))
+        ``probabilities(x)`` row by row, with the event's action features."""
+        rows = np.zeros((len(events), len(actions)))
         at = {a: j for j, a in enumerate(actions)}
         if hasattr(policy, "distribution_rows"):
-            names, probs = policy.distribution_rows(xs, offer)
+            names, probs = policy.distribution_rows([e[0] for e in events], offer)
             for a, column in zip(names, probs.T):
                 j = at.get(a)
                 if j is not None:
                     rows[:, j] = column
         else:
-            for i, x in enumerate(xs):
-                for a, p in policy.probabilities(x, offer).items():
+            for i, event in enumerate(events):
+                for a, p in policy.probabilities(event[0], offer,
+                                                 action_features=event[5]).items():
                     j = at.get(a)
                     if j is not None:
                         rows[i, j] = p
@@ -727,6 +766,7 @@ class AutoPolicy(Policy):
             "clipped": self._clipped,
             "q_sum": self._q_sum.copy(),
             "q_count": self._q_count.copy(),
+            "feature_candidate_added": self._feature_candidate_added,
         }
 
     @classmethod
@@ -741,6 +781,8 @@ class AutoPolicy(Policy):
         policy.alpha = float(params["alpha"])
         policy.min_events = int(params["min_events"])
         policy.estimator = params["estimator"]
+        policy.feature_candidate = bool(params.get("feature_candidate", True))
+        policy._feature_candidate_added = bool(model.get("feature_candidate_added", False))
         policy._restore_inventory(state)
         policy._candidates_ = [
             _Candidate(c["name"], c["kind"], dict(c["params"]), int(c["serial"]),

@@ -25,7 +25,7 @@ class BanditForestPolicy(BanditForest):
     """
 
     def probabilities(self, x: dict, actions: Iterable | None = None,
-                      excluded: Iterable = ()) -> dict:
+                      excluded: Iterable = (), action_features=None) -> dict:
         """The distribution :meth:`decide` draws from, most probable first, without drawing.
 
         Changes nothing (not even the random generator).
@@ -39,7 +39,8 @@ class BanditForestPolicy(BanditForest):
         self._encoder.encode_known(x)  # (a non-dict context: its ValueError too)
 
     def _decide_distribution(self, x: dict, actions: Iterable | None, excluded: Iterable,
-                             checked: bool = True) -> tuple[list, np.ndarray]:
+                             checked: bool = True, action_features=None
+                             ) -> tuple[list, np.ndarray]:
         """The candidates and their probabilities, in candidate order (the interface of
         ``online.policies.base.Policy`` that ``AutoPolicy`` serves a candidate through; the
         kernel's probabilities always sum to 1, so ``checked`` changes nothing)."""

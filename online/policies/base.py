@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -285,25 +285,30 @@ class Policy(bandit.base.ContextualPolicy):
     # -- acting --------------------------------------------------------------------------------
 
     def probabilities(self, x: dict, actions: Iterable | None = None,
-                      excluded: Iterable = ()) -> dict:
+                      excluded: Iterable = (), action_features: Mapping | None = None) -> dict:
         """The distribution :meth:`decide` draws from, most probable first, without drawing.
 
         Changes nothing (not even the random generator): an evaluator can ask what this policy
         would have played for a logged context.
         """
-        candidates, probs = self._decide_distribution(x, actions, excluded)
+        candidates, probs = self._decide_distribution(x, actions, excluded,
+                                                      action_features=action_features)
         order = np.argsort(-probs, kind="stable")
         return {candidates[j]: float(probs[j]) for j in order.tolist()}
 
     def decide(self, x: dict, actions: Iterable | None = None,
-               excluded: Iterable = ()) -> Decision:
+               excluded: Iterable = (), action_features: Mapping | None = None) -> Decision:
         """Draw an action for context ``x`` among ``actions`` (default: the inventory) minus
         ``excluded``; the decision carries the exact probability of every candidate.
 
-        Does not change what the policy has learned (only its random generator moves on).
-        ``explored`` is True when the drawn action is less probable than the most probable one.
+        ``action_features`` (action id -> dict) are the candidates' own features, read by the
+        policies that score actions by them (``ActionFeaturePolicy``); the others learn one
+        model per action id and ignore them. Does not change what the policy has learned (only
+        its random generator moves on). ``explored`` is True when the drawn action is less
+        probable than the most probable one.
         """
-        candidates, probs = self._decide_distribution(x, actions, excluded, checked=False)
+        candidates, probs = self._decide_distribution(x, actions, excluded, checked=False,
+                                                      action_features=action_features)
         if probs.shape != (len(candidates),):
             _not_a_distribution(self, probs, candidates)
         order = np.empty(len(probs), np.int64)
@@ -320,8 +325,8 @@ class Policy(bandit.base.ContextualPolicy):
         candidates, probs = self._decide_distribution(x, actions, excluded)
         return candidates[int(np.argmax(probs))]
 
-    def _decide_distribution(self, x, actions, excluded,
-                             checked: bool = True) -> tuple[list, np.ndarray]:
+    def _decide_distribution(self, x, actions, excluded, checked: bool = True,
+                             action_features: Mapping | None = None) -> tuple[list, np.ndarray]:
         """The candidates and their probabilities (``checked``: RuntimeError if they are not a
         distribution; :meth:`decide` checks them as it draws)."""
         xv, _ = self._encoder.encode(x)
@@ -334,11 +339,13 @@ class Policy(bandit.base.ContextualPolicy):
 
     # -- learning ------------------------------------------------------------------------------
 
-    def learn_one(self, x: dict, action: Hashable, reward: float, probability: float = 1.0) -> None:
+    def learn_one(self, x: dict, action: Hashable, reward: float, probability: float = 1.0,
+                  action_features: Mapping | None = None) -> None:
         """Learn that playing ``action`` in context ``x`` gave ``reward``.
 
         ``probability`` is the propensity with which ``action`` was played (what :meth:`decide`
-        gave, or what another logging policy gave: see each policy for how it is used). An
+        gave, or what another logging policy gave: see each policy for how it is used);
+        ``action_features``, the action's own features, as in :meth:`decide`. An
         action the policy has never had is added to the inventory; a removed action's event (a
         late reward for a campaign that ended) is learned without putting it back.
         """
@@ -357,7 +364,8 @@ class Policy(bandit.base.ContextualPolicy):
 
         An event may carry a fifth item, the actions its decision was drawn among (None: the
         inventory): an evaluator of policies reads it (``AutoPolicy``); learning does not (a
-        policy learns from the action played).
+        policy learns from the action played). A sixth, the offered actions' features by id
+        (None: none given), is read by the policies that use them.
 
         Ends as the same calls to :meth:`learn_one` would, also when an event is rejected: the
         events before it are learned, then its error is raised. Returns the number learned.

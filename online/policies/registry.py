@@ -53,6 +53,9 @@ POLICY_KINDS: dict[str, PolicyKind] = {
         PolicyKind("trees", "online.policies.trees:TreeEnsemblePolicy",
                    "SquareCB inverse-gap weighting over gradient-boosted regressors "
                    "(one per action), refitted on a sliding window"),
+        PolicyKind("adf", "online.policies.adf:ActionFeaturePolicy",
+                   "SquareCB over one linear model of the context and the actions' own "
+                   "features, hashed (VW's cb_explore_adf with -q: Personalizer's model)"),
         PolicyKind("auto", "online.policies.auto:AutoPolicy",
                    "several candidates learn from one stream; anytime-valid off-policy "
                    "estimates pick the one that serves"),
@@ -84,7 +87,7 @@ def make_policy(kind: str = DEFAULT_POLICY_KIND, actions: Iterable[Hashable] = (
     >>> make_policy("nope")
     Traceback (most recent call last):
     ...
-    ValueError: unknown policy kind 'nope'; known kinds: auto, bandit-forest, linucb, trees
+    ValueError: unknown policy kind 'nope'; known kinds: adf, auto, bandit-forest, linucb, trees
     """
     spec = policy_kind(kind)
     spec.check({**params, "seed": seed})

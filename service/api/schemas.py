@@ -50,8 +50,8 @@ class Schema(BaseModel):
 
 
 class ActionSpec(Schema):
-    """An action: its id and optional features (stored and returned; the bandit-forest kind
-    learns one model per action and does not use them)."""
+    """An action: its id and optional features (stored with the decision and learned with its
+    reward by the kinds that read them, ``adf``; the others learn one model per action id)."""
 
     id: str = Field(min_length=1, max_length=128)
     features: dict[str, FeatureValue] | None = None

@@ -118,6 +118,7 @@ class DecideQuery:
     ``actions=None``: the app's own actions. ``excluded``: ids that must not be chosen.
     ``event_id=None``: Grove makes one. ``deferred``: the decision waits for ``activate``
     before its reward wait time starts (Personalizer's ``deferActivation``).
+    ``action_features``: the features the request gave its actions, by id (None: none).
     """
 
     context: Mapping[str, Any]
@@ -125,6 +126,7 @@ class DecideQuery:
     excluded: Sequence[str] = ()
     event_id: str | None = None
     deferred: bool = False
+    action_features: Mapping[str, dict[str, Any]] | None = None
 
     @classmethod
     def of(cls, request: Any) -> DecideQuery:
@@ -135,6 +137,8 @@ class DecideQuery:
             excluded=tuple(request.excluded_actions),
             event_id=request.event_id,
             deferred=request.defer_activation,
+            action_features=None if request.actions is None else
+            ({a.id: a.features for a in request.actions if a.features} or None),
         )
 
 
@@ -379,6 +383,7 @@ def _decide_one(
     _check_size("the context", len(query.context), max_features)
     decide_fn = _require(config, "decide")
     actions = query.actions if query.actions is not None else config.action_id_tuple
+    features = query.action_features if query.actions is not None else config.action_features
     if not actions:
         raise HTTPException(
             422,
@@ -389,7 +394,8 @@ def _decide_one(
         raise HTTPException(422, "every action is excluded (excludedActions)")
     try:
         with model.lock:
-            choice = decide_fn(model.learner, dict(query.context), actions, list(excluded))
+            choice = decide_fn(model.learner, dict(query.context), actions, list(excluded),
+                               features)
     except (ValueError, TypeError) as exc:
         raise HTTPException(422, f"cannot decide for this context: {exc}") from None
     event_id = query.event_id or uuid.uuid4().hex
@@ -406,6 +412,8 @@ def _decide_one(
         model.version,
         deferred=query.deferred,
         offered=offered,
+        action_features=None if features is None else
+        {a: features[a] for a in dict.fromkeys(actions) if a in features and a not in excluded},
     )
     decision = Decision(
         event_id, choice.action, choice.probability, choice.ranking, model.version, query.deferred

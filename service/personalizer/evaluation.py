@@ -86,7 +86,8 @@ def _probabilities(candidate: Candidate, learner: Any, event: LoggedEvent,
     elif candidate.source == "Baseline":
         probs = {offered[0]: 1.0}  # the app's first action is first in ``actions``
     else:
-        choice = model_kind(candidate.kind).decide(learner, dict(event.context), offered, [])
+        choice = model_kind(candidate.kind).decide(learner, dict(event.context), offered, [],
+                                                   event.action_features)
         probs = dict(choice.ranking)
     return np.array([float(probs.get(a, 0.0)) for a in actions])
 
@@ -141,9 +142,9 @@ def evaluate(
                 lo, lo_c = dr_lower_bounds(pi[None, :], q[None, :], p_min)
                 dr_low[i], dr_low_c[i] = lo[0], lo_c[0]
             if learner is not None:
-                model_kind(candidate.kind).learn(
-                    learner, dict(event.context), event.action, rewards[i], propensity[i]
-                )
+                model_kind(candidate.kind).learn_run(learner, [(
+                    dict(event.context), event.action, rewards[i], propensity[i],
+                    event.offered, event.action_features)])
             sums[logged[i]] += rewards[i]
             counts[logged[i]] += 1
             if i % 500 == 499:

@@ -139,8 +139,9 @@ def parse(arguments: str, current_kind: str) -> LearningSettings:
         raise LearningSettingsError(
             f"{option!r} has no Grove counterpart. Grove accepts {', '.join(_IMPLIED)} (no "
             f"effect: every Grove policy is an exploring contextual bandit), --epsilon "
-            f"(the exploration floor), --kind (the policy kind) and the parameters of "
-            f"{kind!r}: {', '.join('--' + p for p in accepted) or 'none'}"
+            f"(the exploration floor), --kind (the policy kind; --kind adf learns the "
+            f"context's products with the actions' features, as -q did) and the parameters "
+            f"of {kind!r}: {', '.join('--' + p for p in accepted) or 'none'}"
         )
     return settings
 

@@ -30,6 +30,8 @@ class LoggedEvent:
     # the actions the decision was drawn among, in the request's order (None: the app's own;
     # also for events logged before Grove recorded them)
     offered: tuple[str, ...] | None = None
+    # the offered actions' features by id, when the request (or the app) gave any
+    action_features: dict[str, dict[str, Any]] | None = None
 
 
 def read_window(
@@ -55,5 +57,7 @@ def read_window(
                 reward=float(f["reward"]),
                 probability=float(f["probability"]),
                 offered=tuple(codec.unpack(f["offered"])) if "offered" in f else None,
+                action_features=(codec.unpack(f["actionFeatures"])
+                                 if "actionFeatures" in f else None),
             )
         low = "(" + as_str(page[-1][0])

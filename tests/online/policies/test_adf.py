@@ -1,0 +1,235 @@
+"""ActionFeaturePolicy: one model of the context and the actions' own features."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from online.policies.adf import CONTEXT_SEED, ActionFeaturePolicy, hashed
+
+TOPICS = ["sport", "politics", "science", "music", "travel"]
+
+
+def articles(day: int, n: int = 5) -> dict:
+    return {f"d{day}-{i}": {"topic": TOPICS[i % len(TOPICS)], "words": 3.0 + i}
+            for i in range(n)}
+
+
+def read(policy: ActionFeaturePolicy, days: int, seed: int = 0, features: bool = True,
+         per_day: int = 100) -> list[float]:
+    """Days of new articles; a user reads the article of the topic she likes."""
+    rng = random.Random(seed)
+    earned = []
+    for t in range(days * per_day):
+        today = articles(t // per_day)
+        x = {"likes": rng.choice(TOPICS), "hour": float(rng.randrange(24))}
+        d = policy.decide(x, actions=list(today), action_features=today if features else None)
+        reward = float(today[d.action]["topic"] == x["likes"])
+        policy.learn_one(x, d.action, reward, d.probability,
+                         today[d.action] if features else None)
+        earned.append(reward)
+    return earned
+
+
+def first_of_each_day(earned: list[float], days: range, n: int = 10) -> float:
+    return float(np.mean([earned[day * 100 + i] for day in days for i in range(n)]))
+
+
+def test_a_new_article_is_scored_from_its_features():
+    policy = ActionFeaturePolicy(seed=0)
+    earned = read(policy, days=20)
+    # an article's first events: 0.2 for a uniform pick
+    assert first_of_each_day(earned, range(10, 20)) > 0.85
+    fresh = {"new-a": {"topic": "science"}, "new-b": {"topic": "music"},
+             "new-c": {"topic": "travel"}}
+    for likes in ("science", "music", "travel"):
+        d = policy.decide({"likes": likes, "hour": 3.0}, actions=list(fresh),
+                          action_features=fresh)
+        best = max(d.probabilities, key=d.probabilities.get)
+        assert fresh[best]["topic"] == likes and d.probabilities[best] > 0.5
+
+
+def test_without_features_new_articles_are_unseen_and_tried_evenly():
+    policy = ActionFeaturePolicy(seed=0)
+    earned = read(policy, days=20, features=False)
+    assert first_of_each_day(earned, range(10, 20)) < 0.4  # nothing carries over
+    d = policy.decide({"likes": "music"}, actions=["new-a", "new-b"])
+    assert d.probabilities == {"new-a": 0.5, "new-b": 0.5}
+
+
+def test_the_last_features_an_action_came_with_are_kept():
+    policy = ActionFeaturePolicy(seed=0)
+    read(policy, days=10)
+    policy.set_action_features("kept-music", {"topic": "music"})
+    policy.set_action_features("kept-sport", {"topic": "sport"})
+    assert policy.action_features("kept-music") == {"topic": "music"}
+    d = policy.decide({"likes": "music", "hour": 1.0}, actions=["kept-music", "kept-sport"])
+    assert d.probabilities["kept-music"] > 0.5
+    # a call's features win over the kept ones
+    d = policy.decide({"likes": "music", "hour": 1.0}, actions=["kept-music", "kept-sport"],
+                      action_features={"kept-sport": {"topic": "music"},
+                                       "kept-music": {"topic": "sport"}})
+    assert d.probabilities["kept-sport"] > 0.5
+
+
+def test_learn_many_reads_the_offered_features_by_id():
+    one, many = ActionFeaturePolicy(seed=1), ActionFeaturePolicy(seed=1)
+    rng = random.Random(3)
+    events = []
+    for t in range(600):
+        today = articles(t // 50)
+        x = {"likes": rng.choice(TOPICS)}
+        a = rng.choice(list(today))
+        events.append((x, a, float(today[a]["topic"] == x["likes"]), 0.2, list(today), today))
+    for x, a, r, p, _, today in events:
+        one.learn_one(x, a, r, p, today[a])
+    assert many.learn_many(events) == 600
+    x = {"likes": "music"}
+    fresh = articles(99)
+    assert np.array_equal(one.scores(x, list(fresh), fresh), many.scores(x, list(fresh), fresh))
+    assert one.action_features("d11-3") == many.action_features("d11-3") == articles(11)["d11-3"]
+
+
+def test_a_step_moves_the_prediction_towards_the_reward_never_past_it():
+    """Twenty fresh weights: a plain AdaGrad step moves each by the full rate, and the
+    prediction by ~h times the error (past the reward); the importance-aware step moves it
+    1 - e^-h of the way."""
+    policy = ActionFeaturePolicy(seed=0)
+    x = {f"f{i}": 1.0 for i in range(4)}
+    z = {"topic": "sport", "lang": "en", "len": 2.0}
+    before = policy.scores(x, ["a"], {"a": z})[0]
+    policy.learn_one(x, "a", 1.0, 1.0, z)
+    after = policy.scores(x, ["a"], {"a": z})[0]
+    assert before == 0.0 and 0.5 < after < 1.0
+
+
+def test_a_number_learns_alike_at_any_scale():
+    """NAG: the weights are in the units of each feature's largest value, so a price sent
+    in cents decides as one sent in euros (powers of 2 here, so that the match is exact up
+    to rounding)."""
+    small, large = ActionFeaturePolicy(seed=4), ActionFeaturePolicy(seed=4)
+    rng = np.random.default_rng(0)
+    for _ in range(400):
+        price = float(rng.uniform(1, 5))
+        a = str(rng.integers(3))
+        reward = float(rng.random() < (0.2 + 0.1 * price if a == "0" else 0.5))
+        small.learn_one({"price": price, "device": "m"}, a, reward, 0.3)
+        large.learn_one({"price": price * 1024.0, "device": "m"}, a, reward, 0.3)
+    for price in (1.5, 4.5):
+        s = small.scores({"price": price, "device": "m"}, ["0", "1", "2"])
+        big = large.scores({"price": price * 1024.0, "device": "m"}, ["0", "1", "2"])
+        assert np.allclose(s, big, rtol=1e-9, atol=1e-12)
+
+
+def test_it_keeps_following_a_change():
+    """Each user's favourite topic moves after 20 days: AdaGrad's steps shrink as 1 /
+    sqrt(updates), so the weights still follow."""
+    policy = ActionFeaturePolicy(seed=2)
+    read(policy, days=20)
+    shifted = {t: TOPICS[(i + 1) % len(TOPICS)] for i, t in enumerate(TOPICS)}
+    rng = random.Random(5)
+    earned = []
+    for t in range(2000, 6000):
+        today = articles(t // 100)
+        likes = rng.choice(TOPICS)
+        x = {"likes": likes, "hour": 1.0}
+        d = policy.decide(x, actions=list(today), action_features=today)
+        reward = float(today[d.action]["topic"] == shifted[likes])
+        policy.learn_one(x, d.action, reward, d.probability, today[d.action])
+        earned.append(reward)
+    assert np.mean(earned[-1000:]) > 0.8
+
+
+def test_state_round_trip_and_the_serving_copy_decide_the_same():
+    policy = ActionFeaturePolicy(seed=6, bits=14)
+    read(policy, days=5)
+    policy.set_action_features("kept", {"topic": "music"})
+    full = ActionFeaturePolicy.from_state(policy.to_state())
+    serving = ActionFeaturePolicy.from_state(policy.to_state(statistics=False))
+    assert len(policy.to_state()["model"]["index"]) == policy.feature_columns < 2 ** 14
+    fresh = articles(50)
+    for likes in TOPICS:
+        x = {"likes": likes, "hour": 2.0}
+        expected = policy.probabilities(x, actions=[*fresh, "kept"], action_features=fresh)
+        assert full.probabilities(x, actions=[*fresh, "kept"], action_features=fresh) == expected
+        assert serving.probabilities(x, [*fresh, "kept"], action_features=fresh) == expected
+    # the full copy learns on as the original does
+    x = {"likes": "travel"}
+    for p in (policy, full):
+        p.learn_one(x, "d0-4", 1.0, 0.2, articles(0)["d0-4"])
+    assert np.array_equal(policy.scores(x, list(fresh), fresh), full.scores(x, list(fresh), fresh))
+
+
+def test_hashes_do_not_depend_on_the_process():
+    """Weights are found by CRC-32 keys, not Python's salted ``hash``: a state written by one
+    process is read by another."""
+    assert hashed({"topic": "sport", "price": 2.5}, CONTEXT_SEED) == (
+        [277896215, 3287240857], [1.0, 2.5])
+
+
+@pytest.mark.parametrize("features, error", [
+    ({"price": math.nan}, ValueError), ({"price": 1e39}, ValueError),
+    ({"tags": {1, 2}}, TypeError), ("topic=sport", TypeError),
+])
+def test_bad_action_features_are_refused_before_anything_changes(features, error):
+    policy = ActionFeaturePolicy(seed=0)
+    with pytest.raises(error):
+        policy.learn_one({"x": 1.0}, "a", 1.0, 0.5, features)
+    with pytest.raises(error):
+        policy.decide({"x": 1.0}, actions=["a"], action_features={"a": features})
+    assert policy.n_learned == 0 and policy.feature_columns == 0
+
+
+@pytest.mark.parametrize("params", [{"bits": 9}, {"bits": 27}, {"learning_rate": 0},
+                                    {"gamma_scale": -1.0}, {"horizon": 0},
+                                    {"forget_after": 0}])
+def test_bad_parameters_are_refused(params):
+    with pytest.raises(ValueError):
+        ActionFeaturePolicy(**params)
+
+
+def test_auto_adds_an_action_feature_candidate_and_serves_it_once_surely_better():
+    """The default kind: its candidates learn per action id; the first event with its
+    actions' features brings an ``adf`` candidate, which takes over once surely better."""
+    from online.policies.auto import AutoPolicy
+
+    auto = AutoPolicy(seed=3)
+    rng = random.Random(4)
+    batch, earned = [], []
+    for t in range(6000):
+        today = articles(t // 100)
+        x = {"likes": rng.choice(TOPICS)}
+        d = auto.decide(x, actions=list(today), action_features=today)
+        reward = float(today[d.action]["topic"] == x["likes"])
+        batch.append((x, d.action, reward, d.probability, list(today), today))
+        earned.append(reward)
+        if len(batch) == 100:
+            auto.learn_many(batch)
+            batch = []
+        if t == 99:
+            assert [c["kind"] for c in auto.candidates] == ["trees", "linucb", "adf"]
+    assert auto.serving == "adf"
+    assert first_of_each_day(earned, range(50, 60)) > 0.8
+    clone = AutoPolicy.from_state(auto.to_state())
+    assert clone.serving == "adf" and clone._feature_candidate_added
+    # removed by an operator: it stays out
+    clone.remove_candidate("adf", serving="trees")
+    clone.learn_many([({"likes": "music"}, "d0-3", 1.0, 0.2, None, articles(0))])
+    assert [c["kind"] for c in clone.candidates] == ["trees", "linucb"]
+
+
+def test_auto_without_action_features_keeps_its_candidates():
+    from online.policies.auto import AutoPolicy
+
+    auto = AutoPolicy(seed=3)
+    rng = random.Random(4)
+    for t in range(300):
+        today = articles(t // 100)
+        x = {"likes": rng.choice(TOPICS)}
+        d = auto.decide(x, actions=list(today))
+        auto.learn_one(x, d.action, float(today[d.action]["topic"] == x["likes"]),
+                       d.probability)
+    assert [c["kind"] for c in auto.candidates] == ["trees", "linucb"]
