@@ -504,13 +504,15 @@ class Trainer:
                     given += 1
                     offered = fields.get("offered")
                     features = fields.get("actionFeatures")
+                    listed = owned.config.action_features  # (the app's actions')
                     yield (
                         codec.unpack(fields["context"]),
                         as_str(fields["action"]),
                         owned.config.rescale(float(fields["reward"])),
                         float(fields["probability"]),
                         None if offered is None else codec.unpack(offered),
-                        None if features is None else codec.unpack(features),
+                        listed if features is None else
+                        {**(listed or {}), **codec.unpack(features)},
                     )
 
             try:

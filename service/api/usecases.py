@@ -383,7 +383,10 @@ def _decide_one(
     _check_size("the context", len(query.context), max_features)
     decide_fn = _require(config, "decide")
     actions = query.actions if query.actions is not None else config.action_id_tuple
-    features = query.action_features if query.actions is not None else config.action_features
+    # the app's actions' features, and over them those the request gave its actions
+    features = config.action_features
+    if query.action_features:
+        features = {**(features or {}), **query.action_features}
     if not actions:
         raise HTTPException(
             422,
@@ -412,8 +415,9 @@ def _decide_one(
         model.version,
         deferred=query.deferred,
         offered=offered,
-        action_features=None if features is None else
-        {a: features[a] for a in dict.fromkeys(actions) if a in features and a not in excluded},
+        # (the request's own: the trainer has the app's, as the API)
+        action_features=None if not query.action_features else
+        {a: f for a, f in query.action_features.items() if a not in excluded} or None,
     )
     decision = Decision(
         event_id, choice.action, choice.probability, choice.ranking, model.version, query.deferred

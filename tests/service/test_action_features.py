@@ -90,9 +90,10 @@ def test_a_kind_that_learns_per_id_takes_the_same_requests(client, trainer):
     assert bad.status_code == 422 and "words" in bad.text
 
 
-def test_the_app_s_own_actions_bring_their_features(client, trainer):
+def test_the_app_s_own_actions_bring_their_features(client, trainer, store):
     """Actions listed with the app (``POST /apps``) are scored by the features they were listed
-    with when a request names none."""
+    with when a request names none; the trainer reads them from the app, not from each
+    stored decision."""
     listed = [{"id": f"art-{t}", "features": {"topic": t}} for t in TOPICS]
     answer = client.post("/apps", headers=ADMIN, json={
         "name": "listed", "rewardWaitTime": 600, "actions": listed,
@@ -111,4 +112,6 @@ def test_the_app_s_own_actions_bring_their_features(client, trainer):
         if i % 50 == 49:
             drain(trainer)
     assert sum(hits[-200:]) / 200 >= 0.85
+    entry = store.redis.xrevrange(keys.stream("listed"), count=1)[0][1]
+    assert b"actionFeatures" not in entry and b"context" in entry
     assert trainer.owned["listed"].learner.action_features("art-music") == {"topic": "music"}

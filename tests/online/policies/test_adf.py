@@ -211,6 +211,9 @@ def test_auto_adds_an_action_feature_candidate_and_serves_it_once_surely_better(
             batch = []
         if t == 99:
             assert [c["kind"] for c in auto.candidates] == ["trees", "linucb", "adf"]
+            assert auto.serving == "adf"
+            assert [(s["from"], s["to"], s["reason"]) for s in auto.switches] == [
+                ("trees", "adf", "action features")]
     assert auto.serving == "adf"
     assert first_of_each_day(earned, range(50, 60)) > 0.8
     clone = AutoPolicy.from_state(auto.to_state())
