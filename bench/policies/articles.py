@@ -22,7 +22,8 @@ sa`` with the features in its action namespace (what Personalizer ran). Printed:
 player's mean reward over the whole run and its second half, and the best and a uniform
 player's, in expectation.
 
-    python -m bench.policies.articles --events 40000 --seeds 0,1,2
+    python -m bench.policies.articles --events 40000 --seeds 0,1,2 \
+        --out bench/policies/results/articles.jsonl --plot bench/policies/plots/articles.png
 """
 
 from __future__ import annotations
@@ -157,7 +158,32 @@ def run(name: str, seed: int, events: int, day: int, pool: int, offered: int) ->
     return {"player": name, "seed": seed, "events": events, "day": day, "pool": pool,
             "offered": offered, "mean": float(rewards.mean()),
             "second_half": float(rewards[half:].mean()), "best": best / events,
-            "uniform": uniform / events, "cpu_s": time.process_time() - cpu}
+            "uniform": uniform / events, "cpu_s": time.process_time() - cpu,
+            "curve": [round(float(rewards[i:i + day].mean()), 4)
+                      for i in range(0, events - day + 1, day)]}
+
+
+def plot(results: list[dict], path: str) -> None:
+    """Mean reward per day (of ``day`` events), each player's mean over the seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for name in dict.fromkeys(r["player"] for r in results):
+        curves = np.array([r["curve"] for r in results if r["player"] == name])
+        day = next(r["day"] for r in results if r["player"] == name)
+        ax.plot(np.arange(1, curves.shape[1] + 1) * day, curves.mean(axis=0), label=name)
+    best = np.mean([r["best"] for r in results])
+    ax.axhline(best, color="grey", linestyle=":", label="best article, in expectation")
+    ax.set_xlabel("events (a new day of articles every %d)" % results[0]["day"])
+    ax.set_ylabel("mean reward per day")
+    ax.legend(fontsize=8)
+    seeds = sorted({r["seed"] for r in results})
+    ax.set_title(f"Articles with their features, new every day (seeds {seeds})", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def main(argv=None):
@@ -171,6 +197,7 @@ def main(argv=None):
     ap.add_argument("--players", default=",".join(KINDS))
     ap.add_argument("--batch", type=int, default=BATCH, help="events per learn_many")
     ap.add_argument("--out", default=str(OUT / "articles.jsonl"))
+    ap.add_argument("--plot", help="draw the players' curves of --out into this PNG")
     args = ap.parse_args(argv)
     BATCH = args.batch
     out = Path(args.out)
@@ -183,6 +210,8 @@ def main(argv=None):
                   f"{result['uniform']:.4f}), {result['cpu_s']:.1f} CPU s", flush=True)
             with out.open("a") as f:
                 f.write(json.dumps(result) + "\n")
+    if args.plot:
+        plot([json.loads(line) for line in out.read_text().splitlines()], args.plot)
 
 
 if __name__ == "__main__":

@@ -77,7 +77,8 @@ class PolicySpec(Schema):
         default=DEFAULT_POLICY_KIND,
         description="model kind: a contextual-bandit policy that decides among the app's "
         "actions and learns from rewards ('auto', the default: candidates chosen by "
-        "counterfactual evaluation; 'trees', 'linucb', 'bandit-forest'), or 'mcts-is' (predicts "
+        "counterfactual evaluation; 'trees', 'linucb', 'adf' (scores actions by their own "
+        "features), 'bandit-forest'), or 'mcts-is' (predicts "
         "P(y = 1 | x) with the interactions it selected, learns from labeled events; takes no "
         "actions)",
     )
