@@ -177,7 +177,7 @@ def plot(results: list[dict], path: str) -> None:
         ax.plot(np.arange(1, curves.shape[1] + 1) * day, curves.mean(axis=0), label=name)
     best = np.mean([r["best"] for r in results])
     ax.axhline(best, color="grey", linestyle=":", label="best article, in expectation")
-    ax.set_xlabel("events (a new day of articles every %d)" % results[0]["day"])
+    ax.set_xlabel(f"events (a new day of articles every {results[0]['day']})")
     ax.set_ylabel("mean reward per day")
     ax.legend(fontsize=8)
     seeds = sorted({r["seed"] for r in results})

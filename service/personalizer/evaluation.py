@@ -77,9 +77,10 @@ def default_candidates(config: AppConfig, optimize: bool) -> list[Candidate]:
 
 
 def _probabilities(candidate: Candidate, learner: Any, event: LoggedEvent,
-                   actions: list[str]) -> np.ndarray:
+                   actions: list[str], features: dict | None) -> np.ndarray:
     """pi(. | x) over ``actions`` (every column) for one event, before the candidate learns
-    it: over the actions the event's request offered, or over all of ``actions``."""
+    it: over the actions the event's request offered, or over all of ``actions``; the
+    actions' ``features`` for the kinds that read them."""
     offered = list(event.offered) if event.offered else actions
     if candidate.source == "Random":
         probs = dict.fromkeys(offered, 1.0 / len(offered))
@@ -87,7 +88,7 @@ def _probabilities(candidate: Candidate, learner: Any, event: LoggedEvent,
         probs = {offered[0]: 1.0}  # the app's first action is first in ``actions``
     else:
         choice = model_kind(candidate.kind).decide(learner, dict(event.context), offered, [],
-                                                   event.action_features)
+                                                   features)
         probs = dict(choice.ranking)
     return np.array([float(probs.get(a, 0.0)) for a in actions])
 
@@ -131,11 +132,13 @@ def evaluate(
         dr_low, dr_low_c = np.zeros(n), np.zeros(n)
         sums, counts = np.zeros(k), np.zeros(k)
         for i, event in enumerate(events):
+            # the app's actions' features, and over them those the event's request gave
+            features = {**(config.action_features or {}), **(event.action_features or {})}
             if candidate.source == "Online":
                 pi = None
                 target[i] = propensity[i]
             else:
-                pi = _probabilities(candidate, learner, event, actions)
+                pi = _probabilities(candidate, learner, event, actions, features or None)
                 target[i] = pi[logged[i]]
                 q = (sums + 0.5) / (counts + 1.0)  # earlier events only: predictable
                 q_logged[i], q_policy[i] = q[logged[i]], float(pi @ q)
@@ -144,7 +147,7 @@ def evaluate(
             if learner is not None:
                 model_kind(candidate.kind).learn_run(learner, [(
                     dict(event.context), event.action, rewards[i], propensity[i],
-                    event.offered, event.action_features)])
+                    event.offered, features or None)])
             sums[logged[i]] += rewards[i]
             counts[logged[i]] += 1
             if i % 500 == 499:

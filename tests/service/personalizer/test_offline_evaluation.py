@@ -39,3 +39,28 @@ def test_events_without_their_offer_are_evaluated_over_every_action_seen():
     result = evaluate(events, config, [Candidate("Random", "Random")], lambda *_: None)
     [random] = result["policies"]
     assert abs(random["summary"]["expectedReward"] - 1.0) < 1e-9  # (1/2) / 0.5 * 1
+
+
+def test_a_kind_that_reads_action_features_is_evaluated_with_the_logged_ones():
+    """Every request offers two new articles (ids never seen again) with their topic, one
+    drawn uniformly; the user reads the one of her topic. ``adf`` is valued with the features
+    each event logged (~1 once learned); without them it could not tell two new ids apart
+    (0.5)."""
+    config = make_config(actions=())
+    rng = np.random.default_rng(1)
+    topics = ["sport", "music", "travel", "science"]
+    events = []
+    for i in range(3000):
+        pair = rng.choice(topics, 2, replace=False).tolist()
+        offered = (f"n{i}-0", f"n{i}-1")
+        likes = pair[int(rng.integers(2))]
+        action = offered[int(rng.integers(2))]
+        features = {a: {"topic": t} for a, t in zip(offered, pair)}
+        events.append(LoggedEvent(f"e{i}", i, {"likes": likes}, action,
+                                  float(features[action]["topic"] == likes), 0.5, offered,
+                                  features))
+    candidates = [Candidate("adf", "OfflineExperimentation", "--kind adf", "adf", {}),
+                  Candidate("linucb", "OfflineExperimentation", "--kind linucb", "linucb", {})]
+    result = evaluate(events, config, candidates, lambda *_: None)
+    value = {p["name"]: p["summary"]["expectedReward"] for p in result["policies"]}
+    assert value["adf"] > 0.85 and abs(value["linucb"] - 0.5) < 0.05
