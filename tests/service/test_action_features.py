@@ -9,14 +9,12 @@ import time
 
 from service import codec, keys
 from service.models import model_kind
+from tests.helpers.articles import TOPICS, article_days, articles
 from tests.helpers.factories import ADMIN, drain
-
-TOPICS = ["sport", "politics", "science", "music", "travel"]
 
 
 def _articles(day: int) -> list[dict]:
-    return [{"id": f"d{day}-{i}", "features": {"topic": t, "words": 3 + i}}
-            for i, t in enumerate(TOPICS)]
+    return [{"id": a, "features": f} for a, f in articles(day).items()]
 
 
 def _create(client, name: str, kind: str) -> dict:
@@ -28,26 +26,18 @@ def _create(client, name: str, kind: str) -> dict:
 
 
 def _days(client, trainer, app: str, headers: dict, days: range) -> list[float]:
-    """Days of five new articles (100 rounds each, the trainer drained every 50); a user reads
-    the article of the topic she likes. The rewards of each day's first 20 rounds."""
-    rng = random.Random(days.start)
-    first = []
-    for day in days:
-        articles = _articles(day)
-        topic = {a["id"]: a["features"]["topic"] for a in articles}
-        for i in range(100):
-            likes = rng.choice(TOPICS)
-            body = client.post(f"/apps/{app}/decide", headers=headers, json={
-                "context": {"likes": likes}, "actions": articles}).json()
-            reward = float(topic[body["action"]] == likes)
-            answer = client.post(f"/apps/{app}/reward", headers=headers,
-                                 json={"eventId": body["eventId"], "reward": reward})
-            assert answer.status_code == 200, answer.text
-            if i < 20:
-                first.append(reward)
-            if i % 50 == 49:
-                drain(trainer)
-    return first
+    """Decides among each day's new articles through the native API."""
+
+    def step(day: int, i: int, likes: str) -> float:
+        body = client.post(f"/apps/{app}/decide", headers=headers, json={
+            "context": {"likes": likes}, "actions": _articles(day)}).json()
+        reward = float(articles(day)[body["action"]]["topic"] == likes)
+        answer = client.post(f"/apps/{app}/reward", headers=headers,
+                             json={"eventId": body["eventId"], "reward": reward})
+        assert answer.status_code == 200, answer.text
+        return reward
+
+    return article_days(step, trainer, days)
 
 
 def test_a_new_article_is_scored_from_its_features_through_the_service(client, trainer, store):
@@ -59,7 +49,7 @@ def test_a_new_article_is_scored_from_its_features_through_the_service(client, t
     # the learning stream holds the offered actions' features with each event
     entry = store.redis.xrevrange(keys.stream("news"), count=1)[0][1]
     features = codec.unpack(entry[b"actionFeatures"])
-    assert features["d11-2"] == {"topic": "science", "words": 5}
+    assert features["d11-science"] == {"topic": "science", "words": 5}
 
     # the served snapshot, given the request's features, is what the API logged
     info, state = store.load_snapshot("news", serving=True)
@@ -76,7 +66,7 @@ def test_a_new_article_is_scored_from_its_features_through_the_service(client, t
     expected = served.probabilities({"likes": "music"}, actions=[a["id"] for a in articles],
                                     action_features={a["id"]: a["features"] for a in articles})
     assert {r["id"]: r["probability"] for r in decision["ranking"]} == expected
-    assert max(expected, key=expected.get) == "d99-3"  # the music article, never played
+    assert max(expected, key=expected.get) == "d99-music"  # never played
 
 
 def test_a_kind_that_learns_per_id_takes_the_same_requests(client, trainer):

@@ -5,32 +5,22 @@ and serves)."""
 
 from __future__ import annotations
 
-import random
-
-from tests.helpers.factories import drain
-
-TOPICS = ["sport", "politics", "science", "music", "travel"]
+from tests.helpers.articles import article_days, articles
 
 
 def _days(client, trainer, days: range) -> list[float]:
-    """Days of five new articles (100 ranks each) with their features; a user reads the
-    article of the topic she likes. The rewards of each day's first 20 ranks."""
-    rng = random.Random(days.start)
-    first = []
-    for day in days:
-        actions = [{"id": f"d{day}-{t}", "features": [{"topic": t}, {"words": 3 + i}]}
-                   for i, t in enumerate(TOPICS)]
-        for i in range(100):
-            likes = rng.choice(TOPICS)
-            answer = client.rank({"contextFeatures": [{"likes": likes}], "actions": actions,
-                                  "eventId": f"e{day}-{i}"})
-            value = float(answer["rewardActionId"] == f"d{day}-{likes}")
-            client.reward(f"e{day}-{i}", {"value": value})
-            if i < 20:
-                first.append(value)
-            if i % 50 == 49:
-                drain(trainer)
-    return first
+    """Ranks among each day's new articles, Personalizer's way: features as a list of dicts."""
+
+    def step(day: int, i: int, likes: str) -> float:
+        actions = [{"id": a, "features": [{"topic": f["topic"]}, {"words": f["words"]}]}
+                   for a, f in articles(day).items()]
+        answer = client.rank({"contextFeatures": [{"likes": likes}], "actions": actions,
+                              "eventId": f"e{day}-{i}"})
+        value = float(answer["rewardActionId"] == f"d{day}-{likes}")
+        client.reward(f"e{day}-{i}", {"value": value})
+        return value
+
+    return article_days(step, trainer, days)
 
 
 def test_rank_scores_new_articles_by_their_features(admin, client, trainer):
