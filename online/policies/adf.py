@@ -133,7 +133,7 @@ class ActionFeaturePolicy(Policy):
       namespace, a pair's key ``(context key << 32) | action key``, all spread over the
       table by Fibonacci hashing. Only the weights in use are stored.
     * **Learning: NAG**, the normalized adaptive gradient of Ross, Mineiro & Langford
-      ("Normalized online learning", UAI 2013, Algorithm 1), on the squared loss, VW's
+      ("Normalized online learning", UAI 2013), on the squared loss, VW's
       default update (its ``--adaptive --normalized``): each weight's step is AdaGrad's,
       divided by the largest |value| its feature has had (a price in cents and one in euros
       learn alike: no feature scaling to choose, which a hosted service cannot do for its
@@ -157,11 +157,18 @@ class ActionFeaturePolicy(Policy):
       tried (the streams are few, and a value fitted to them would say little about an
       app's).
     * **Traffic changes.** AdaGrad's step for a weight updated n times falls as ``1 /
-      sqrt(n)``: it averages its last ~sqrt(n) updates, so it keeps following a change
-      (a weight updated a million times still moves within ~1,000 of its events). LinUCB's
-      sums, in contrast, never forget without a change test. gamma's n stops growing at
-      ``horizon`` (100,000 events, the trees' window), so exploration never falls below what
-      it was there.
+      sqrt(n)``: it averages its last ~sqrt(n) updates, so it keeps following a change (a
+      weight updated a million times still moves within ~1,000 of its events; LinUCB's sums,
+      in contrast, never forget without a change test). What is slow is finding an action
+      that became better while it is predicted poor: it is played with IGW's small
+      probability only. With each user's favourite topic moved after 2,000 events
+      (``test_it_keeps_following_a_change``), two seeds of three earned 0.9-0.99 within
+      1,000-3,000 events and one 0.8 for 6,000 events, then 0.96. The test of held-out errors
+      the other kinds run (:mod:`~online.policies.drift`) was tried here and found nothing:
+      the played actions' predictions fall at once (their errors averaged -0.10 over the
+      100 events after the change, -0.06 over 300), and it is the actions not played whose
+      value changed. gamma's n stops growing at ``horizon`` (100,000 events, the trees'
+      window), so exploration never falls below what it was there.
     * **Exploration: SquareCB's inverse-gap weighting** (:mod:`~online.policies.squarecb`,
       gamma = ``gamma_scale sqrt(K n)`` as the tree-ensemble policy's). An action never played
       and without features of its own has nothing to be scored from: it gets ``1/K`` (tried
@@ -456,7 +463,7 @@ def linear_scores(xk, xv, actions, w, shift, out):
 
 @numba.njit(cache=True, nogil=True)
 def nag_step(xk, xv, action, reward, weights, totals, eta, shift):
-    """One NAG update (Ross, Mineiro & Langford 2013, Algorithm 1) of ``weights`` on the
+    """One NAG update (Ross, Mineiro & Langford 2013) of ``weights`` on the
     squared loss of ``phi(x, a)`` (``action``'s keys and values) against ``reward``;
     ``totals`` holds t and N. Returns the prediction before the update."""
     nx, nz = xk.shape[0], action.keys.shape[0]
@@ -477,12 +484,15 @@ def nag_step(xk, xv, action, reward, weights, totals, eta, shift):
             values[m] = xv[i] * zv
             m += 1
     w, G, s = weights
-    for m in range(n):  # each weight in the units of its feature's largest |value|
+    # a weight is in the units of 1 / its feature's largest |value| (its steps are AdaGrad's,
+    # ~1 / (s |x|)): a larger value rescales it by s / |x| (the normalized gradient without
+    # AdaGrad's would rescale by (s / |x|)^2, as its steps are ~1 / s^2)
+    for m in range(n):
         v = abs(values[m])
         k = slots[m]
         if v > s[k]:
             if s[k] > 0.0:
-                w[k] *= (s[k] / v) ** 2
+                w[k] *= s[k] / v
             s[k] = v
     predicted = 0.0
     for m in range(n):

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from online.policies.adf import CONTEXT_SEED, ActionFeaturePolicy, hashed
+from online.policies.adf import CONTEXT_SEED, ActionFeaturePolicy, Tokens, hashed, nag_step
 
 TOPICS = ["sport", "politics", "science", "music", "travel"]
 
@@ -124,15 +124,31 @@ def test_a_number_learns_alike_at_any_scale():
         assert np.allclose(s, big, rtol=1e-9, atol=1e-12)
 
 
+def test_a_larger_value_rescales_a_weight_into_its_new_units():
+    """NAG keeps each weight in the units of 1 / its feature's largest |value|: when 4 comes
+    after 1, the weights of ``p`` are divided by 4, so the prediction at 4, before the step,
+    is the one at 1 (the normalized gradient without AdaGrad divides by 16)."""
+    policy = ActionFeaturePolicy(seed=0)
+    policy.learn_one({"p": 1.0}, "a", 1.0, 1.0)
+    at_one = policy.scores({"p": 1.0}, ["a"])[0]
+    xk, xv = hashed({"p": 4.0}, CONTEXT_SEED)
+    zk, zv = policy._action_tokens("a", None)
+    predicted = nag_step(np.array(xk, np.uint64), np.array(xv),
+                         Tokens(zk, zv, np.zeros(0, np.int64)), 0.0, policy._weights,
+                         policy._totals, policy.learning_rate, policy._shift)
+    assert 0.0 < at_one < 1.0 and predicted == pytest.approx(at_one, rel=1e-12)
+
+
 def test_it_keeps_following_a_change():
     """Each user's favourite topic moves after 20 days: AdaGrad's steps shrink as 1 /
-    sqrt(updates), so the weights still follow."""
+    sqrt(updates), so the weights still follow (the slowest of seeds 2-4 earned ~0.8 for
+    6,000 events, then 0.96)."""
     policy = ActionFeaturePolicy(seed=2)
     read(policy, days=20)
     shifted = {t: TOPICS[(i + 1) % len(TOPICS)] for i, t in enumerate(TOPICS)}
     rng = random.Random(5)
     earned = []
-    for t in range(2000, 6000):
+    for t in range(2000, 10000):
         today = articles(t // 100)
         likes = rng.choice(TOPICS)
         x = {"likes": likes, "hour": 1.0}
@@ -140,7 +156,7 @@ def test_it_keeps_following_a_change():
         reward = float(today[d.action]["topic"] == shifted[likes])
         policy.learn_one(x, d.action, reward, d.probability, today[d.action])
         earned.append(reward)
-    assert np.mean(earned[-1000:]) > 0.8
+    assert np.mean(earned[-1000:]) > 0.9
 
 
 def test_state_round_trip_and_the_serving_copy_decide_the_same():
