@@ -150,10 +150,11 @@ class ActionFeaturePolicy(Policy):
       on the click stream most predictions drifted below 0.
     * **learning_rate 0.25**, where VW's default is 0.5: the step trades following the
       stream against averaging its noise. Measured at 0.1 / 0.25 / 0.5 (seed 0): clicks
-      on ``bench/policies/articles.py`` (rates 0.05-0.27) 0.156 / 0.147 / 0.130 (VW
-      squarecb 0.151); Letter, 10k events, labels with 5 % noise, 0.333 / 0.368 / 0.383;
+      on ``bench/policies/articles.py`` (rates 0.05-0.27, 20k events) 0.157 / 0.156 /
+      0.136 (VW squarecb 0.151); Letter, 10k events, labels with 5 % noise, 0.333 / 0.368 /
+      0.383;
       campaigns that come and go (``late_keys.py --as-value``, 40k) 0.78 / 0.82 / 0.80. The
-      middle one is never the worst by more than 0.015 and was kept; no finer grid was
+      middle one trails the best by at most 0.015 and was kept; no finer grid was
       tried (the streams are few, and a value fitted to them would say little about an
       app's).
     * **Traffic changes.** AdaGrad's step for a weight updated n times falls as ``1 /

@@ -146,8 +146,8 @@ class AutoPolicy(Policy):
     of the context and the actions' features) joins **and serves** (a switch recorded with
     the reason "action features"); the others keep learning and take over by the usual rule,
     once surely better. Why serve it at once rather than wait for its bands: where requests
-    bring new articles every day, the per-id candidates earn about half of what it earns
-    (``bench/policies/articles.py``: 0.08-0.10 against 0.16), and on such low click rates
+    bring new articles every day, the per-id candidates earn two thirds of what it earns
+    (``bench/policies/articles.py``: 0.08-0.11 against 0.15-0.16), and on such low click rates
     the bands had not separated after 20,000 events (adf 0.165 estimated, lower bound 0.08,
     against the trees' upper bound 0.12); where actions persist and their features add
     nothing, it earned as the others did on the five-action problem (0.98-0.99 over events
