@@ -363,6 +363,9 @@ class ActionFeaturePolicy(Policy):
         learned = 0
         for x, action, reward, probability, *rest in events:
             given = rest[1] if len(rest) > 1 else None
+            if given is not None and not isinstance(given, Mapping):
+                raise ValueError("the actions' features must be a dict of action id -> "
+                                 f"features, got {type(given).__name__}")
             features = given.get(action) if given is not None else None
             self.learn_one(x, action, reward, probability, features)
             learned += 1

@@ -197,6 +197,8 @@ def test_bad_action_features_are_refused_before_anything_changes(features, error
     with pytest.raises(error):
         policy.decide({"x": 1.0}, actions=["a"], action_features={"a": features})
     assert policy.n_learned == 0 and policy.feature_columns == 0
+    with pytest.raises(ValueError, match="dict of action id"):
+        policy.learn_many([({"x": 1.0}, "a", 1.0, 0.5, None, [features])])
 
 
 @pytest.mark.parametrize("params", [{"bits": 9}, {"bits": 27}, {"learning_rate": 0},
