@@ -27,8 +27,13 @@ DEFAULT_CANDIDATES: tuple[dict, ...] = (
     {"kind": "linucb"},
 )
 
-#: the kind added as a candidate when events first bring their actions' features
+#: the kind added as a candidate when events first bring their actions' features, and the
+#: events after which, once, it serves if its estimate is the higher (see the class doc)
 FEATURE_KIND = "adf"
+FEATURE_TRIAL = 4000
+#: an action with fewer events than this is young: a per-id model of it rests on little (the
+#: trees' hierarchical prior is worth as many events)
+YOUNG = 50
 
 _ESTIMATORS = ("ips", "dr")
 #: the smallest exploration floor: the estimates weigh an event by up to K / floor, and their
@@ -143,17 +148,37 @@ class AutoPolicy(Policy):
     ``trees`` and ``linucb`` learn one model per action id and cannot read them. The first
     time a learned event brings its actions' features (the sixth item of a ``learn_many``
     event), an ``adf`` candidate (:class:`~online.policies.adf.ActionFeaturePolicy`, one model
-    of the context and the actions' features) joins **and serves** (a switch recorded with
-    the reason "action features"); the others keep learning and take over by the usual rule,
-    once surely better. Why serve it at once rather than wait for its bands: where requests
-    bring new articles every day, the per-id candidates earn two thirds of what it earns
-    (``bench/policies/articles.py``: 0.08-0.11 against 0.15-0.16), and on such low click rates
-    the bands had not separated after 20,000 events (adf 0.165 estimated, lower bound 0.08,
-    against the trees' upper bound 0.12); where actions persist and their features add
-    nothing, it earned as the others did on the five-action problem (0.98-0.99 over events
-    1,000-2,000, as trees and LinUCB) and the usual rule gives the app back to a candidate
-    that does surely better. Once only (``feature_candidate``; an operator who removes it
-    keeps it out), and never on a stream without action features, which decides as before.
+    of the context and the actions' features) joins and serves at once (a switch recorded
+    with the reason "action features"). Then, once, ``FEATURE_TRIAL`` (4,000) events later:
+    if most events of the trial's second half played a *young* action (fewer than ``YOUNG``
+    = 50 events of its own), ``adf`` keeps serving; otherwise the candidate that served
+    before it takes the app back if its SNIPS estimate over that half is the higher. After
+    that only the usual rule switches. Why a rule of its own: the two kinds of app that send
+    features need opposite choices, and the usual bands take too long to tell them apart.
+
+    * Requests that bring new articles every day (``bench/policies/articles.py``): the per-id
+      candidates earn 0.08-0.11 where ``adf`` earns 0.15-0.16. On such low click rates the
+      bands had not separated after 20,000 events.
+    * A fixed set of actions sent with features that add nothing (Letter's 26 labels, each
+      with made-up features): the trees earn more (0.75 per event at 35,000-40,000 events,
+      ``adf`` 0.59), and with ``adf`` serving the bands had not separated after 20,000
+      events either (the trees' estimate 0.48 and lower bound 0.35, against adf's upper
+      bound 0.45).
+    * The estimates alone do not tell them apart: a per-id candidate evaluated on what
+      ``adf`` served learns each new article from ``adf``'s exploration, which it could not
+      do serving alone. On the article stream its SNIPS estimate over the trial's second
+      half was 0.20 (seed 0) against adf's 0.13, and, switched back to it, the app earned
+      0.10 (seeds 0 and 1).
+    * Young actions tell them apart: over events 2,000-4,000 with ``adf`` serving, 56-61 % of
+      the article stream's events played an action with fewer than 50 events (seeds 0-2),
+      7 % of Letter's. Where most actions are young, a per-id model rests on too little of
+      its own; where they are not, the per-id candidates have their own data and the
+      estimates compare them fairly. Now: the article stream keeps ``adf`` (0.153 / 0.158 /
+      0.167 over 40,000 events), Letter goes back to the trees at 4,096 events (0.75 at the
+      end, as they earn alone).
+
+    Once only (``feature_candidate``; an operator who removes the candidate keeps it out),
+    and never on a stream without action features, which decides as before.
 
     Bad and hostile input
     ---------------------
@@ -240,7 +265,16 @@ class AutoPolicy(Policy):
         if not isinstance(feature_candidate, bool):
             raise ValueError(f"feature_candidate must be true or false, got {feature_candidate!r}")
         self.feature_candidate = feature_candidate
-        self._feature_candidate_added = False
+        # events learned when the features' candidate joined (None: not yet), the candidate
+        # that served then, and whether the trial is over (the one comparison of estimates
+        # after FEATURE_TRIAL events)
+        self._feature_joined_at: int | None = None
+        self._feature_before: str | None = None
+        self._feature_trial_done = False
+        # candidate -> (sum of weights, sum of weights x rewards) over the trial's second half;
+        # its events, and those whose action was young
+        self._trial_sums: dict[str, tuple[float, float]] = {}
+        self._trial_young = [0, 0]
         super().__init__(seed=seed)
         self._candidates_: list[_Candidate] = []
         self._estimates = OffPolicyEstimates(rows=0)  # row j: candidate j
@@ -571,10 +605,11 @@ class AutoPolicy(Policy):
         if not n:
             return 0
         self._forget_stale()  # (before the batch's actions are looked up)
-        if (self.feature_candidate and not self._feature_candidate_added
+        if (self.feature_candidate and self._feature_joined_at is None
                 and any(e[5] for e in batch)):
-            self._feature_candidate_added = True  # (once: an operator may remove it)
+            self._feature_joined_at = self._n_learned  # (once: an operator may remove it)
             if not any(c.kind == FEATURE_KIND for c in self._candidates_):
+                self._feature_before = self._serving
                 name = self.add_candidate({"kind": FEATURE_KIND})
                 self._record_switch(self._get(self._serving), self._get(name),
                                     reason="action features")
@@ -595,12 +630,47 @@ class AutoPolicy(Policy):
         for c in self._candidates_:
             c.policy.learn_many(featured if isinstance(c.policy, Policy) else played)
         ks = np.array([self._index[e[1]] for e in batch])
+        if self._in_trial():  # (each action's events counted at the batch's start)
+            self._trial_young[0] += len(ks)
+            self._trial_young[1] += int((self._q_count[ks] < YOUNG).sum())
         np.add.at(self._q_sum, ks, rewards)
         np.add.at(self._q_count, ks, 1.0)
         self._touch(ks)
         batch.clear()
+        self._feature_trial()
         self._maybe_switch()
         return n
+
+    def _in_trial(self) -> bool:
+        """Whether the batch about to be learned is in the trial's second half."""
+        joined = self._feature_joined_at
+        return (joined is not None and not self._feature_trial_done
+                and joined + FEATURE_TRIAL // 2 <= self._n_learned < joined + FEATURE_TRIAL)
+
+    def _feature_trial(self) -> None:
+        """Once, ``FEATURE_TRIAL`` events after the features' candidate joined and served:
+        unless most of the trial's second half played young actions, the candidate that
+        served before it takes the app back if its SNIPS estimate there is the higher (see
+        the class doc)."""
+        if (self._feature_trial_done or self._feature_joined_at is None
+                or self._n_learned - self._feature_joined_at < FEATURE_TRIAL):
+            return
+        self._feature_trial_done = True
+        sums, self._trial_sums = self._trial_sums, {}
+        (events, young), self._trial_young = self._trial_young, [0, 0]
+        serving = self._get(self._serving)
+        before = next((c for c in self._candidates_ if c.name == self._feature_before), None)
+        if serving.kind != FEATURE_KIND or before is None or 2 * young >= events:
+            return
+
+        def snips(name: str) -> float:
+            w, wr = sums.get(name, (0.0, 0.0))
+            return wr / w if w > 0.0 else 0.0
+
+        if snips(before.name) > snips(serving.name):
+            self._record_switch(serving, before, reason="action features: the actions are "
+                                "not young, and the former candidate did better over the "
+                                f"trial's last {FEATURE_TRIAL // 2} events")
 
     def _evaluate(self, batch: list, rewards: np.ndarray, inventory: list,
                   ks_active: np.ndarray) -> None:
@@ -653,6 +723,18 @@ class AutoPolicy(Policy):
             np.broadcast_to(propensity, (C, n)), q_logged=np.broadcast_to(q_logged, (C, n)),
             q_policy=(target * q).sum(axis=2), dr_low=low.reshape(C, n),
             dr_low_c=low_c.reshape(C, n))
+        self._trial_terms(target[:, np.arange(n), logged] / propensity, rewards)
+
+    def _trial_terms(self, weights: np.ndarray, rewards: np.ndarray) -> None:
+        """Add each candidate's importance weights of a batch (rows: candidates) and their
+        products with the rewards to the trial's sums when the batch is in the trial's second
+        half (see :meth:`_feature_trial`)."""
+        if not self._in_trial():
+            return
+        for c, w, wr in zip(self._candidates_, weights.sum(axis=1).tolist(),
+                            (weights @ rewards).tolist()):
+            before = self._trial_sums.get(c.name, (0.0, 0.0))
+            self._trial_sums[c.name] = (before[0] + w, before[1] + wr)
 
     def _fill_target(self, target: np.ndarray, policy, batch: list, groups: dict,
                      columns: tuple[dict, list]) -> None:
@@ -775,7 +857,11 @@ class AutoPolicy(Policy):
             "clipped": self._clipped,
             "q_sum": self._q_sum.copy(),
             "q_count": self._q_count.copy(),
-            "feature_candidate_added": self._feature_candidate_added,
+            "feature_joined_at": self._feature_joined_at,
+            "feature_before": self._feature_before,
+            "feature_trial_done": self._feature_trial_done,
+            "trial_sums": {k: list(v) for k, v in self._trial_sums.items()},
+            "trial_young": list(self._trial_young),
         }
 
     @classmethod
@@ -791,7 +877,13 @@ class AutoPolicy(Policy):
         policy.min_events = int(params["min_events"])
         policy.estimator = params["estimator"]
         policy.feature_candidate = bool(params.get("feature_candidate", True))
-        policy._feature_candidate_added = bool(model.get("feature_candidate_added", False))
+        joined = model.get("feature_joined_at")
+        policy._feature_joined_at = None if joined is None else int(joined)
+        policy._feature_before = model.get("feature_before")
+        policy._feature_trial_done = bool(model.get("feature_trial_done", False))
+        policy._trial_sums = {str(k): (float(v[0]), float(v[1]))
+                              for k, v in model.get("trial_sums", {}).items()}
+        policy._trial_young = [int(v) for v in model.get("trial_young", (0, 0))]
         policy._restore_inventory(state)
         policy._candidates_ = [
             _Candidate(c["name"], c["kind"], dict(c["params"]), int(c["serial"]),
