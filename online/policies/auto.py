@@ -174,8 +174,8 @@ class AutoPolicy(Policy):
       7 % of Letter's. Where most actions are young, a per-id model rests on too little of
       its own; where they are not, the per-id candidates have their own data and the
       estimates compare them fairly. Now: the article stream keeps ``adf`` (0.153 / 0.158 /
-      0.167 over 40,000 events), Letter goes back to the trees at 4,096 events (0.75 at the
-      end, as they earn alone).
+      0.167 over 40,000 events), Letter goes back to the trees at 4,096 events (0.75 over
+      events 35,000-40,000, as without features).
 
     Once only (``feature_candidate``; an operator who removes the candidate keeps it out),
     and never on a stream without action features, which decides as before.
