@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from online.policies.base import Policy
 from online.policies.registry import POLICY_KINDS, PolicyKind
 from service.param_checks import check_params
 
@@ -189,11 +188,8 @@ def _forest_decide(policy: Any, context: dict, actions: list[str], excluded: lis
                    action_features: dict | None = None) -> Choice:
     # the same decision either way (same candidates in the same order, same draws)
     actions = _inventory_or(policy, actions, excluded)
-    if action_features is not None and isinstance(policy, Policy):
-        decision = policy.decide(context, actions=actions, excluded=tuple(excluded),
-                                 action_features=action_features)
-    else:  # (Bandit Forest, the paper's learner, has one model per action and no features)
-        decision = policy.decide(context, actions=actions, excluded=tuple(excluded))
+    decision = policy.decide(context, actions=actions, excluded=tuple(excluded),
+                             action_features=action_features)
     # the ranking as the learner gives it (Python floats already): it is copied once more
     # into the answer, not here
     return Choice(
@@ -210,10 +206,8 @@ def _forest_learn(policy: Any, context: dict, action: str, reward: float, probab
 
 def _forest_learn_many(policy: Any, events: Iterable[tuple]) -> None:
     # one compiled call per run of events between stump resolutions (BanditForest.learn_many);
-    # the actions offered go to the policies that read them (online's Policy: auto evaluates
-    # its candidates over them), not to the Bandit Forest
-    if not isinstance(policy, Policy):
-        events = (event[:4] for event in events)
+    # the actions offered and their features go to the policies that read them (auto evaluates
+    # its candidates over the offers, adf reads the features); the Bandit Forest reads neither
     policy.learn_many(events)
 
 

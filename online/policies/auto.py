@@ -622,13 +622,10 @@ class AutoPolicy(Policy):
         rewards = np.array([e[2] for e in batch])
         if inventory:  # (no inventory: no candidate serves anything, nothing to evaluate)
             self._evaluate(batch, rewards, inventory, ks_active)
-        played = [e[:4] for e in batch]  # (what a candidate learns from)
-        # the hosted policies also take the actions' features (Bandit Forest, the paper's
-        # learner, takes the four items only)
-        featured = ([(*e[:4], None, e[5]) for e in batch]
-                    if any(e[5] is not None for e in batch) else played)
+        # what a candidate learns from: the played action's features come by id
+        played = [(*e[:4], None, e[5]) for e in batch]
         for c in self._candidates_:
-            c.policy.learn_many(featured if isinstance(c.policy, Policy) else played)
+            c.policy.learn_many(played)
         ks = np.array([self._index[e[1]] for e in batch])
         if self._in_trial():  # (each action's events counted at the batch's start)
             self._trial_young[0] += len(ks)

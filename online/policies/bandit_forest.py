@@ -15,7 +15,10 @@ __all__ = ["BanditForestPolicy"]
 class BanditForestPolicy(BanditForest):
     """:class:`~online.bandit.forest.BanditForest` with the distribution of :meth:`decide`
     readable without drawing (what an evaluator of candidate policies asks). Decisions, learning
-    and the state (format ``grove.bandit-forest``) are BanditForest's, unchanged.
+    and the state (format ``grove.bandit-forest``) are BanditForest's, unchanged. It takes the
+    calls of the other hosted policies (``online.policies.base.Policy``): the actions' own
+    features and a ``learn_many`` event's extra items are accepted and not read (the paper's
+    forest learns one model per action id).
 
     >>> forest = BanditForestPolicy(n_trees=5, warmup=10, seed=0)
     >>> for a in ["a", "b"]:
@@ -23,6 +26,13 @@ class BanditForestPolicy(BanditForest):
     >>> forest.probabilities({"site": "x"})
     {'a': 0.5, 'b': 0.5}
     """
+
+    def decide(self, x: dict, actions: Iterable | None = None, excluded: Iterable = (),
+               action_features=None):
+        return super().decide(x, actions, excluded)
+
+    def learn_many(self, events: Iterable[tuple]) -> int:
+        return super().learn_many(event[:4] for event in events)
 
     def probabilities(self, x: dict, actions: Iterable | None = None,
                       excluded: Iterable = (), action_features=None) -> dict:
