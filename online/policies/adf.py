@@ -20,7 +20,7 @@ import numba
 import numpy as np
 
 from online.policies.base import Policy, _check_action, _check_feedback
-from online.policies.features import MAX_MAGNITUDE, flatten
+from online.policies.features import checked_number, flatten
 from online.policies.squarecb import gamma as igw_gamma
 from online.policies.squarecb import inverse_gap_weights
 
@@ -58,8 +58,8 @@ def _hash(token: str, seed: int) -> int:
 def hashed(features: Mapping | None, seed: int) -> tuple[list[int], list[float]]:
     """The keys and values of ``features`` (nested dicts and lists flattened): a number is
     its name's key with its value, a string ``name=value``'s key with 1, a bool 1 or 0;
-    null and 0 add nothing. NaN, infinities and numbers past +-``MAX_MAGNITUDE`` are a
-    ``ValueError`` naming the feature, other types a ``TypeError``.
+    null and 0 add nothing. A bad number is refused as the other kinds refuse it
+    (:func:`~online.policies.features.checked_number`).
 
     >>> keys, values = hashed({"user": {"age": 30}, "topic": "sport", "new": True}, 0)
     >>> len(keys), values
@@ -81,16 +81,7 @@ def hashed(features: Mapping | None, seed: int) -> tuple[list[int], list[float]]
                 keys.append(_hash(f"{key}\x1f{inner}", seed))
                 values.append(1.0)
                 continue
-            try:
-                number = float(inner)
-            except (TypeError, ValueError, OverflowError):
-                if isinstance(inner, int):
-                    raise ValueError(f"feature {key!r} is {inner}: too large a number") from None
-                raise TypeError(f"feature {key!r} has a value of type {type(inner).__name__}: "
-                                "features must be numbers, strings, bools or null") from None
-            if not math.isfinite(number) or abs(number) > MAX_MAGNITUDE:
-                raise ValueError(f"feature {key!r} is {number!r}: numbers must be finite and "
-                                 f"within +-{MAX_MAGNITUDE:g}")
+            number = checked_number(key, inner)
             if number != 0.0:
                 keys.append(_hash(key, seed))
                 values.append(number)
@@ -292,31 +283,26 @@ class ActionFeaturePolicy(Policy):
 
     # -- deciding --------------------------------------------------------------------------------
 
-    def decide(self, x: dict, actions: Iterable | None = None, excluded: Iterable = (),
-               action_features: Mapping | None = None):
-        """:meth:`Policy.decide`, each candidate scored with its features in
-        ``action_features`` (id -> dict), else the last it came with."""
-        return super().decide(x, actions, excluded, action_features)
-
-    def probabilities(self, x: dict, actions: Iterable | None = None, excluded: Iterable = (),
-                      action_features: Mapping | None = None) -> dict:
-        return super().probabilities(x, actions, excluded, action_features)
-
     def _decide_distribution(self, x, actions, excluded, checked: bool = True,
                              action_features: Mapping | None = None):
         if not isinstance(x, dict):
             raise ValueError(f"a context must be a dict, got {type(x).__name__}")
         candidates, known = self._candidates(actions, excluded)
-        scores = self.scores(x, candidates, action_features)
-        unseen = np.array([(k < 0 or self._plays[k] == 0)
-                           and not self._features_of(a, action_features)
-                           for a, k in zip(candidates, known.tolist())], np.bool_)
+        scores, featured = self._scores(x, candidates, action_features)
+        played = np.zeros(len(known), np.bool_)
+        mine = known >= 0
+        played[mine] = self._plays[known[mine]] > 0
+        unseen = ~featured & ~played  # (nothing of its own to be scored from)
         probs = np.empty(len(candidates))
         inverse_gap_weights(scores, unseen, self.gamma(len(candidates)), probs)
         return candidates, probs
 
     def scores(self, x: dict, actions: list, action_features: Mapping | None = None):
         """The predicted reward of each of ``actions`` in context ``x``."""
+        return self._scores(x, actions, action_features)[0]
+
+    def _scores(self, x: dict, actions: list, action_features: Mapping | None):
+        """:meth:`scores`, and for each action whether it has features besides its id."""
         xk, xv = hashed(x, CONTEXT_SEED)
         keys, values, start = [], [], np.zeros(len(actions) + 1, np.int64)
         for j, action in enumerate(actions):
@@ -328,7 +314,7 @@ class ActionFeaturePolicy(Policy):
         linear_scores(np.array(xk, np.uint64), np.array(xv),
                       Tokens(np.concatenate(keys), np.concatenate(values), start),
                       self._weights.w, self._shift, out)
-        return out
+        return out, np.diff(start) > 1
 
     def gamma(self, n_candidates: int) -> float:
         """SquareCB's gamma for a decision among ``n_candidates`` actions now."""
@@ -343,13 +329,13 @@ class ActionFeaturePolicy(Policy):
         reward, probability = _check_feedback(reward, probability)
         _check_action(action)
         xk, xv = hashed(x, CONTEXT_SEED)
-        if action_features is not None:
-            hashed(action_features, ACTION_SEED)  # (checked before anything changes)
+        features = self._features_of(action, None) if action_features is None \
+            else action_features
+        zk, zv = self._action_tokens(action, features)  # (checked before anything changes)
         self._forget_stale()
         k = self._action_index(action)
         if action_features is not None:
             self._features[k] = _stored(action_features)
-        zk, zv = self._action_tokens(action, self._features[k])
         nag_step(np.array(xk, np.uint64), np.array(xv), Tokens(zk, zv, np.zeros(0, np.int64)),
                  reward, self._weights, self._totals, self.learning_rate, self._shift)
         self._plays[k] += 1

@@ -64,6 +64,25 @@ def checked_scales(scales, n: int, name: str = "scales") -> np.ndarray:
     return scales
 
 
+def checked_number(name: str, value) -> float:
+    """Feature ``name``'s value (neither a string nor null) as a float: ``ValueError`` for
+    NaN, infinities and magnitudes past ``MAX_MAGNITUDE`` (or an integer too large for a
+    float), ``TypeError`` for what is not a number."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        if isinstance(value, (int, np.integer)):
+            raise ValueError(f"feature {name!r} is {value}: too large a number") from None
+        raise TypeError(f"feature {name!r} has a value of type {type(value).__name__}: "
+                        "features must be numbers, strings, bools or null") from None
+    if not math.isfinite(number):
+        raise ValueError(f"feature {name!r} is {number}: numbers must be finite")
+    if abs(number) > MAX_MAGNITUDE:
+        raise ValueError(f"feature {name!r} is {number!r}: numbers must be within "
+                         f"+-{MAX_MAGNITUDE:g}")
+    return number
+
+
 def flatten(x: dict, prefix: str = "") -> dict:
     """Nested dicts and lists -> one flat dict, names joined with dots.
 
@@ -341,18 +360,7 @@ class FeatureEncoder:
             value = 1.0 if value else 0.0
         if isinstance(value, str):
             return self._category(name, value, learn)
-        try:
-            number = float(value)
-        except (TypeError, ValueError, OverflowError):
-            if isinstance(value, (int, np.integer)):
-                raise ValueError(f"feature {name!r} is {value}: too large a number") from None
-            raise TypeError(f"feature {name!r} has a value of type {type(value).__name__}: "
-                            "features must be numbers, strings, bools or null") from None
-        if not math.isfinite(number):
-            raise ValueError(f"feature {name!r} is {number}: numbers must be finite")
-        if abs(number) > MAX_MAGNITUDE:
-            raise ValueError(f"feature {name!r} is {number!r}: numbers must be within "
-                             f"+-{MAX_MAGNITUDE:g}")
+        number = checked_number(name, value)
         column = self._numbers.get(name)
         if column is None:
             column = self._add((NUMBER, name, None)) if learn else None
