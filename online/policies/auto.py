@@ -265,12 +265,10 @@ class AutoPolicy(Policy):
         if not isinstance(feature_candidate, bool):
             raise ValueError(f"feature_candidate must be true or false, got {feature_candidate!r}")
         self.feature_candidate = feature_candidate
-        # events learned when the features' candidate joined (None: not yet), the candidate
-        # that served then, and whether the trial is over (the one comparison of estimates
-        # after FEATURE_TRIAL events)
+        # events learned when the features' candidate joined (None: not yet), and the
+        # candidate that served then (the trial: the one comparison FEATURE_TRIAL events on)
         self._feature_joined_at: int | None = None
         self._feature_before: str | None = None
-        self._feature_trial_done = False
         # candidate -> (sum of weights, sum of weights x rewards) over the trial's second half;
         # its events, and those whose action was young
         self._trial_sums: dict[str, tuple[float, float]] = {}
@@ -627,6 +625,7 @@ class AutoPolicy(Policy):
         for c in self._candidates_:
             c.policy.learn_many(played)
         ks = np.array([self._index[e[1]] for e in batch])
+        start = self._n_learned
         if self._in_trial():  # (each action's events counted at the batch's start)
             self._trial_young[0] += len(ks)
             self._trial_young[1] += int((self._q_count[ks] < YOUNG).sum())
@@ -634,25 +633,29 @@ class AutoPolicy(Policy):
         np.add.at(self._q_count, ks, 1.0)
         self._touch(ks)
         batch.clear()
-        self._feature_trial()
+        self._feature_trial(start)
         self._maybe_switch()
         return n
+
+    @property
+    def _feature_trial_done(self) -> bool:
+        joined = self._feature_joined_at
+        return joined is not None and self._n_learned >= joined + FEATURE_TRIAL
 
     def _in_trial(self) -> bool:
         """Whether the batch about to be learned is in the trial's second half."""
         joined = self._feature_joined_at
-        return (joined is not None and not self._feature_trial_done
+        return (joined is not None
                 and joined + FEATURE_TRIAL // 2 <= self._n_learned < joined + FEATURE_TRIAL)
 
-    def _feature_trial(self) -> None:
-        """Once, ``FEATURE_TRIAL`` events after the features' candidate joined and served:
-        unless most of the trial's second half played young actions, the candidate that
-        served before it takes the app back if its SNIPS estimate there is the higher (see
-        the class doc)."""
-        if (self._feature_trial_done or self._feature_joined_at is None
-                or self._n_learned - self._feature_joined_at < FEATURE_TRIAL):
+    def _feature_trial(self, start: int) -> None:
+        """Once, at the batch (its first event: ``start``) that reaches ``FEATURE_TRIAL``
+        events after the features' candidate joined and served: unless most of the trial's
+        second half played young actions, the candidate that served before it takes the app
+        back if its SNIPS estimate there is the higher (see the class doc)."""
+        joined = self._feature_joined_at
+        if joined is None or not start < joined + FEATURE_TRIAL <= self._n_learned:
             return
-        self._feature_trial_done = True
         sums, self._trial_sums = self._trial_sums, {}
         (events, young), self._trial_young = self._trial_young, [0, 0]
         serving = self._get(self._serving)
@@ -856,7 +859,6 @@ class AutoPolicy(Policy):
             "q_count": self._q_count.copy(),
             "feature_joined_at": self._feature_joined_at,
             "feature_before": self._feature_before,
-            "feature_trial_done": self._feature_trial_done,
             "trial_sums": {k: list(v) for k, v in self._trial_sums.items()},
             "trial_young": list(self._trial_young),
         }
@@ -877,7 +879,6 @@ class AutoPolicy(Policy):
         joined = model.get("feature_joined_at")
         policy._feature_joined_at = None if joined is None else int(joined)
         policy._feature_before = model.get("feature_before")
-        policy._feature_trial_done = bool(model.get("feature_trial_done", False))
         policy._trial_sums = {str(k): (float(v[0]), float(v[1]))
                               for k, v in model.get("trial_sums", {}).items()}
         policy._trial_young = [int(v) for v in model.get("trial_young", (0, 0))]
