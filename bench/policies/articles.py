@@ -88,7 +88,8 @@ class KindPlayer:
 
     def decide(self, x, actions, features):
         given = features if self.features else None
-        return self.policy.decide(x, actions=actions, action_features=given).action
+        d = self.policy.decide(x, actions=actions, action_features=given)
+        return d.action, d.probability
 
     def learn(self, x, actions, features, action, reward, probability):
         self.batch.append((x, action, reward, probability, actions,
@@ -121,7 +122,7 @@ class VWPlayer:
         j = int(min(np.searchsorted(np.cumsum(pmf), self.rng.random() * pmf.sum(),
                                     side="right"), len(pmf) - 1))
         self.last = (example, j, float(pmf[j] / pmf.sum()))
-        return actions[j]
+        return actions[j], self.last[2]
 
     def learn(self, x, actions, features, action, reward, probability):
         example, j, p = self.last
@@ -146,13 +147,11 @@ def run(name: str, seed: int, events: int, day: int, pool: int, offered: int) ->
     for t in tqdm(range(events), desc=f"{name}/s{seed}", unit="ev", mininterval=10):
         x, actions, rates = stream.request(t)
         features = {a: stream.features[a] for a in actions}
-        action = p.decide(x, actions, features)
+        action, probability = p.decide(x, actions, features)
         reward = float(stream.rng.random() < rates[action])
         rewards[t] = reward
         best += max(rates.values())
         uniform += sum(rates.values()) / len(rates)
-        probability = getattr(p, "last", ((), 0, None))[2] if name == "vw_squarecb" else \
-            p.policy._last_decision.probability
         p.learn(x, actions, features, action, reward, probability)
     half = events // 2
     return {"player": name, "seed": seed, "events": events, "day": day, "pool": pool,
