@@ -18,7 +18,10 @@ Players, each learning every event (the kinds in batches of 256, as the service'
 VW as it goes), all given the articles' features: ``adf``, ``adf`` without them (ids only),
 ``trees`` and ``linucb`` (which learn per id and ignore them), ``auto`` (the default kind:
 its ``adf`` candidate joins with the first features), and VW ``--cb_explore_adf --squarecb -q
-sa`` with the features in its action namespace (what Personalizer ran). Printed: each
+sa`` with the features in its action namespace; and Personalizer's default learning settings
+(``--cb_explore_adf --epsilon 0.2 --power_t 0 -l 0.001 --cb_type mtr -q ::``) run by VW
+(``vw_personalizer``) and by ``adf`` with the parameters Grove's Personalizer API maps them
+onto (``adf_personalizer``: ``service/personalizer/learning_settings.py``). Printed: each
 player's mean reward over the whole run and its second half, and the best and a uniform
 player's, in expectation.
 
@@ -42,6 +45,10 @@ from bench.common.paths import OUT
 TOPICS, SOURCES, SEGMENTS = 8, 6, 20
 BATCH = 256  # events per learn_many (the trainer's batches; --batch)
 KINDS = ("adf", "adf_ids", "trees", "linucb", "auto", "vw_squarecb")
+#: Personalizer's default learning settings, and what Grove's Personalizer API maps them onto
+PERSONALIZER = "--cb_explore_adf --epsilon 0.2 --power_t 0 -l 0.001 --cb_type mtr -q ::"
+PERSONALIZER_ADF = {"epsilon": 0.2, "power_t": 0, "learning_rate": 0.001, "cb_type": "mtr",
+                    "interactions": ["::"]}
 
 
 class Stream:
@@ -81,8 +88,8 @@ class Stream:
 
 
 class KindPlayer:
-    def __init__(self, kind: str, seed: int, features: bool):
-        self.policy = online.make_policy(kind, seed=seed)
+    def __init__(self, kind: str, seed: int, features: bool, params: dict | None = None):
+        self.policy = online.make_policy(kind, seed=seed, **(params or {}))
         self.features = features
         self.batch: list = []
 
@@ -100,11 +107,10 @@ class KindPlayer:
 
 
 class VWPlayer:
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, arguments: str = "--cb_explore_adf --squarecb -q sa"):
         import vowpalwabbit
 
-        self.vw = vowpalwabbit.Workspace(
-            f"--cb_explore_adf --squarecb -q sa --random_seed {seed} --quiet")
+        self.vw = vowpalwabbit.Workspace(f"{arguments} --random_seed {seed} --quiet")
         self.rng = np.random.default_rng(seed)
         self.last: tuple = ()
 
@@ -133,8 +139,12 @@ class VWPlayer:
 def player(name: str, seed: int):
     if name == "vw_squarecb":
         return VWPlayer(seed)
+    if name == "vw_personalizer":
+        return VWPlayer(seed, PERSONALIZER)
     if name == "adf_ids":
         return KindPlayer("adf", seed, features=False)
+    if name == "adf_personalizer":
+        return KindPlayer("adf", seed, features=True, params=PERSONALIZER_ADF)
     return KindPlayer(name, seed, features=True)
 
 

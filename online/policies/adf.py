@@ -29,6 +29,7 @@ __all__ = ["ActionFeaturePolicy"]
 # seeds of the three namespaces' hashes: a context feature, an action's feature and an
 # action's id never share a weight because they are spelled alike
 CONTEXT_SEED, ACTION_SEED, ID_SEED = 0x1F3D5B79, 0x2545F491, 0x68E31DA4
+CB_TYPES = ("dm", "mtr")  # how an event weighs: 1, or 1 / its probability (VW's --cb_type)
 BIAS = np.uint64(0xFFFFFFFF)  # the constant feature's key
 FIB = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio: Fibonacci hashing of a key
 
@@ -43,34 +44,88 @@ class Weights(NamedTuple):
 
 
 class Tokens(NamedTuple):
-    """Hashed features: 32-bit keys (uint64) and values; ``start[a]:start[a + 1]`` are
-    candidate a's when several candidates' are concatenated."""
+    """Hashed features: 32-bit keys (uint64), values and namespaces (uint8, see
+    :func:`hashed`); ``start[a]:start[a + 1]`` are candidate a's when several candidates' are
+    concatenated."""
 
     keys: np.ndarray
     values: np.ndarray
     start: np.ndarray
+    spaces: np.ndarray
+
+
+class Rule(NamedTuple):
+    """One update's constants: NAG's eta and power_t (VW's ``-l``, ``--power_t``) and the
+    event's importance weight."""
+
+    eta: float
+    power_t: float
+    importance: float
+
+
+ID_SPACE = 0  # the namespace of an action's id: crossed with every context namespace
+DEFAULT_SPACE = 32  # VW's default namespace (" "): a feature not under a namespace
+
+
+def namespace(name: str) -> int:
+    """The namespace byte of a flattened feature name, as VW's ``-q`` reads it: the first byte
+    of the part before the first dot (``user.age`` -> ``u``, Personalizer's namespaces), or
+    the default namespace's space for a name without one.
+
+    >>> chr(namespace("user.age")), chr(namespace("hour")), chr(namespace("Topic.tags.0"))
+    ('u', ' ', 'T')
+    """
+    head, dot, _ = name.partition(".")
+    return head.encode("utf-8", "surrogatepass")[0] if dot and head else DEFAULT_SPACE
+
+
+def crossings(interactions: list[str] | None) -> np.ndarray:
+    """The (256, 256) table of which namespaces' features are multiplied: ``interactions``
+    as VW's ``-q`` pairs (``"ut"``: namespaces u and t; ``:`` any namespace), None: all. An
+    action's id is crossed with every namespace whatever the pairs.
+
+    >>> table = crossings(["ut", ":T"])
+    >>> bool(table[ord("u"), ord("t")]), bool(table[ord("t"), ord("u")])
+    (True, True)
+    >>> bool(table[ord("x"), ord("T")]), bool(table[ord("T"), ord("x")])
+    (True, True)
+    >>> bool(table[ord("u"), ord(" ")]), bool(table[ord("u"), 0])
+    (False, True)
+    """
+    table = np.zeros((256, 256), np.bool_)
+    if interactions is None:
+        table[:] = True
+    for pair in interactions or ():
+        a, b = (slice(None) if c == ":" else c.encode("utf-8", "surrogatepass")[0]
+                for c in pair)
+        table[a, b] = True
+        table[b, a] = True
+    table[ID_SPACE, :] = True
+    table[:, ID_SPACE] = True
+    return table
 
 
 def _hash(token: str, seed: int) -> int:
     return zlib.crc32(token.encode("utf-8", "surrogatepass"), seed)
 
 
-def hashed(features: Mapping | None, seed: int) -> tuple[list[int], list[float]]:
-    """The keys and values of ``features`` (nested dicts and lists flattened): a number is
-    its name's key with its value, a string ``name=value``'s key with 1, a bool 1 or 0;
-    null and 0 add nothing. A bad number is refused as the other kinds refuse it
-    (:func:`~online.policies.features.checked_number`).
+def hashed(features: Mapping | None, seed: int) -> tuple[list[int], list[float], list[int]]:
+    """The keys, values and namespaces (:func:`namespace`) of ``features`` (nested dicts and
+    lists flattened): a number is its name's key with its value, a string ``name=value``'s
+    key with 1, a bool 1 or 0; null and 0 add nothing. A bad number is refused as the other
+    kinds refuse it (:func:`~online.policies.features.checked_number`).
 
-    >>> keys, values = hashed({"user": {"age": 30}, "topic": "sport", "new": True}, 0)
-    >>> len(keys), values
-    (3, [30.0, 1.0, 1.0])
+    >>> keys, values, spaces = hashed({"user": {"age": 30}, "topic": "sport", "new": True}, 0)
+    >>> len(keys), values, [chr(c) for c in spaces]
+    (3, [30.0, 1.0, 1.0], ['u', ' ', ' '])
     """
     if features is None:
-        return [], []
+        return [], [], []
     if not isinstance(features, Mapping):
         raise TypeError(f"features must be a dict, got {type(features).__name__}")
     keys: list[int] = []
     values: list[float] = []
+    spaces: list[int] = []
     for name, value in features.items():
         items = (flatten(value, str(name)).items() if isinstance(value, (dict, list, tuple))
                  else ((name if type(name) is str else str(name), value),))
@@ -80,12 +135,14 @@ def hashed(features: Mapping | None, seed: int) -> tuple[list[int], list[float]]
             if isinstance(inner, str):
                 keys.append(_hash(f"{key}\x1f{inner}", seed))
                 values.append(1.0)
+                spaces.append(namespace(key))
                 continue
             number = checked_number(key, inner)
             if number != 0.0:
                 keys.append(_hash(key, seed))
                 values.append(number)
-    return keys, values
+                spaces.append(namespace(key))
+    return keys, values, spaces
 
 
 def _stored(features: Mapping | None) -> dict | None:
@@ -98,6 +155,12 @@ def _stored(features: Mapping | None) -> dict | None:
 
 def _id_key(action: Hashable) -> int:
     return _hash(f"{type(action).__name__}\x1f{action}", ID_SEED)
+
+
+def _context_tokens(x: Mapping) -> Tokens:
+    keys, values, spaces = hashed(x, CONTEXT_SEED)
+    return Tokens(np.array(keys, np.uint64), np.array(values), np.zeros(0, np.int64),
+                  np.array(spaces, np.uint8))
 
 
 class ActionFeaturePolicy(Policy):
@@ -171,6 +234,27 @@ class ActionFeaturePolicy(Policy):
       (:meth:`set_action_features` too) and uses them when a call brings none.
     * Rewards are assumed in [0, 1] (gamma is in the units of 1 / reward), as the service
       rescales them.
+    * **VW's own settings**, for an app that brings Personalizer's learning settings
+      (``service/personalizer/learning_settings.py`` maps ``-l``, ``--power_t``, ``-q``,
+      ``--cb_type`` and ``--epsilon`` onto ``learning_rate``, ``power_t``, ``interactions``,
+      ``cb_type`` and ``epsilon``). ``power_t`` is VW's: each weight's rate is ``G^-p
+      s^(2p - 2)`` and the global normalizer ``(t / N)^(1 - p)`` (its ``gd.cc``; p = 1/2 is
+      AdaGrad's, the default, and p = 0, Personalizer's, the normalized gradient alone, with
+      ``eta`` then a fixed fraction of the error: ``-l 0.001`` moves a prediction ~0.2 % of
+      the way each event). ``interactions`` are VW's ``-q`` pairs of namespaces (a feature's
+      namespace: the first letter of its name before the first dot, Personalizer's
+      ``{"user": {...}}`` -> ``user.age``; a name without a dot is in the default namespace
+      " "), ``:`` any; None, the default, multiplies every context feature with every action
+      feature. Two choices: an action's id is multiplied with the whole context whatever the
+      pairs (the per-action model is Grove's, Personalizer had none), and a pair of two
+      context namespaces or of two action namespaces adds no product (context products add
+      the same to every action's score; products of two action features are not learned:
+      ``-q ::`` is read as every context feature times every action feature). ``cb_type``
+      ``"mtr"`` weighs an event by 1 / its probability (VW's importance weight: ``G``, ``t``,
+      ``N`` and the step grow by it, the step still never passes the reward), ``"dm"`` (the
+      default) by 1; VW's ``ips`` and ``dr`` learn every offered action from the played one
+      and are not offered. ``epsilon`` mixes that share of uniform draws into IGW's
+      distribution (VW's ``--epsilon``, Personalizer's exploration percentage; 0 by default).
 
     Parameters
     ----------
@@ -185,6 +269,14 @@ class ActionFeaturePolicy(Policy):
     forget_after
         An action removed from the inventory, or come with events and never added, is
         forgotten (its features and play count) this many events after its last one.
+    power_t
+        VW's ``--power_t`` (0 to 1; 1/2: AdaGrad).
+    interactions
+        VW's ``-q`` pairs of namespaces (``["ut"]``, ``["::"]``); None: all (see above).
+    cb_type
+        ``"dm"`` (direct regression) or ``"mtr"`` (events weighed by 1 / probability).
+    epsilon
+        The share of uniform draws mixed into the distribution (0 to 1).
     seed
         Seeds the decisions' draws.
 
@@ -218,10 +310,24 @@ class ActionFeaturePolicy(Policy):
 
     def __init__(self, gamma_scale: float = 4.0, learning_rate: float = 0.25, bits: int = 18,
                  horizon: int = 100_000, forget_after: int | None = 100_000,
-                 seed: int | None = None):
+                 power_t: float = 0.5, interactions: list[str] | None = None,
+                 cb_type: str = "dm", epsilon: float = 0.0, seed: int | None = None):
         for name, value in (("gamma_scale", gamma_scale), ("learning_rate", learning_rate)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{name} must be a number > 0, got {value!r}")
+        for name, value in (("power_t", power_t), ("epsilon", epsilon)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    0.0 <= value <= 1.0):
+                raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+        if cb_type not in CB_TYPES:
+            raise ValueError(f"cb_type must be one of {', '.join(CB_TYPES)} (direct regression, "
+                             f"or weighed by 1 / probability), got {cb_type!r}")
+        if interactions is not None:
+            if isinstance(interactions, str) or not all(
+                    isinstance(q, str) and len(q) == 2 for q in interactions):
+                raise ValueError("interactions must be a list of namespace pairs, two "
+                                 f"characters each (VW's -q: 'ut', '::'), got {interactions!r}")
+            interactions = list(interactions)
         if isinstance(bits, bool) or not isinstance(bits, int) or not 10 <= bits <= 26:
             raise ValueError(f"bits must be an int in [10, 26], got {bits!r}")
         for name, value in (("horizon", horizon), ("forget_after", forget_after)):
@@ -234,6 +340,11 @@ class ActionFeaturePolicy(Policy):
         self.bits = bits
         self.horizon = horizon
         self.forget_after = forget_after
+        self.power_t = float(power_t)
+        self.interactions = interactions
+        self.cb_type = cb_type
+        self.epsilon = float(epsilon)
+        self._cross = crossings(interactions)
         size = 1 << bits
         self._weights = Weights(np.zeros(size), np.zeros(size), np.zeros(size))
         self._totals = np.zeros(2)  # NAG's t (examples) and N (normalizer)
@@ -262,18 +373,19 @@ class ActionFeaturePolicy(Policy):
         k = self._index.get(action)
         return None if k is None else self._features[k]
 
-    def _action_tokens(self, action: Hashable, features) -> tuple[np.ndarray, np.ndarray]:
-        """The keys and values of ``action``'s id and ``features`` (cached per action)."""
+    def _action_tokens(self, action: Hashable, features) -> Tokens:
+        """The keys, values and namespaces of ``action``'s id and ``features`` (cached per
+        action)."""
         cached = self._tokens.get(action)
         if cached is not None and cached[0] == features:
-            return cached[1], cached[2]
-        keys, values = hashed(features, ACTION_SEED)
-        keys = np.array([_id_key(action), *keys], np.uint64)
-        values = np.array([1.0, *values])
+            return cached[1]
+        keys, values, spaces = hashed(features, ACTION_SEED)
+        tokens = Tokens(np.array([_id_key(action), *keys], np.uint64), np.array([1.0, *values]),
+                        np.zeros(0, np.int64), np.array([ID_SPACE, *spaces], np.uint8))
         if len(self._tokens) >= 4 * max(len(self._actions), 256):
             self._tokens.clear()  # (actions offered once and never learned: bounded)
-        self._tokens[action] = (None if features is None else dict(features), keys, values)
-        return keys, values
+        self._tokens[action] = (None if features is None else dict(features), tokens)
+        return tokens
 
     def _features_of(self, action: Hashable, given: Mapping | None):
         if given is not None and action in given:
@@ -295,6 +407,8 @@ class ActionFeaturePolicy(Policy):
         unseen = ~featured & ~played  # (nothing of its own to be scored from)
         probs = np.empty(len(candidates))
         inverse_gap_weights(scores, unseen, self.gamma(len(candidates)), probs)
+        if self.epsilon > 0.0:  # (VW's --epsilon: a share of uniform draws)
+            probs = (1.0 - self.epsilon) * probs + self.epsilon / len(candidates)
         return candidates, probs
 
     def scores(self, x: dict, actions: list, action_features: Mapping | None = None):
@@ -303,17 +417,15 @@ class ActionFeaturePolicy(Policy):
 
     def _scores(self, x: dict, actions: list, action_features: Mapping | None):
         """:meth:`scores`, and for each action whether it has features besides its id."""
-        xk, xv = hashed(x, CONTEXT_SEED)
-        keys, values, start = [], [], np.zeros(len(actions) + 1, np.int64)
-        for j, action in enumerate(actions):
-            k, v = self._action_tokens(action, self._features_of(action, action_features))
-            keys.append(k)
-            values.append(v)
-            start[j + 1] = start[j] + len(k)
+        context = _context_tokens(x)
+        parts = [self._action_tokens(a, self._features_of(a, action_features)) for a in actions]
+        start = np.zeros(len(actions) + 1, np.int64)
+        np.cumsum([len(t.keys) for t in parts], out=start[1:])
         out = np.empty(len(actions))
-        linear_scores(np.array(xk, np.uint64), np.array(xv),
-                      Tokens(np.concatenate(keys), np.concatenate(values), start),
-                      self._weights.w, self._shift, out)
+        linear_scores(context, Tokens(np.concatenate([t.keys for t in parts]),
+                                      np.concatenate([t.values for t in parts]), start,
+                                      np.concatenate([t.spaces for t in parts])),
+                      self._cross, self._weights.w, self._shift, out)
         return out, np.diff(start) > 1
 
     def gamma(self, n_candidates: int) -> float:
@@ -325,19 +437,22 @@ class ActionFeaturePolicy(Policy):
     def learn_one(self, x: dict, action: Hashable, reward: float, probability: float = 1.0,
                   action_features: Mapping | None = None) -> None:
         """Learn that ``action`` (with ``action_features``, or the last it came with) gave
-        ``reward`` in context ``x``; the probability is not used (direct regression)."""
+        ``reward`` in context ``x``; the probability weighs the event only with ``cb_type``
+        ``"mtr"``."""
         reward, probability = _check_feedback(reward, probability)
         _check_action(action)
-        xk, xv = hashed(x, CONTEXT_SEED)
+        context = _context_tokens(x)
         features = self._features_of(action, None) if action_features is None \
             else action_features
-        zk, zv = self._action_tokens(action, features)  # (checked before anything changes)
+        tokens = self._action_tokens(action, features)  # (checked before anything changes)
         self._forget_stale()
         k = self._action_index(action)
         if action_features is not None:
             self._features[k] = _stored(action_features)
-        nag_step(np.array(xk, np.uint64), np.array(xv), Tokens(zk, zv, np.zeros(0, np.int64)),
-                 reward, self._weights, self._totals, self.learning_rate, self._shift)
+        rule = Rule(self.learning_rate, self.power_t,
+                    1.0 / probability if self.cb_type == "mtr" else 1.0)
+        nag_step(context, tokens, reward, self._weights, self._totals, rule, self._cross,
+                 self._shift)
         self._plays[k] += 1
         self._n_learned += 1
         self._last_event[k] = self._n_learned
@@ -435,27 +550,42 @@ def _slot(key, shift):
 
 
 @numba.njit(cache=True, nogil=True)
-def linear_scores(xk, xv, actions, w, shift, out):
-    """``out[a] = w . phi(x, a)`` for each candidate a of ``actions`` (:class:`Tokens`)."""
+def linear_scores(context, actions, cross, w, shift, out):
+    """``out[a] = w . phi(x, a)`` for each candidate a of ``actions`` (:class:`Tokens`);
+    ``cross`` says which namespaces' features are multiplied (:func:`crossings`)."""
+    xk, xv, xs = context.keys, context.values, context.spaces
     shared = w[_slot(BIAS, shift)]
     for i in range(xk.shape[0]):
         shared += w[_slot(xk[i], shift)] * xv[i]
     for a in range(out.shape[0]):
         total = shared
         for j in range(actions.start[a], actions.start[a + 1]):
-            zk = actions.keys[j]
+            zk, zs = actions.keys[j], actions.spaces[j]
             term = w[_slot(zk, shift)]
             for i in range(xk.shape[0]):
-                term += w[_slot((xk[i] << np.uint64(32)) | zk, shift)] * xv[i]
+                if cross[xs[i], zs]:
+                    term += w[_slot((xk[i] << np.uint64(32)) | zk, shift)] * xv[i]
             total += term * actions.values[j]
         out[a] = total
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _rate_decay(G, s, power_t):
+    """VW's per-weight rate with ``--adaptive --normalized``: ``G^-p s^(2p - 2)``, G in VW's
+    units (the squared loss's gradient is twice the error: 4x the kept sum)."""
+    if power_t == 0.5:
+        return 1.0 / (2.0 * s * math.sqrt(G))
+    return (4.0 * G) ** -power_t * s ** (2.0 * power_t - 2.0)
+
+
 @numba.njit(cache=True, nogil=True)
-def nag_step(xk, xv, action, reward, weights, totals, eta, shift):
-    """One NAG update (Ross, Mineiro & Langford 2013) of ``weights`` on the
-    squared loss of ``phi(x, a)`` (``action``'s keys and values) against ``reward``;
-    ``totals`` holds t and N. Returns the prediction before the update."""
+def nag_step(context, action, reward, weights, totals, rule, cross, shift):
+    """One NAG update (Ross, Mineiro & Langford 2013) of ``weights`` on the squared loss of
+    ``phi(x, a)`` (``context``'s and ``action``'s :class:`Tokens`, multiplied where
+    ``cross`` says) against ``reward``, as VW's ``gd`` takes it with ``--adaptive
+    --normalized --invariant`` and ``rule``'s (:class:`Rule`) eta, power_t and importance
+    weight; ``totals`` holds t and N. Returns the prediction before the update."""
+    xk, xv, xs = context.keys, context.values, context.spaces
     nx, nz = xk.shape[0], action.keys.shape[0]
     n = 1 + nx + nz + nx * nz
     slots = np.empty(n, np.int64)
@@ -466,53 +596,61 @@ def nag_step(xk, xv, action, reward, weights, totals, eta, shift):
         slots[m], values[m] = _slot(xk[i], shift), xv[i]
         m += 1
     for j in range(nz):
-        zk, zv = action.keys[j], action.values[j]
+        zk, zv, zs = action.keys[j], action.values[j], action.spaces[j]
         slots[m], values[m] = _slot(zk, shift), zv
         m += 1
         for i in range(nx):
-            slots[m] = _slot((xk[i] << np.uint64(32)) | zk, shift)
-            values[m] = xv[i] * zv
-            m += 1
+            if cross[xs[i], zs]:
+                slots[m] = _slot((xk[i] << np.uint64(32)) | zk, shift)
+                values[m] = xv[i] * zv
+                m += 1
+    n = m
     w, G, s = weights
-    # a weight is in the units of 1 / its feature's largest |value| (its steps are AdaGrad's,
-    # ~1 / (s |x|)): a larger value rescales it by s / |x| (the normalized gradient without
-    # AdaGrad's would rescale by (s / |x|)^2, as its steps are ~1 / s^2)
+    p, importance = rule.power_t, rule.importance
+    # a weight is in the units of its feature's largest |value| to the power 2p - 2 (its
+    # steps are ~ s^(2p - 2)): a larger value rescales it by (s / |x|)^(2 - 2p), s / |x| for
+    # AdaGrad's p = 1/2 (the normalized gradient alone, p = 0, by (s / |x|)^2)
     for m in range(n):
         v = abs(values[m])
         k = slots[m]
         if v > s[k]:
             if s[k] > 0.0:
-                w[k] *= s[k] / v
+                w[k] *= s[k] / v if p == 0.5 else (s[k] / v) ** (2.0 - 2.0 * p)
             s[k] = v
     predicted = 0.0
     for m in range(n):
         predicted += w[slots[m]] * values[m]
-    totals[0] += 1.0
+    totals[0] += importance
     for m in range(n):
         if s[slots[m]] > 0.0:
-            totals[1] += (values[m] / s[slots[m]]) ** 2
+            totals[1] += importance * (values[m] / s[slots[m]]) ** 2
     if totals[1] <= 0.0:
         return predicted
-    rate = eta * math.sqrt(totals[0] / totals[1])
+    # the global normalizer, (t / N)^(1 - p): sqrt(t / N) for p = 1/2
+    ratio = totals[0] / totals[1]
+    multiplier = math.sqrt(ratio) if p == 0.5 else ratio ** (1.0 - p)
     error = predicted - reward
     if error == 0.0:
         return predicted
-    h = 0.0  # the prediction's change per unit of error if every weight took its step
     for m in range(n):
         k = slots[m]
         g = error * values[m]
-        G[k] += g * g
+        G[k] += importance * g * g
+    per_update = 0.0  # the prediction's change per unit of update (VW's pred_per_update)
     for m in range(n):
         k = slots[m]
-        if G[k] > 0.0:
-            h += rate / (s[k] * math.sqrt(G[k])) * values[m] * values[m]
-    if h <= 0.0:
+        if G[k] > 0.0 or p == 0.0:
+            per_update += values[m] * values[m] * _rate_decay(G[k], s[k], p)
+    per_update *= multiplier
+    if per_update <= 0.0:
         return predicted
-    # the importance-aware step: the prediction moves (1 - e^-h) of the way to the reward,
-    # never past it (a raw step moved it by h times the error: 2 with 20 new weights)
-    shrink = -math.expm1(-h) / h
+    # the importance-aware step (squared loss): the prediction moves (1 - e^-h) of the way
+    # to the reward, never past it, h = 2 eta importance per_update (a raw step moved it by h
+    # times the error: 2 with 20 new weights)
+    h = 2.0 * rule.eta * importance * per_update
+    update = error * -math.expm1(-h) / per_update
     for m in range(n):
         k = slots[m]
-        if G[k] > 0.0:
-            w[k] -= rate / (s[k] * math.sqrt(G[k])) * error * values[m] * shrink
+        if G[k] > 0.0 or p == 0.0:
+            w[k] -= update * values[m] * _rate_decay(G[k], s[k], p) * multiplier
     return predicted

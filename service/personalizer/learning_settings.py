@@ -18,10 +18,18 @@ anything else is refused with a message listing what Grove accepts. The choices:
   parameter of that kind's learner (``--seed 3``); VW options that are parameters of a Grove
   policy under the same name (``--gamma_scale`` for a SquareCB policy that has one) map the
   same way.
-- VW's feature engineering (``-q``/``--quadratic``, ``--interactions``, ``--ignore``...), its
-  learning rates and losses (``-l``, ``--power_t``, ``--l1``...), ``--cb_type`` and the other
-  exploration algorithms (``--bag``, ``--cover``, ``--softmax``, ``--first``...) have no Grove
-  counterpart: 400. Grove's tree policies find interactions themselves.
+- VW's learner options (:data:`VW_LEARNER`: ``-l``, ``--power_t``, ``-q``/``--quadratic``/
+  ``--interactions``, ``--cb_type``, ``-b``) set Grove's ``adf`` kind, the same model (one
+  linear model of the context, the actions' features and their products, learned by VW's
+  normalized adaptive update), under VW's meaning: Personalizer's default policy, ``--cb_explore_adf
+  --epsilon 0.2 --power_t 0 -l 0.001 --cb_type mtr -q ::``, is ``--kind adf`` with those
+  settings (its docstring says where the two differ). Without ``--kind`` they choose ``adf``
+  whatever the app's kind was; with another ``--kind`` they are a 400 (the tree policies find
+  interactions themselves and have no such rates). ``--learning_rate``, VW's long ``-l``, is
+  a parameter by name of whichever kind is chosen. ``--cb_type ips`` and ``dr`` are a 400
+  (``adf`` learns the played action only: ``dm`` or ``mtr``).
+- VW's other options (``--ignore``, ``--l1``, ``--bag``, ``--cover``, ``--softmax``,
+  ``--first``...) have no Grove counterpart: 400.
 """
 
 from __future__ import annotations
@@ -42,6 +50,13 @@ VW_OPTIONS = {
     "--epsilon": "exploration",
     "--kind": "kind",
 }
+#: VW's options for its learner -> the ``adf`` parameter each sets (``-q`` may repeat)
+VW_LEARNER = {
+    "-l": "learning_rate", "--power_t": "power_t", "-q": "interactions",
+    "--quadratic": "interactions", "--interactions": "interactions", "--cb_type": "cb_type",
+    "-b": "bits", "--bit_precision": "bits",
+}
+LEARNER_KIND = "adf"
 
 
 class LearningSettingsError(ValueError):
@@ -85,10 +100,14 @@ def parse(arguments: str, current_kind: str) -> LearningSettings:
     >>> s = parse("--cb_explore_adf --epsilon 0.1 --kind bandit-forest --seed 3", "trees")
     >>> s.kind, s.params, s.exploration
     ('bandit-forest', {'seed': 3}, 0.1)
-    >>> parse("--cb_explore_adf -q GT", "bandit-forest")
+    >>> s = parse("--cb_explore_adf --epsilon 0.2 --power_t 0 -l 0.001 --cb_type mtr -q ::",
+    ...           "auto")
+    >>> s.kind, s.params, s.exploration
+    ('adf', {'power_t': 0, 'learning_rate': 0.001, 'cb_type': 'mtr', 'interactions': ['::']}, 0.2)
+    >>> parse("--cb_explore_adf --bag 5", "trees")
     Traceback (most recent call last):
     ...
-    service.personalizer.learning_settings.LearningSettingsError: '-q' has no Grove counterpart...
+    service.personalizer.learning_settings.LearningSettingsError: '--bag' has no Grove...
     """
     try:
         tokens = shlex.split(arguments or "")
@@ -112,6 +131,14 @@ def parse(arguments: str, current_kind: str) -> LearningSettings:
     for option, value in pairs:
         if VW_OPTIONS.get(option) == "kind":
             settings.kind = value
+    learner = next((option for option, _ in pairs if option in VW_LEARNER), None)
+    if learner is not None:
+        if settings.kind not in (None, LEARNER_KIND):
+            raise LearningSettingsError(
+                f"{learner!r} sets VW's learner, which is Grove's --kind {LEARNER_KIND}; "
+                f"--kind {settings.kind} has no such setting (leave --kind out, or make it "
+                f"{LEARNER_KIND})")
+        settings.kind = LEARNER_KIND
     kind = settings.kind or current_kind
     try:
         accepted = parameters(kind)
@@ -132,6 +159,15 @@ def parse(arguments: str, current_kind: str) -> LearningSettings:
                 raise LearningSettingsError(f"--epsilon must be a number in [0, 1], got {value!r}")
             settings.exploration = float(number)
             continue
+        if option in VW_LEARNER:
+            name = VW_LEARNER[option]
+            if value is None:
+                raise LearningSettingsError(f"{option} needs a value")
+            if name == "interactions":
+                settings.params.setdefault(name, []).append(value)
+            else:
+                settings.params[name] = _value(value)
+            continue
         name = option.lstrip("-")
         if option.startswith("--") and name in accepted:
             settings.params[name] = _value(value) if value is not None else True
@@ -139,9 +175,9 @@ def parse(arguments: str, current_kind: str) -> LearningSettings:
         raise LearningSettingsError(
             f"{option!r} has no Grove counterpart. Grove accepts {', '.join(_IMPLIED)} (no "
             f"effect: every Grove policy is an exploring contextual bandit), --epsilon "
-            f"(the exploration floor), --kind (the policy kind; --kind adf learns the "
-            f"context's products with the actions' features, as -q did) and the parameters "
-            f"of {kind!r}: {', '.join('--' + p for p in accepted) or 'none'}"
+            f"(the exploration floor), --kind (the policy kind), VW's learner options "
+            f"{', '.join(VW_LEARNER)} (they set --kind {LEARNER_KIND}, VW's model) and the "
+            f"parameters of {kind!r}: {', '.join('--' + p for p in accepted) or 'none'}"
         )
     return settings
 
@@ -151,6 +187,8 @@ def render(kind: str, params: dict[str, Any], exploration: float) -> str:
 
     >>> render("trees", {"seed": 1}, 0.2)
     '--cb_explore_adf --kind trees --epsilon 0.2 --seed 1'
+    >>> render("adf", {"interactions": ["::", "ut"], "power_t": 0}, 0.2)
+    '--cb_explore_adf --kind adf --epsilon 0.2 -q :: -q ut --power_t 0'
     """
     from service.personalizer.configuration import floor_param
 
@@ -158,6 +196,10 @@ def render(kind: str, params: dict[str, Any], exploration: float) -> str:
     floor = floor_param(kind)  # said by --epsilon already
     for name, value in sorted(params.items()):
         if name == floor:
+            continue
+        if name == "interactions" and isinstance(value, list):  # (VW's spelling, -q per pair)
+            for pair in value:
+                parts += ["-q", shlex.quote(pair)]
             continue
         text = value if isinstance(value, str) else json.dumps(value)
         parts += [f"--{name}", shlex.quote(text)]

@@ -8,7 +8,14 @@ import random
 import numpy as np
 import pytest
 
-from online.policies.adf import CONTEXT_SEED, ActionFeaturePolicy, Tokens, hashed, nag_step
+from online.policies.adf import (
+    CONTEXT_SEED,
+    ActionFeaturePolicy,
+    Rule,
+    _context_tokens,
+    hashed,
+    nag_step,
+)
 
 TOPICS = ["sport", "politics", "science", "music", "travel"]
 
@@ -131,11 +138,9 @@ def test_a_larger_value_rescales_a_weight_into_its_new_units():
     policy = ActionFeaturePolicy(seed=0)
     policy.learn_one({"p": 1.0}, "a", 1.0, 1.0)
     at_one = policy.scores({"p": 1.0}, ["a"])[0]
-    xk, xv = hashed({"p": 4.0}, CONTEXT_SEED)
-    zk, zv = policy._action_tokens("a", None)
-    predicted = nag_step(np.array(xk, np.uint64), np.array(xv),
-                         Tokens(zk, zv, np.zeros(0, np.int64)), 0.0, policy._weights,
-                         policy._totals, policy.learning_rate, policy._shift)
+    predicted = nag_step(_context_tokens({"p": 4.0}), policy._action_tokens("a", None), 0.0,
+                         policy._weights, policy._totals, Rule(policy.learning_rate, 0.5, 1.0),
+                         policy._cross, policy._shift)
     assert 0.0 < at_one < 1.0 and predicted == pytest.approx(at_one, rel=1e-12)
 
 
@@ -183,7 +188,7 @@ def test_hashes_do_not_depend_on_the_process():
     """Weights are found by CRC-32 keys, not Python's salted ``hash``: a state written by one
     process is read by another."""
     assert hashed({"topic": "sport", "price": 2.5}, CONTEXT_SEED) == (
-        [277896215, 3287240857], [1.0, 2.5])
+        [277896215, 3287240857], [1.0, 2.5], [32, 32])
 
 
 @pytest.mark.parametrize("features, error", [
@@ -317,3 +322,79 @@ def test_auto_without_action_features_keeps_its_candidates():
         auto.learn_one(x, d.action, float(today[d.action]["topic"] == x["likes"]),
                        d.probability)
     assert [c["kind"] for c in auto.candidates] == ["trees", "linucb"]
+
+
+# -- VW's settings (what Personalizer's learning settings map onto) --------------------------------
+
+
+@pytest.mark.parametrize("power_t", [0.0, 0.5, 1.0])
+def test_power_t_is_vws(power_t):
+    """Two events of the context ``p = 2`` for one action (four weights: the constant, p, the
+    id, p x id), rewards 1 then 0, against VW's ``gd`` by hand: the first step moves the
+    prediction 1 - e^(-2 eta) of the way (every p alike, as VW's first step); the second
+    e^-h of it is left, h = 2 eta / (1 + y1^2)^p (AdaGrad's G shrinks it, not at p = 0)."""
+    eta = 0.1
+    policy = ActionFeaturePolicy(seed=0, learning_rate=eta, power_t=power_t)
+    policy.learn_one({"p": 2.0}, "a", 1.0, 1.0)
+    y1 = policy.scores({"p": 2.0}, ["a"])[0]
+    assert y1 == pytest.approx(1.0 - math.exp(-2 * eta), rel=1e-12)
+    policy.learn_one({"p": 2.0}, "a", 0.0, 1.0)
+    h = 2 * eta / (1 + y1 ** 2) ** power_t
+    assert policy.scores({"p": 2.0}, ["a"])[0] == pytest.approx(y1 * math.exp(-h), rel=1e-12)
+
+
+@pytest.mark.parametrize("power_t, counts", [(0.0, 4.0), (0.5, 2.0)])
+def test_mtr_weighs_an_event_by_one_over_its_probability(power_t, counts):
+    """VW's ``--cb_type mtr``: an event played with probability 1/4 has importance 4, which
+    enters the step, AdaGrad's G and the normalizer as in VW's ``gd``. The first step moves
+    the prediction 1 - e^(-2 eta c) of the way, still short of the reward: c = 4 at p = 0,
+    c = 4^(1 - p) = 2 at AdaGrad's p = 1/2 (G grew 4x too). ``dm`` counts the event once."""
+    eta = 0.1
+    for cb_type, times in (("mtr", counts), ("dm", 1.0)):
+        policy = ActionFeaturePolicy(seed=0, learning_rate=eta, cb_type=cb_type,
+                                     power_t=power_t)
+        policy.learn_one({"p": 2.0}, "a", 1.0, 0.25)
+        assert policy.scores({"p": 2.0}, ["a"])[0] == pytest.approx(
+            1.0 - math.exp(-2 * eta * times), rel=1e-12)
+
+
+def test_interactions_multiply_only_the_namespaces_named():
+    """With ``-q ut`` a user's features (``user.*``) meet an article's topic (``topic.*``),
+    and the device (default namespace) meets none: two articles never played (their ids
+    carry nothing) differ by the same score on either device; with every product (None) the
+    device's products with the topic were learned too (sport on a mobile)."""
+    gaps = {}
+    for interactions in (["ut"], None):
+        policy = ActionFeaturePolicy(seed=0, interactions=interactions, bits=24)  # (few
+        rng = random.Random(0)  # collisions: a new id's slots are empty)
+        for t in range(2000):
+            x = {"user": {"likes": rng.choice(TOPICS)}, "device": rng.choice("mt")}
+            topic = rng.choice(TOPICS)
+            reward = (0.5 * (topic == x["user"]["likes"])  # sport reads well on mobiles
+                      + 0.4 * (topic == "sport" and x["device"] == "m"))
+            policy.learn_one(x, f"a{t % 20}", reward, 0.5, {"topic": {"name": topic}})
+        new = {"n1": {"topic": {"name": "sport"}}, "n2": {"topic": {"name": "music"}}}
+        gaps[str(interactions)] = [
+            np.diff(policy.scores({"user": {"likes": "sport"}, "device": d}, ["n1", "n2"],
+                                  new))[0] for d in "mt"]
+    restricted, every = gaps["['ut']"], gaps["None"]
+    assert restricted[0] == pytest.approx(restricted[1], abs=1e-12) and restricted[0] < -0.2
+    assert every[0] - every[1] < -0.2
+
+
+def test_epsilon_mixes_in_uniform_draws():
+    policy = ActionFeaturePolicy(seed=0, epsilon=0.2)
+    read(policy, days=5)
+    today = articles(40)
+    probabilities = policy.probabilities({"likes": "sport"}, list(today), action_features=today)
+    assert min(probabilities.values()) >= 0.2 / len(today) - 1e-12
+    assert max(probabilities.values()) > 0.5
+
+
+@pytest.mark.parametrize("params, says", [
+    ({"interactions": ["ut", "abc"]}, "two characters"), ({"interactions": "ut"}, "a list"),
+    ({"cb_type": "ips"}, "cb_type"), ({"power_t": 1.5}, "power_t"), ({"epsilon": -0.1}, "epsilon"),
+])
+def test_bad_vw_settings_are_refused(params, says):
+    with pytest.raises(ValueError, match=says):
+        ActionFeaturePolicy(**params)

@@ -1,7 +1,7 @@
 """A Personalizer app whose requests bring the day's articles with their features: the current
 SDK's Rank scores an article never played from its features, with the ``adf`` kind (``--kind
 adf`` in its learning settings) and with the default kind (``auto``: an ``adf`` candidate joins
-and serves)."""
+and serves); Personalizer's own default learning settings are ``adf`` with VW's settings."""
 
 from __future__ import annotations
 
@@ -37,3 +37,27 @@ def test_the_default_kind_serves_an_action_feature_candidate(client, trainer):
     assert trainer.owned["news"].learner.serving == "adf"
     first = _days(client, trainer, range(10, 14))
     assert sum(first) / len(first) >= 0.8, sum(first) / len(first)
+
+
+PERSONALIZER_DEFAULT = "--cb_explore_adf --epsilon 0.2 --power_t 0 -l 0.001 --cb_type mtr -q ::"
+
+
+def test_personalizers_default_learning_settings_are_vws_model(admin, client, trainer):
+    """Personalizer's default policy (what its reset answered, what its portal exported) is
+    taken as VW's model, Grove's ``adf`` with those settings: said back in Grove's terms (which
+    read back the same), the exploration's 20 % in every ranking, the events learned."""
+    policy = admin.update_policy({"name": "personalizer", "arguments": PERSONALIZER_DEFAULT})
+    for part in ("--kind adf", "--epsilon 0.2", "--power_t 0", "--learning_rate 0.001",
+                 "--cb_type mtr", "-q ::"):
+        assert part in policy["arguments"], policy["arguments"]
+    assert admin.get_policy() == policy
+    assert admin.update_policy(policy) == policy
+    assert admin.get_service_configuration()["explorationPercentage"] == 0.2
+    _days(client, trainer, range(4))
+    learner = trainer.owned["news"].learner
+    assert (learner.power_t, learner.learning_rate, learner.cb_type, learner.interactions,
+            learner.epsilon) == (0.0, 0.001, "mtr", ["::"], 0.2)
+    assert learner.n_learned == 400
+    actions = [{"id": a, "features": [{"topic": f["topic"]}]} for a, f in articles(9).items()]
+    ranking = client.rank({"contextFeatures": [{"likes": "sport"}], "actions": actions})
+    assert min(r["probability"] for r in ranking["ranking"]) >= 0.2 / 5 - 1e-9

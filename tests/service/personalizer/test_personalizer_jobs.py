@@ -94,7 +94,7 @@ def test_evaluation_create_get_list_apply_delete(admin, client, worker):  # noqa
     assert gone.value.error.code == "EvaluationNotFound"
     with pytest.raises(HttpResponseError) as bad:
         admin.create_evaluation(
-            "ev-2", {"name": "vw", **window, "policies": [{"name": "q", "arguments": "-q ::"}]}
+            "ev-2", {"name": "vw", **window, "policies": [{"name": "bag", "arguments": "--bag 5"}]}
         )
     assert bad.value.status_code == 400 and bad.value.error.code == "InvalidPolicyConfiguration"
 

@@ -235,9 +235,9 @@ def test_policy_get_update_reset(admin, client):
     assert admin.get_service_configuration()["explorationPercentage"] == 0.05
     assert client.rank({"actions": ACTIONS})["rewardActionId"]  # the new model serves
     with pytest.raises(HttpResponseError) as bad:
-        admin.update_policy({"name": "vw", "arguments": "--cb_explore_adf -q GT --cb_type mtr"})
+        admin.update_policy({"name": "vw", "arguments": "--cb_explore_adf --bag 5 -q GT"})
     assert bad.value.status_code == 400 and bad.value.error.code == "InvalidPolicyConfiguration"
-    assert "'-q' has no Grove counterpart" in bad.value.error.message
+    assert "'--bag' has no Grove counterpart" in bad.value.error.message
     assert "--epsilon" in bad.value.error.message  # says what Grove accepts
     with pytest.raises(HttpResponseError) as unknown:
         admin.update_policy({"name": "x", "arguments": "--kind nope"})
@@ -245,7 +245,10 @@ def test_policy_get_update_reset(admin, client):
     for arguments, says in (("--kind mcts-is", "ranks actions"),  # (a 200, then every rank 400)
                             ("--kind linucb --alpha", "'alpha'"),  # a flag is not a number
                             ("--kind trees --window 1e999", "'window'"),
-                            ("--kind linucb --alpha 1e308", "'alpha'")):
+                            ("--kind linucb --alpha 1e308", "'alpha'"),
+                            # VW's learner is adf's; ips/dr learn unplayed actions: not offered
+                            ("--kind trees -q GT", "--kind trees has no such setting"),
+                            ("-q GT --cb_type ips", "cb_type"), ("-q GTX", "two characters")):
         with pytest.raises(HttpResponseError) as refused:
             admin.update_policy({"name": "x", "arguments": arguments})
         assert refused.value.status_code == 400 and says in refused.value.error.message, arguments
