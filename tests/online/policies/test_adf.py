@@ -18,6 +18,9 @@ from online.policies.adf import (
 )
 
 TOPICS = ["sport", "politics", "science", "music", "travel"]
+# Personalizer's default learning settings, as the service maps them
+PERSONALIZER = {"epsilon": 0.2, "power_t": 0, "learning_rate": 0.001, "cb_type": "mtr",
+                "interactions": ["::"]}
 
 
 def articles(day: int, n: int = 5) -> dict:
@@ -164,8 +167,9 @@ def test_it_keeps_following_a_change():
     assert np.mean(earned[-1000:]) > 0.9
 
 
-def test_state_round_trip_and_the_serving_copy_decide_the_same():
-    policy = ActionFeaturePolicy(seed=6, bits=14)
+@pytest.mark.parametrize("settings", [{}, PERSONALIZER])
+def test_state_round_trip_and_the_serving_copy_decide_the_same(settings):
+    policy = ActionFeaturePolicy(seed=6, bits=14, **settings)
     read(policy, days=5)
     policy.set_action_features("kept", {"topic": "music"})
     full = ActionFeaturePolicy.from_state(policy.to_state())
