@@ -60,7 +60,10 @@ def test_evaluation_create_get_list_apply_delete(admin, client, worker):  # noqa
     admin.create_evaluation(
         "ev-1",
         {"name": "first", **window, "enablePolicyOptimization": True,
-         "policies": [{"name": "forest-3", "arguments": "--kind bandit-forest --seed 3"}]},
+         "policies": [{"name": "forest-3", "arguments": "--kind bandit-forest --seed 3"},
+                      # Personalizer's own default: VW's model, the kind adf
+                      {"name": "personalizer", "arguments": "--cb_explore_adf --epsilon 0.2 "
+                       "--power_t 0 -l 0.001 --cb_type mtr -q ::"}]},
     )
     with pytest.raises(HttpResponseError) as twice:
         admin.create_evaluation("ev-1", {"name": "again", **window})
@@ -71,7 +74,8 @@ def test_evaluation_create_get_list_apply_delete(admin, client, worker):  # noqa
         lambda: admin.get_evaluation("ev-1", start_time=start, end_time=end), worker
     )
     values = {p["name"]: p for p in record["content"]["value"]}
-    assert {"Online", "Random", "forest-3", "bandit-forest"} <= set(values)
+    assert {"Online", "Random", "forest-3", "bandit-forest", "personalizer"} <= set(values)
+    assert 0.0 < values["personalizer"]["summary"]["expectedReward"] < 1.0
     assert values["Online"]["policySource"] == "Online"
     low, high = values["Random"]["summary"]["confidenceInterval"]
     assert low <= values["Random"]["summary"]["expectedReward"] <= high
