@@ -1,4 +1,6 @@
--- wrk script of bench/http: decide only, or decide then reward (BENCH_MODE=decide|reward).
+-- wrk script of bench/http: decide only, or decide then reward (BENCH_MODE=decide|reward), or
+-- Personalizer's rank (BENCH_MODE=rank: the same context as contextFeatures, the app's actions
+-- with two features each, the key in Ocp-Apim-Subscription-Key, as the SDKs send them).
 -- Run by bench/http/wrk.py; environment: BENCH_APP, BENCH_KEY, BENCH_MODE, BENCH_ACTIONS, BENCH_RUN.
 -- One wrk thread: every connection shares this state. In "reward" mode every other request
 -- rewards a decision whose answer has arrived (its eventId was chosen by this script), reward 1
@@ -9,7 +11,11 @@ local n_actions = tonumber(os.getenv("BENCH_ACTIONS") or "10")
 local run = os.getenv("BENCH_RUN") or tostring(os.time())
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer " .. (os.getenv("BENCH_KEY") or "unused")
+if mode == "rank" then
+  wrk.headers["Ocp-Apim-Subscription-Key"] = os.getenv("BENCH_KEY") or "unused"
+else
+  wrk.headers["Authorization"] = "Bearer " .. (os.getenv("BENCH_KEY") or "unused")
+end
 math.randomseed(os.time() + os.clock() * 1e6)
 
 local sites = {"a", "b", "c", "d", "e"}
@@ -19,6 +25,13 @@ local ready = {}         -- rewards to send: {eventId, value}
 local head, tail = 1, 0
 local turn = 0
 local decide_path = "/apps/" .. app .. "/decide"
+local rank_path = "/personalizer/v1.0/rank"
+local offered = {}
+for i = 0, n_actions - 1 do
+  offered[#offered + 1] = string.format(
+    '{"id":"ad%d","features":[{"topic":"t%d"},{"words":%d}]}', i, i % 8, 3 + i % 5)
+end
+offered = "[" .. table.concat(offered, ",") .. "]"
 local reward_path = "/apps/" .. app .. "/reward"
 
 request = function()
@@ -32,6 +45,13 @@ request = function()
   end
   counter = counter + 1
   local f0 = math.random()
+  if mode == "rank" then
+    return wrk.format(nil, rank_path, nil, string.format(
+      '{"eventId":"%s-%d","contextFeatures":[{"f0":%.5f,"f1":%.5f,"f2":%.5f,"f3":%.5f},' ..
+      '{"site":"%s"}],"actions":%s}',
+      run, counter, f0, math.random(), math.random(), math.random(), sites[math.random(5)],
+      offered))
+  end
   local id = run .. "-" .. counter
   if mode == "reward" then best[id] = "ad" .. math.floor(f0 * n_actions) end
   return wrk.format(nil, decide_path, nil, string.format(

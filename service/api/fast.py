@@ -1,5 +1,6 @@
-"""The fast path of ``POST /apps/{app}/decide`` and ``/reward``: the same route functions,
-called without FastAPI's per-request machinery.
+"""The fast path of ``POST /apps/{app}/decide`` and ``/reward``, and of Personalizer's
+``/rank`` and ``/events/{eventId}/reward``: the same route functions, called without FastAPI's
+per-request machinery.
 
 Profiled under wrk, FastAPI's routing, dependency resolution and body handling cost an API
 process more CPU per decide than the decide itself (the use case, its Redis script and the
@@ -8,8 +9,13 @@ model; see bench/http/README.md). :class:`FastRoutes` sits in front of the app
 path, reads the body (within ``GROVE_MAX_BODY``), validates it with the route's own pydantic
 model, builds the route's own dependencies (:class:`service.api.usecases.Caller`, the
 process's :class:`~service.api.usecases.Services`), awaits the route function of
-:mod:`service.api.routes.decisions`, sends its answer and counts it in the metrics as the
-metrics middleware would.
+:mod:`service.api.routes.decisions` (or :mod:`service.api.routes.personalizer`: its key in
+``Ocp-Apim-Subscription-Key`` or as a Bearer, its answer through the route's response model, as
+FastAPI would), sends its answer and counts it in the metrics as the metrics middleware would.
+Personalizer's paths are taken in both styles (``/personalizer/v1.0/rank``, and
+``/personalizer/rank`` with no query or ``?api-version=`` the newest version): the rest, an
+unknown version among them, goes to the stack's :class:`~service.personalizer.versions
+.PersonalizerPaths`.
 
 Anything unusual goes to the app's stack unchanged, with the body it has read, so that every
 error answer stays the app's own: a body over the limit (its 413), a malformed or invalid body,
@@ -30,31 +36,88 @@ from fastapi import FastAPI
 from pydantic import BaseModel, ValidationError
 from starlette._exception_handler import _lookup_exception_handler
 from starlette.requests import Request
+from starlette.responses import JSONResponse
 
-from service.api.routes import decisions
-from service.api.schemas import APP_NAME, DecideRequest, RewardRequest
+from service.api.routes import decisions, personalizer
+from service.api.schemas import APP_NAME, EVENT_ID, DecideRequest, RewardRequest
 from service.api.usecases import Caller
+from service.personalizer.versions import NEWEST
 
-#: operation -> (body model, route function); the route's template, for metrics
-_ROUTES: dict[str, tuple[type[BaseModel], Callable[..., Awaitable[Any]], str]] = {
-    "decide": (DecideRequest, decisions.decide, "/apps/{app}/decide"),
-    "reward": (RewardRequest, decisions.reward, "/apps/{app}/reward"),
+
+@dataclass(frozen=True)
+class _Route:
+    """A route served here: its body model, its function, its template (for metrics), the
+    response model its answer goes through (None: the function answers a Response) and the
+    path parameters the function takes before the body."""
+
+    body: type[BaseModel]
+    call: Callable[..., Awaitable[Any]]
+    template: str
+    answer: type[BaseModel] | None = None
+    status: int = 200
+    path_args: tuple[str, ...] = ()
+
+
+_ROUTES = {
+    "decide": _Route(DecideRequest, decisions.decide, "/apps/{app}/decide"),
+    "reward": _Route(RewardRequest, decisions.reward, "/apps/{app}/reward"),
+    "rank": _Route(personalizer.RankRequest, personalizer.rank, "/personalizer/rank",
+                   personalizer.RankResponse, 201),
+    "events": _Route(personalizer.RewardRequest, personalizer.reward,
+                     "/personalizer/events/{eventId}/reward", path_args=("eventId",)),
 }
 _PATH = re.compile(r"^/apps/([^/]+)/(decide|reward)$")
 _APP = re.compile(APP_NAME)
+_PERSONALIZER = re.compile(
+    r"^/personalizer(?:/(v1\.0|v1\.1-preview(?:\.[0-9]+)?))?/(?:(rank)|(events)/([^/]+)/reward)$")
+_EVENT_ID = re.compile(EVENT_ID)
+#: the query strings of a Personalizer request served here (anything else: the stack's checks)
+_QUERIES = (b"", f"api-version={NEWEST}".encode())
 
 
-def _bearer(scope: dict, limit: int) -> str | None:
-    """The Bearer key of the request; None without one or with a declared body over ``limit``
-    (the stack refuses it, 413, before reading it)."""
-    key = None
+def _keys(scope: dict, limit: int) -> tuple[str | None, str | None, bool]:
+    """The request's Bearer key, its ``Ocp-Apim-Subscription-Key``, and whether its declared
+    body is within ``limit`` (over it the stack refuses it, 413, before reading it)."""
+    bearer = subscription = None
     for name, value in scope["headers"]:
         if name == b"authorization":
             scheme, _, key = value.decode("latin-1").partition(" ")
-            key = key.strip() or None if scheme.lower() == "bearer" else None
+            bearer = key.strip() or None if scheme.lower() == "bearer" else None
+        elif name == b"ocp-apim-subscription-key":
+            subscription = value.decode("latin-1") or None
         elif name == b"content-length" and (not value.isdigit() or int(value) > limit):
+            return None, None, False
+    return bearer, subscription, True
+
+
+def _match(scope: dict, limit: int) -> tuple[_Route, Caller, dict] | None:
+    """The route, caller and path parameters of a request served here; None: the stack's."""
+    if scope["type"] != "http" or scope["method"] != "POST":
+        return None
+    path = scope["path"]
+    native = _PATH.match(path)
+    if native is not None:
+        bearer, _, within = _keys(scope, limit)
+        if bearer is None or not within or not _APP.match(native.group(1)):
             return None
-    return key
+        return _ROUTES[native.group(2)], Caller(bearer, native.group(1)), {"app": native.group(1)}
+    found = _PERSONALIZER.match(path) if path.startswith("/personalizer/") else None
+    if found is None:
+        return None
+    version, rank, event_id = found.group(1), found.group(2), found.group(4)
+    if version is None and scope.get("query_string", b"") not in _QUERIES:
+        return None
+    if event_id is not None and not _EVENT_ID.match(event_id):
+        return None
+    bearer, subscription, within = _keys(scope, limit)
+    key = subscription or bearer
+    if key is None or not within:
+        return None
+    # as PersonalizerPaths leaves it (the routes' version_of reads it)
+    scope["state"] = {**scope.get("state", {}), "personalizer_version": version or NEWEST}
+    if rank:
+        return _ROUTES["rank"], Caller(key, app=None), {}
+    return _ROUTES["events"], Caller(key, app=None), {"eventId": event_id}
 
 
 @dataclass(frozen=True)
@@ -86,13 +149,11 @@ class FastRoutes:
         self.api = api
 
     async def __call__(self, scope, receive, send):
-        match = None
-        if scope["type"] == "http" and scope["method"] == "POST":
-            match = _PATH.match(scope["path"])
-        limit = self.api.state.settings.max_body if match else 0
-        key = _bearer(scope, limit) if match else None
-        if match is None or key is None or not _APP.match(match.group(1)):
+        served = _match(scope, self.api.state.settings.max_body)
+        if served is None:
             return await self.stack(scope, receive, send)
+        route, caller, path_params = served
+        limit = self.api.state.settings.max_body
         start = time.perf_counter()
         chunks, seen = [], 0
         while True:
@@ -106,17 +167,20 @@ class FastRoutes:
             if not message.get("more_body", False):
                 break
         body = b"".join(m.get("body", b"") for m in chunks)
-        model, route, template = _ROUTES[match.group(2)]
         try:
-            parsed = model.model_validate_json(body)
+            parsed = route.body.model_validate_json(body)
         except ValidationError:  # FastAPI answers it, in its own words
             return await self.stack(scope, _replay(chunks, receive), send)
         api = self.api
         scope["app"] = api
-        scope["route"] = _Served(template)
-        scope["path_params"] = {"app": match.group(1)}
+        scope["route"] = _Served(route.template)
+        scope["path_params"] = path_params
         try:
-            response = await route(parsed, Caller(key, match.group(1)), api.state.services)
+            response = await route.call(*(path_params[n] for n in route.path_args), parsed,
+                                        caller, api.state.services)
+            if route.answer is not None:  # (the route's response model, as FastAPI applies it)
+                response = JSONResponse(route.answer.model_validate(response).model_dump(
+                    mode="json"), status_code=route.status)
         except Exception as exc:
             handler = _lookup_exception_handler(api.exception_handlers, exc)
             if handler is None:
@@ -125,7 +189,7 @@ class FastRoutes:
         await response(scope, receive, send)
         metrics = getattr(api.state, "metrics", None)
         if metrics is not None:
-            metrics.note(template, response.status_code, time.perf_counter() - start)
+            metrics.note(route.template, response.status_code, time.perf_counter() - start)
         return None
 
 

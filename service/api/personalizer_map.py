@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.feature_checks import check_feature
+from service.feature_checks import check_features
 
 MAX_DEPTH = 4
 
@@ -29,11 +29,11 @@ class FeatureShapeError(ValueError):
     takes (see :mod:`service.feature_checks`)."""
 
 
+#: the values a feature holds as it is (JSON's scalars)
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def _put(out: dict[str, Any], name: str, value: Any) -> None:
-    try:
-        check_feature(name, value)  # finite, within bounds, Unicode
-    except ValueError as exc:
-        raise FeatureShapeError(str(exc)) from None
     if name in out and out[name] != value:
         raise FeatureShapeError(f"feature {name!r} is given twice with different values")
     out[name] = value
@@ -66,5 +66,13 @@ def flatten(groups: list[dict[str, Any]] | None) -> dict[str, Any]:
     for group in groups or ():
         if not isinstance(group, dict):
             raise FeatureShapeError("each element of the features list must be an object")
-        _walk(out, "", group, 0)
+        for key, value in group.items():  # (a feature at the top: most of them)
+            if type(value) in _SCALARS:
+                _put(out, str(key), value)
+            else:
+                _walk(out, str(key), value, 1)
+    try:
+        check_features(out)  # finite, within bounds, Unicode (one comparison per common value)
+    except ValueError as exc:
+        raise FeatureShapeError(str(exc)) from None
     return out

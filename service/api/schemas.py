@@ -28,7 +28,7 @@ MIN_REWARD_WAIT = 0.001
 FeatureValue = bool | int | float | str | None
 
 
-def _flat_features(features: Any) -> Any:
+def flat_features(features: Any) -> Any:
     """Before type checks: say plainly that a context is flat (nested objects are not features)."""
     if isinstance(features, dict):
         for key, value in features.items():
@@ -56,7 +56,7 @@ class ActionSpec(Schema):
     id: str = Field(min_length=1, max_length=128)
     features: dict[str, FeatureValue] | None = None
 
-    _flat = field_validator("features", mode="before")(_flat_features)
+    _flat = field_validator("features", mode="before")(flat_features)
     _checked = field_validator("features")(check_features)
 
 
@@ -191,7 +191,7 @@ class DecideRequest(Schema):
     excluded_actions: list[str] = Field(default_factory=list, max_length=10_000)
     defer_activation: bool = False
 
-    _flat = field_validator("context", mode="before")(_flat_features)
+    _flat = field_validator("context", mode="before")(flat_features)
     _checked = field_validator("context")(check_features)
     _actions = field_validator("actions")(_action_specs)
 
@@ -258,7 +258,7 @@ class ActivateResponse(Schema):
 class PredictRequest(Schema):
     x: dict[str, FeatureValue] = Field(description="the fields, name -> category (flat)")
 
-    _flat = field_validator("x", mode="before")(_flat_features)
+    _flat = field_validator("x", mode="before")(flat_features)
     _checked = field_validator("x")(check_features)
 
 
@@ -281,7 +281,7 @@ class LearnRequest(Schema):
     x: dict[str, FeatureValue]
     y: Literal[0, 1] = Field(description="the label: 1 (e.g. a click) or 0")
 
-    _flat = field_validator("x", mode="before")(_flat_features)
+    _flat = field_validator("x", mode="before")(flat_features)
     _checked = field_validator("x")(check_features)
 
     @field_validator("y", mode="before")

@@ -29,7 +29,7 @@ import dataclasses
 import json
 import uuid
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Request, Response
 from fastapi.security import APIKeyHeader
@@ -40,8 +40,9 @@ from service import keys
 from service.api import usecases
 from service.api.deps import BearerDep, ServicesDep
 from service.api.personalizer_map import FeatureShapeError, flatten
-from service.api.schemas import EVENT_ID, ActionSpec, DecideRequest
+from service.api.schemas import EVENT_ID, flat_features
 from service.api.usecases import Caller, DecideQuery, Decision, Services
+from service.feature_checks import check_features, check_text
 from service.logs import events
 from service.personalizer.errors import PersonalizerError, bad_request
 from service.personalizer.slots import (
@@ -160,18 +161,31 @@ CallerDep = Annotated[Caller, Depends(personalizer_caller)]
 
 
 # -- rank ---------------------------------------------------------------------------------------
-def _actions(actions: list[RankableAction]) -> list[ActionSpec]:
+class Offered(NamedTuple):
+    """An action of a rank request: its id and its features, flattened (None: none)."""
+
+    id: str
+    features: dict[str, Any] | None
+
+
+def _actions(actions: list[RankableAction]) -> list[Offered]:
+    """The actions with their features flattened and checked as the native decide checks
+    them (``flatten``: each feature's value; ``flat_features``: names' and strings' lengths);
+    the ids are ``RankableAction``'s, with the same bounds as the native ``ActionSpec``'s."""
     try:
-        specs = [ActionSpec(id=a.id, features=flatten(a.features)) for a in actions]
+        offered = []
+        for a in actions:
+            features = flatten(a.features) if a.features is not None else None
+            offered.append(Offered(a.id, flat_features(features)))
     except FeatureShapeError as exc:
         raise bad_request(str(exc), "InvalidRankRequest") from None
-    except ValueError as exc:  # pydantic's ValidationError: flattened names or values too long
+    except ValueError as exc:  # flattened names or values too long
         message = f"action features Grove cannot take: {exc}"
         raise bad_request(message, "InvalidRankRequest") from None
-    ids = [a.id for a in specs]
+    ids = [a.id for a in offered]
     if len(set(ids)) != len(ids):
         raise bad_request("actions repeat an id", "InvalidRankRequest")
-    return specs
+    return offered
 
 
 def _context(features: list[dict[str, Any]] | None) -> dict[str, Any]:
@@ -184,22 +198,29 @@ def _context(features: list[dict[str, Any]] | None) -> dict[str, Any]:
 def _query(
     event_id: str | None,
     context: dict[str, Any],
-    actions: list[ActionSpec],
+    actions: list[Offered],
     excluded: list[str],
     deferred: bool,
 ) -> DecideQuery:
-    """The use case's query, after Grove's checks of names and values (DecideRequest)."""
+    """The use case's query, after the checks of the native body (``DecideRequest``) that the
+    request's own model and :func:`_actions` did not make: the context's names and values (a
+    slot's context is the event's with the slot's features), the ids' and exclusions' text."""
     try:
-        request = DecideRequest(
-            event_id=event_id,
-            context=context,
-            actions=actions,
-            excluded_actions=excluded,
-            defer_activation=deferred,
-        )
+        check_features(flat_features(context))
+        for action in actions:
+            check_text("action id", action.id)
+        for action in excluded:
+            check_text("excluded action", action)
     except ValueError as exc:
         raise bad_request(f"features Grove cannot take: {exc}", "InvalidRankRequest") from None
-    return DecideQuery.of(request)
+    return DecideQuery(
+        context=context,
+        actions=[a.id for a in actions],
+        excluded=tuple(excluded),
+        event_id=event_id,
+        deferred=deferred,
+        action_features={a.id: a.features for a in actions if a.features} or None,
+    )
 
 
 @contextmanager

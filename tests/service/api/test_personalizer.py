@@ -112,11 +112,21 @@ def test_keys_and_errors_in_personalizers_shape(client, news):
                 '{"contextFeatures": [{"a": 123456789012345678901234567890}], '
                 '"actions": [{"id": "x"}]}',
                 '{"contextFeatures": [{"a": "\\ud800"}], "actions": [{"id": "x"}]}',
-                '{"actions": [{"id": "x", "features": [{"\\ud800": 1}]}]}'):
+                '{"actions": [{"id": "x", "features": [{"\\ud800": 1}]}]}',
+                # each checked as the native decide checks it: exclusions as text,
+                # flattened names and strings by length, action features' numbers
+                '{"actions": [{"id": "x"}], "excludedActions": ["\\ud800"]}',
+                '{"actions": [{"id": "x", "features": [{"n": {"%s": 1}}]}]}' % ("k" * 255),
+                '{"actions": [{"id": "x", "features": [{"s": "%s"}]}]}' % ("v" * 4097),
+                '{"contextFeatures": [{"s": "%s"}], "actions": [{"id": "x"}]}' % ("v" * 4097),
+                '{"actions": [{"id": "x", "features": [{"p": 1e39}]}]}'):
         answer = client.post("/personalizer/v1.0/rank", content=raw,
                              headers={**news, "Content-Type": "application/json"})
         assert answer.status_code == 400, (raw, answer.text)
         assert answer.json()["error"]["code"] == "InvalidRankRequest"
+    lone = client.post("/personalizer/v1.0/rank", content='{"actions": [{"id": "\\ud800"}]}',
+                       headers={**news, "Content-Type": "application/json"})
+    assert lone.status_code == 400 and lone.json()["error"]["code"] == "BadRequest"  # (parsing)
 
 
 def test_activate_is_idempotent_and_reward_needs_activation(client, news, store):
