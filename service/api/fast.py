@@ -69,7 +69,7 @@ _ROUTES = {
 _PATH = re.compile(r"^/apps/([^/]+)/(decide|reward)$")
 _APP = re.compile(APP_NAME)
 _PERSONALIZER = re.compile(
-    r"^/personalizer(?:/(v1\.0|v1\.1-preview(?:\.[0-9]+)?))?/(?:(rank)|(events)/([^/]+)/reward)$")
+    r"^/personalizer(?:/(v1\.0|v1\.1-preview(?:\.[0-9]+)?))?/(?:(rank)|events/([^/]+)/reward)$")
 _EVENT_ID = re.compile(EVENT_ID)
 #: the query strings of a Personalizer request served here (anything else: the stack's checks)
 _QUERIES = (b"", f"api-version={NEWEST}".encode())
@@ -104,7 +104,7 @@ def _match(scope: dict, limit: int) -> tuple[_Route, Caller, dict] | None:
     found = _PERSONALIZER.match(path) if path.startswith("/personalizer/") else None
     if found is None:
         return None
-    version, rank, event_id = found.group(1), found.group(2), found.group(4)
+    version, rank, event_id = found.groups()
     if version is None and scope.get("query_string", b"") not in _QUERIES:
         return None
     if event_id is not None and not _EVENT_ID.match(event_id):
@@ -149,11 +149,11 @@ class FastRoutes:
         self.api = api
 
     async def __call__(self, scope, receive, send):
-        served = _match(scope, self.api.state.settings.max_body)
+        limit = self.api.state.settings.max_body
+        served = _match(scope, limit)
         if served is None:
             return await self.stack(scope, receive, send)
         route, caller, path_params = served
-        limit = self.api.state.settings.max_body
         start = time.perf_counter()
         chunks, seen = [], 0
         while True:
