@@ -19,7 +19,10 @@ HTTP: a thread of this script makes the API's own Redis writes, ``Store.record_d
 same scripts, keys and records as the API's; reward rule as wrk's), so the trainer reads the
 same stream it reads behind the API. The decisions are drawn uniformly (propensity 1/K, a
 uniform logging policy: the trainer learns from any logging policy alike); what is not in the
-run is the API's HTTP, JSON and deciding.
+run is the API's HTTP, JSON and deciding. ``--articles``: the events are the article stream's
+(``bench.policies.articles``: a new day of 30 articles every 2,000 events, each request
+offering 10 with their features, rewarded at the article's read rate), stored with the
+offered actions and their features as a Personalizer rank stores them.
 
 Prints the rewards/s the API accepted, the events/s the trainer learned, the CPU each process
 spent per event learned (the trainer's: its pace on a core of its own), and the lag's maximum
@@ -60,9 +63,28 @@ def sample(bench: Bench, app: str, t0: float) -> dict:
             "lag_seconds": s["trainerLagSeconds"]}
 
 
-def feed_store(redis_url: str, app: str, actions: int, rate: float, seconds: float) -> dict:
+def _articles(stream, rng: np.random.Generator, first: int, due: int, run: str, version: int):
+    """``due`` decisions of the article ``stream`` (``bench.policies.articles.Stream``) from
+    event ``first`` on: each among the request's 10 articles with their features, drawn
+    uniformly, and its reward, drawn at the article's read rate."""
+    from service.records import NewDecision
+
+    decisions, rewards = [], []
+    for t in range(first, first + due):
+        x, offered, rates = stream.request(t)
+        action = offered[int(rng.integers(len(offered)))]
+        decisions.append(NewDecision(f"{run}-{t}", x, action, 1.0 / len(offered), version,
+                                     offered=tuple(offered),
+                                     action_features={a: stream.features[a] for a in offered}))
+        rewards.append(float(rng.random() < rates[action]))
+    return decisions, rewards
+
+
+def feed_store(redis_url: str, app: str, actions: int, rate: float, seconds: float,
+               articles: bool = False) -> dict:
     """Record decisions and reward each of them through ``Store`` at ``rate`` events/s for
-    ``seconds`` (see the module doc); the events sent and this thread's CPU seconds."""
+    ``seconds`` (see the module doc); the events sent and this thread's CPU seconds.
+    ``articles``: the article stream's requests instead, each with its actions' features."""
     from service.records import NewDecision
     from service.redis_client import connect
     from service.settings import Settings
@@ -73,11 +95,22 @@ def feed_store(redis_url: str, app: str, actions: int, rate: float, seconds: flo
     config, version = store.get_app_and_version(app)
     rng = np.random.default_rng(0)
     run, sites, sent = uuid.uuid4().hex[:10], "abcde", 0
+    if articles:
+        from bench.policies.articles import Stream
+
+        stream = Stream(0, 2000, 30, 10)
     cpu0, t0 = time.thread_time(), time.monotonic()
     while (now := time.monotonic() - t0) < seconds:
         due = min(int(rate * now) - sent, 1000)
         if due <= 0:
             time.sleep(0.002)
+            continue
+        if articles:
+            decisions, rewards = _articles(stream, rng, sent, due, run, version)
+            store.record_decisions(config, decisions)
+            for d, reward in zip(decisions, rewards, strict=True):
+                store.reward(config, d.event_id, reward)
+            sent += due
             continue
         f, site = rng.random((due, 4)), rng.integers(len(sites), size=due)
         chosen, lucky = rng.integers(actions, size=due), rng.random(due) < 0.1
@@ -165,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="wrk over HTTP, or the API's Redis writes from this script")
     p.add_argument("--rate", type=float, default=2000.0, help="events/s with --feed store")
     p.add_argument("--busy", type=int, default=0, help="processes spinning during the load")
+    p.add_argument("--articles", action="store_true",
+                   help="with --feed store: the article stream (bench.policies.articles), "
+                        "each request's 10 articles with their features, as Personalizer sends")
     args = p.parse_args(argv)
 
     bench = Bench(Path(tempfile.mkdtemp(prefix="grove-bench-lag-")), 100, kind=args.kind)
@@ -181,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
                                                       args.seconds)))
         else:
             load = threading.Thread(target=lambda: figures.update(
-                feed_store(bench.redis.url, app, args.actions, args.rate, args.seconds)))
+                feed_store(bench.redis.url, app, args.actions, args.rate, args.seconds,
+                           args.articles)))
         pids = bench.pids("grove", args.actions)
         cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
         spinners += [subprocess.Popen([sys.executable, "-c", "while True: pass"])
@@ -204,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         bench.stop()
 
     result = {"kind": args.kind, "actions": args.actions, "feed": args.feed,
+              "articles": args.articles,
               **({"conns": args.conns} if args.feed == "wrk" else
                  {"rate": args.rate, "feeder_cpu_s": figures.get("feeder_cpu_s")}),
               "seconds": args.seconds, "busy": args.busy, "requests_per_s": figures.get("rps"),
