@@ -116,11 +116,13 @@ def test_a_step_moves_the_prediction_towards_the_reward_never_past_it():
     assert before == 0.0 and 0.5 < after < 1.0
 
 
-def test_a_number_learns_alike_at_any_scale():
+@pytest.mark.parametrize("power_t", [0.5, 0.0])
+def test_a_number_learns_alike_at_any_scale(power_t):
     """NAG: the weights are in the units of each feature's largest value, so a price sent
     in cents decides as one sent in euros (powers of 2 here, so that the match is exact up
-    to rounding)."""
-    small, large = ActionFeaturePolicy(seed=4), ActionFeaturePolicy(seed=4)
+    to rounding); with AdaGrad's power_t and with Personalizer's 0."""
+    small = ActionFeaturePolicy(seed=4, power_t=power_t)
+    large = ActionFeaturePolicy(seed=4, power_t=power_t)
     rng = np.random.default_rng(0)
     for _ in range(400):
         price = float(rng.uniform(1, 5))
