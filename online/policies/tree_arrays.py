@@ -468,7 +468,12 @@ def _categorical_entries(e: CompiledEnsemble, nodes: np.ndarray, tree_of_node: n
     rows = np.concatenate([first[group[at]] + code, first[group] + codes[group]])  # + "other"
     at = np.concatenate([at, np.arange(len(nodes))])
     entry_tree = tree[at]
-    order = np.lexsort((entry_tree, rows))
+    # by row, then tree: a row's entries are all codes' or all "other"'s, and each part lists
+    # them in node order, which is tree order, so a stable sort by row alone gives that order;
+    # on rows of 16 bits numpy's is a radix sort (3.5M entries of an inventory of articles:
+    # 134 -> 29 ms, the same order), else the two keys' lexsort
+    order = (np.argsort(rows.astype(np.uint16), kind="stable") if first[-1] < 1 << 16
+             else np.lexsort((entry_tree, rows)))
     rows, entry_tree, masks = rows[order], entry_tree[order], out.mask[nodes[at[order]]]
     new = np.ones(len(rows), np.bool_)
     new[1:] = (rows[1:] != rows[:-1]) | (entry_tree[1:] != entry_tree[:-1])
