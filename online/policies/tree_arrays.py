@@ -29,6 +29,9 @@ JSON metadata (``to_state`` / ``from_state``), never pickled.
 
 from __future__ import annotations
 
+import hashlib
+import threading
+import weakref
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -48,6 +51,11 @@ ZERO_THRESHOLD = 1e-35
 
 _ARRAYS = ("model_trees", "tree_nodes", "tree_leaves", "tree_cats", "feature", "threshold",
            "decision_type", "left", "right", "leaf_value", "cat_boundaries", "cat_threshold")
+
+#: ensembles read from a state and alive, by their arrays' digest: the next state holding the
+#: same trees takes their layout (see ``CompiledEnsemble.from_state``)
+_LOADED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_LOADED_LOCK = threading.Lock()
 
 
 @dataclass
@@ -188,7 +196,30 @@ class CompiledEnsemble:
         template = cls.empty()
         ensemble = cls(**{name: np.asarray(state[name], getattr(template, name).dtype)
                           for name in _ARRAYS})
-        return ensemble.laid_out()
+        # A process that serves an app loads each snapshot it publishes (every second), and
+        # the trees change only at a refit: a snapshot whose arrays are those of an ensemble
+        # still alive here takes that one's layout (derived from the arrays alone), rather than
+        # laying them out again (0.29 s for an app of 38,137 trees; a digest of its 17 MB,
+        # ~0.02 s). Held weakly: nothing is kept that its model no longer holds.
+        key = ensemble.digest()
+        with _LOADED_LOCK:
+            twin = _LOADED.get(key)
+        if twin is not None and twin._layout is not None:
+            ensemble._layout = twin._layout
+            return ensemble
+        ensemble.laid_out()
+        with _LOADED_LOCK:
+            _LOADED[key] = ensemble
+        return ensemble
+
+    def digest(self) -> bytes:
+        """A digest of the arrays (their lengths and bytes): equal for equal ensembles."""
+        h = hashlib.blake2b(digest_size=20)
+        for name in _ARRAYS:
+            array = np.ascontiguousarray(getattr(self, name))
+            h.update(len(array).to_bytes(8, "little"))
+            h.update(array.data)
+        return h.digest()
 
 
 def parse_lightgbm(model_string: str) -> CompiledEnsemble:

@@ -121,6 +121,33 @@ def test_compiled_ensemble_deep_trees_single_leaves_and_empty_models():
     assert ens.predict_rows(T[:0], models).shape == (0, 4)
 
 
+def test_a_state_with_the_trees_of_a_loaded_ensemble_takes_its_layout():
+    """Each publication's snapshot is loaded by every process that serves the app, and its
+    trees change only at a refit: a state whose arrays are those of an ensemble loaded and
+    still alive takes its layout (derived from the arrays alone) instead of laying them out
+    again; a state that differs in one leaf lays out its own, and each predicts its own."""
+    rng = np.random.default_rng(2)
+    X = rng.random((600, 3))
+    X[:, 2] = rng.integers(0, 12, 600)
+    y = X[:, 0] + (X[:, 2] == 4)
+    params = {"objective": "regression", "verbose": -1, "num_leaves": 15, "min_data_in_leaf": 5}
+    booster = lightgbm.train(params, lightgbm.Dataset(X, y, categorical_feature=[2]), 12)
+    state = _plain(CompiledEnsemble.concatenate(
+        [parse_lightgbm(booster.model_to_string())]).to_state())
+    first = CompiledEnsemble.from_state(json.loads(json.dumps(state)))
+    again = CompiledEnsemble.from_state(json.loads(json.dumps(state)))
+    assert again._layout is first._layout and again.digest() == first.digest()
+    changed = json.loads(json.dumps(state))
+    changed["leaf_value"][3] += 1.0
+    other = CompiledEnsemble.from_state(changed)
+    assert other._layout is not first._layout and other.digest() != first.digest()
+    T = rng.random((200, 3))
+    T[:, 2] = rng.integers(0, 12, 200)
+    expected = booster.predict(T)
+    np.testing.assert_array_equal(again.predict_rows(T, np.array([0]))[:, 0], expected)
+    assert not np.array_equal(other.predict_rows(T, np.array([0]))[:, 0], expected)
+
+
 def test_boost_stops_at_the_first_empty_tree_with_lightgbm_s_trees():
     """``refit.boost`` gives the trees of ``lightgbm.train``'s model (every array the policy
     reads from it) with the policy's parameters, boosted from an initial score as the policy
