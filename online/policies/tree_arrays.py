@@ -206,9 +206,9 @@ class CompiledEnsemble:
             twin = _LOADED.get(key)
         if twin is not None and twin._layout is not None:
             ensemble._layout = twin._layout
-            return ensemble
-        ensemble.laid_out()
-        with _LOADED_LOCK:
+        else:
+            ensemble.laid_out()
+        with _LOADED_LOCK:  # the newest holder: the model it replaces is dropped next
             _LOADED[key] = ensemble
         return ensemble
 
