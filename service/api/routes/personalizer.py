@@ -42,7 +42,7 @@ from service.api.deps import BearerDep, ServicesDep
 from service.api.personalizer_map import FeatureShapeError, flatten
 from service.api.schemas import EVENT_ID, flat_features
 from service.api.usecases import Caller, DecideQuery, Decision, Services
-from service.feature_checks import check_features, check_text
+from service.feature_checks import check_text
 from service.logs import events
 from service.personalizer.errors import PersonalizerError, bad_request
 from service.personalizer.slots import (
@@ -203,10 +203,12 @@ def _query(
     deferred: bool,
 ) -> DecideQuery:
     """The use case's query, after the checks of the native body (``DecideRequest``) that the
-    request's own model and :func:`_actions` did not make: the context's names and values (a
-    slot's context is the event's with the slot's features), the ids' and exclusions' text."""
+    request's own model, :func:`_context` and :func:`_actions` did not make: the context's
+    names' and strings' lengths (its values were checked by ``flatten``; a slot adds its
+    features, flattened too, and its id, which the request's parse takes as Unicode text
+    only), the ids' and exclusions' text."""
     try:
-        check_features(flat_features(context))
+        flat_features(context)
         for action in actions:
             check_text("action id", action.id)
         for action in excluded:

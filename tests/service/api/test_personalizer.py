@@ -188,6 +188,12 @@ def test_a_feasible_multi_slot_rank_is_never_refused(client, news):
     refused = client.post("/personalizer/v1.1-preview.3/multislot/rank", json=impossible,
                           headers=news)
     assert refused.status_code == 400
+    # a slot's id is a feature of its decision's context (slot.id): the parse takes Unicode
+    # text only, so the context is not checked again
+    lone = client.post("/personalizer/v1.1-preview.3/multislot/rank", headers={
+        **news, "Content-Type": "application/json"}, content='{"actions": [{"id": "a0"}], '
+        '"slots": [{"id": "\\ud800", "baselineAction": "a0"}]}')
+    assert lone.status_code == 400 and "slots.0.id" in lone.json()["error"]["message"]
 
 
 def test_the_ranking_lists_the_offered_actions_only(client, news):
