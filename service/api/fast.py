@@ -41,7 +41,7 @@ from starlette.responses import JSONResponse
 from service.api.routes import decisions, personalizer
 from service.api.schemas import APP_NAME, EVENT_ID, DecideRequest, RewardRequest
 from service.api.usecases import Caller
-from service.personalizer.versions import NEWEST
+from service.personalizer.versions import NEWEST, PATH_VERSION
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ _ROUTES = {
 _PATH = re.compile(r"^/apps/([^/]+)/(decide|reward)$")
 _APP = re.compile(APP_NAME)
 _PERSONALIZER = re.compile(
-    r"^/personalizer(?:/(v1\.0|v1\.1-preview(?:\.[0-9]+)?))?/(?:(rank)|events/([^/]+)/reward)$")
+    rf"^/personalizer(?:/({PATH_VERSION}))?/(?:(rank)|events/([^/]+)/reward)$")
 _EVENT_ID = re.compile(EVENT_ID)
 #: the query strings of a Personalizer request served here (anything else: the stack's checks)
 _QUERIES = (b"", f"api-version={NEWEST}".encode())

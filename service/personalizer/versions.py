@@ -26,8 +26,9 @@ from fastapi import Request
 from service.personalizer.errors import error_body
 
 PREFIX = "/personalizer"
-#: the path versions (v1.1-preview with or without its ".N")
-_IN_PATH = re.compile(r"^/personalizer/(v1\.0|v1\.1-preview(?:\.[0-9]+)?)(/.*)?$")
+#: the path versions (v1.1-preview with or without its ".N"), a pattern (the fast path's too)
+PATH_VERSION = r"v1\.0|v1\.1-preview(?:\.[0-9]+)?"
+_IN_PATH = re.compile(rf"^/personalizer/({PATH_VERSION})(/.*)?$")
 #: the query versions Grove serves
 QUERY_VERSIONS = ("2022-09-01-preview",)
 NEWEST = QUERY_VERSIONS[0]
