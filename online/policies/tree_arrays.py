@@ -204,7 +204,7 @@ class CompiledEnsemble:
         key = ensemble.digest()
         with _LOADED_LOCK:
             twin = _LOADED.get(key)
-        if twin is not None and twin._layout is not None:
+        if twin is not None:  # (registered laid out)
             ensemble._layout = twin._layout
         else:
             ensemble.laid_out()
