@@ -50,17 +50,26 @@ class CandidateConflict(ValueError):
 
 
 class _Candidate:
-    """One candidate: its policy, its estimates and where it came from."""
+    """One candidate: its policy, its estimates and where it came from. In a serving copy
+    (``to_state(statistics=False)``) a candidate that does not serve has no policy (None), and
+    ``changes`` is its count of actions whose rewards it found changed."""
 
-    __slots__ = ("name", "kind", "params", "serial", "policy", "created_at")
+    __slots__ = ("name", "kind", "params", "serial", "policy", "created_at", "changes")
 
-    def __init__(self, name, kind, params, serial, policy, created_at):
+    def __init__(self, name, kind, params, serial, policy, created_at, changes=None):
         self.name = name
         self.kind = kind
         self.params = params
         self.serial = serial
         self.policy = policy
         self.created_at = created_at
+        self.changes = changes
+
+    def n_changes(self) -> int | None:
+        """Actions whose rewards it found changed (None for a kind that does not watch)."""
+        if self.policy is None:
+            return self.changes
+        return getattr(self.policy, "n_changes", None)
 
     def spec(self) -> dict:
         return {"name": self.name, "kind": self.kind, "params": dict(self.params)}
@@ -352,8 +361,19 @@ class AutoPolicy(Policy):
         return self._get(self._serving).policy.features_left_out
 
     def candidate(self, name: str) -> Policy:
-        """The policy of candidate ``name`` (KeyError if there is none)."""
-        return self._get(name).policy
+        """The policy of candidate ``name`` (KeyError if there is none; ValueError in a serving
+        copy, for a candidate that does not serve)."""
+        c = self._get(name)
+        if c.policy is None:
+            self._require_models()
+        return c.policy
+
+    def _require_models(self) -> None:
+        """``ValueError`` in a serving copy, which holds its serving candidate's model only."""
+        if any(c.policy is None for c in self._candidates_):
+            raise ValueError("a serving copy of an auto policy (to_state(statistics=False)) "
+                             "holds only its serving candidate's model: it decides; load the "
+                             "full state to learn or to change its candidates or actions")
 
     def _get(self, name: str) -> _Candidate:
         for c in self._candidates_:
@@ -368,6 +388,7 @@ class AutoPolicy(Policy):
 
         Unknown kinds, unknown parameters and bad values raise ``ValueError`` naming them.
         """
+        self._require_models()
         kind, params = _checked_spec(spec)
         name = spec.get("name") or self._free_name(kind)
         if not isinstance(name, str) or any(c.name == name for c in self._candidates_):
@@ -396,6 +417,7 @@ class AutoPolicy(Policy):
     def remove_candidate(self, name: str, serving: str | None = None) -> None:
         """Remove candidate ``name``; removing the serving one needs ``serving`` (another
         candidate's name), else :class:`CandidateConflict`."""
+        self._require_models()
         victim = self._get(name)
         if serving is not None:
             self._get(serving)
@@ -409,6 +431,7 @@ class AutoPolicy(Policy):
 
     def serve(self, name: str) -> None:
         """Make candidate ``name`` the champion now (an operator's choice, recorded as a switch)."""
+        self._require_models()
         c = self._get(name)
         if c.name != self._serving:
             self._record_switch(self._get(self._serving), c, reason="operator")
@@ -417,6 +440,7 @@ class AutoPolicy(Policy):
         """Make the candidates ``specs``: a spec whose name, kind and params match a current
         candidate keeps it (and all it learned); the others are new; the current ones not
         listed are removed. The serving one may only go if ``serving`` names another."""
+        self._require_models()
         if not specs:
             raise ValueError("an auto policy needs at least one candidate")
         current = {c.name: c for c in self._candidates_}
@@ -482,7 +506,7 @@ class AutoPolicy(Policy):
     def defer_refits(self) -> None:
         """Every candidate's refits (and those of candidates added later) are the caller's."""
         super().defer_refits()
-        for c in self._candidates_:
+        for c in self._candidates_:  # (a serving copy's other candidates: None, no refits)
             if hasattr(c.policy, "defer_refits"):
                 c.policy.defer_refits()
 
@@ -523,6 +547,7 @@ class AutoPolicy(Policy):
     # -- actions ---------------------------------------------------------------------------------
 
     def _add(self, action: Hashable, implicit: bool) -> None:
+        self._require_models()
         super()._add(action, implicit)
         for c in self._candidates_:  # (the candidates' inventory is this one: added there)
             c.policy.add_action(action)
@@ -546,6 +571,7 @@ class AutoPolicy(Policy):
                     c.policy.remove_action(action)
 
     def remove_action(self, action: Hashable) -> None:
+        self._require_models()
         super().remove_action(action)
         for c in self._candidates_:
             c.policy.remove_action(action)
@@ -577,6 +603,7 @@ class AutoPolicy(Policy):
 
     def check_context(self, x: dict) -> None:
         """Raise what any candidate would raise learning ``x``, changing nothing."""
+        self._require_models()
         if not isinstance(x, dict):
             raise ValueError(f"a context must be a dict, got {type(x).__name__}")
         for c in self._candidates_:
@@ -593,6 +620,7 @@ class AutoPolicy(Policy):
         As every policy: the events before a bad one are learned, then its ``ValueError`` is
         raised. Events are taken in batches of up to 1024 (probabilities at the batch's start).
         """
+        self._require_models()
         batch: list = []
         learned = 0
         try:
@@ -636,8 +664,9 @@ class AutoPolicy(Policy):
         rewards = np.array([e[2] for e in batch])
         if inventory:  # (no inventory: no candidate serves anything, nothing to evaluate)
             self._evaluate(batch, rewards, inventory, ks_active)
-        # what a candidate learns from: the played action's features come by id
-        played = [(*e[:4], None, e[5]) for e in batch]
+        # what a candidate learns from (the actions offered: the trees count them), the
+        # played action's features by id
+        played = [(*e[:4], e[4], e[5]) for e in batch]
         for c in self._candidates_:
             c.policy.learn_many(played)
         ks = np.array([self._index[e[1]] for e in batch])
@@ -868,16 +897,24 @@ class AutoPolicy(Policy):
         IPS / SNIPS / DR figures (``estimate``/``lower``/``upper`` are those of ``estimator``)."""
         return [{"name": c.name, "kind": c.kind, "params": dict(c.params), **self._figures(c),
                  "serving": c.name == self._serving, "created_at": c.created_at,
-                 "changes": getattr(c.policy, "n_changes", None),
+                 "changes": c.n_changes(),
                  "level": float(1.0 - alpha)}
                 for c, alpha in zip(self._candidates_, self._estimates.alpha)]
 
     # -- state -----------------------------------------------------------------------------------
 
     def _model_state(self, statistics: bool) -> dict:
+        """With ``statistics=False`` (a serving copy), only the serving candidate's model: the
+        others' serve no decision (the API reads their figures, which are this policy's, and
+        their count of changes). An app's serving snapshot is published every second; with
+        a trees candidate that did not serve, most of it was that candidate's."""
+        if statistics:
+            self._require_models()
         return {
             "candidates": [{**c.spec(), "serial": c.serial, "created_at": c.created_at,
-                            "state": c.policy.to_state(statistics)}
+                            "changes": c.n_changes(),
+                            "state": c.policy.to_state(statistics)
+                            if statistics or c.name == self._serving else None}
                            for c in self._candidates_],
             "estimates": self._estimates.to_state(),
             "serving": self._serving,
@@ -916,10 +953,14 @@ class AutoPolicy(Policy):
         policy._restore_inventory(state)
         policy._candidates_ = [
             _Candidate(c["name"], c["kind"], dict(c["params"]), int(c["serial"]),
-                       policy_kind(c["kind"]).cls.from_state(c["state"]), int(c["created_at"]))
+                       None if c["state"] is None else
+                       policy_kind(c["kind"]).cls.from_state(c["state"]),
+                       int(c["created_at"]), c.get("changes"))
             for c in model["candidates"]]
         policy._estimates = OffPolicyEstimates.from_state(model["estimates"])
         policy._serving = model["serving"]
+        if policy._get(policy._serving).policy is None:
+            raise ValueError(f"state: the serving candidate {policy._serving!r} has no model")
         policy._serial = int(model["serial"])
         policy._switches = [dict(s) for s in model["switches"]]
         policy._clipped = int(model["clipped"])

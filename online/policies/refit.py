@@ -71,6 +71,9 @@ class RefitResult:
     fitted: np.ndarray  # bool per action index: its trees were fitted (in the inventory then)
     # int64 (n_actions, 3) per action index: the events its trees were fitted on (see spans)
     spans: np.ndarray | None = None
+    # bool per action index: in the inventory, left without trees because its offers had
+    # stopped (RefitJob.silent); None: none
+    silent: np.ndarray | None = None
     boosted: int = 0  # boosters run (the other actions' trees: none warranted, or kept)
     # bool per column of the window: no row has a value in it (RefitJob.window_X); None: not
     # looked for
@@ -133,6 +136,9 @@ class RefitJob:
     # action's events stay in the window for its linear base, its trees cost a fit per refit
     # for no decision); None: every action played in the window
     active: np.ndarray | None = None
+    # bool per action index: the actions of the inventory left out of ``active`` because their
+    # offers have stopped (handed on to the result); None: none
+    silent: np.ndarray | None = None
     # int64 (n,): each row's event number (from the stream's start); None: no trees are kept
     events: np.ndarray | None = None
     previous: PreviousFit | None = None  # the fit in use, whose unchanged actions keep their trees
@@ -218,7 +224,7 @@ class RefitJob:
                 booster.free_dataset()
         return RefitResult(CompiledEnsemble.concatenate(parts), linear, plays, blend,
                            self.n_events, time.perf_counter() - t0, fitted, action_spans,
-                           int(boosted.sum()), absent, self.codes_seen, present)
+                           self.silent, int(boosted.sum()), absent, self.codes_seen, present)
 
     def _kept(self, fitted: np.ndarray, action_spans: np.ndarray, l2: float | None) -> np.ndarray:
         """The actions whose trees in use are what a booster would fit again: fitted then and

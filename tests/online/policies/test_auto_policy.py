@@ -205,6 +205,39 @@ def test_state_round_trip_is_exact():
     assert clone.evaluations() == policy.evaluations()
 
 
+def test_a_serving_copy_holds_the_serving_candidate_only_and_decides_the_same():
+    """What the trainer publishes every second: the serving candidate's model, the figures
+    of all; the others' models are in the full state only."""
+    from service import codec
+
+    policy = make_policy("auto", actions=ADS, seed=5)  # trees serve, linucb learns beside
+    rng = random.Random(6)
+    _favorite_events(policy, 600, rng)
+    state = policy.to_state(statistics=False)
+    assert [c["state"] is None for c in state["model"]["candidates"]] == [False, True]
+    assert len(codec.encode(state)) < len(codec.encode(
+        {**state, "model": policy._model_state(statistics=True)}))
+    serving = AutoPolicy.from_state(codec.decode(codec.encode(state)))
+    assert serving.evaluations() == policy.evaluations() and serving.serving == "trees"
+    for _ in range(50):
+        x = {"favorite": rng.choice(ADS), "device": rng.choice(["pc", "tv"])}
+        assert serving.probabilities(x) == policy.probabilities(x)
+    assert AutoPolicy.from_state(serving.to_state(statistics=False)).evaluations() == \
+        policy.evaluations()
+    # it decides; learning or changing it needs the full state, and says so
+    x = {"favorite": "a1", "device": "pc"}
+    for change in (lambda: serving.learn_one(x, "a1", 1.0, 0.2), lambda: serving.serve("linucb"),
+                   lambda: serving.add_action("a6"), lambda: serving.candidate("linucb"),
+                   lambda: serving.to_state()):
+        with pytest.raises(ValueError, match="serving copy"):
+            change()
+    assert serving.n_learned == policy.n_learned and serving.actions == ADS
+    with pytest.raises(ValueError, match="serving candidate"):  # (its model is required)
+        bad = codec.decode(codec.encode(state))
+        bad["model"]["serving"] = "linucb"
+        AutoPolicy.from_state(bad)
+
+
 def test_inverted_bands_of_learning_candidates_do_not_make_them_trade_places(monkeypatch):
     """Regression (Shuttle stream, 100k steps: trees and LinUCB swapped at every event from
     event 15,459 on). Bands of learning candidates may be inverted (lower > upper); with

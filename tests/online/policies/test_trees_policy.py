@@ -590,6 +590,47 @@ def test_removed_actions_get_no_trees_until_they_return():
     assert models(churn)[4] > 0 and not churn.refit_due()
 
 
+def test_actions_no_request_offers_any_more_get_no_trees_until_offered_again():
+    """Requests that name their actions (a Personalizer app's articles of the day): an action
+    whose offers have stopped is fitted as a removed one is, its linear base only, and gets
+    its trees back at the refit after it is offered again (not at once). Decisions drawn
+    among the inventory (no offers named) leave every action's trees."""
+    def models(policy):  # trees per action index
+        return np.diff(policy._ensemble.model_trees)
+
+    def refit(policy):
+        policy.finish_refit(policy.start_refit()())
+
+    named, inventory = small(auto_refit=False), small(auto_refit=False)
+    rng = random.Random(5)
+    for i, x in enumerate(favorite_stream(600, seed=6)):
+        offered = ADS if i < 300 else ADS[:4]  # a5 is offered by the first 300 requests only
+        a = rng.choice(offered)
+        event = (x, a, float(a == x["favorite"]), 1 / len(offered))
+        named.learn_many([(*event, offered)])
+        inventory.learn_many([(*event, None)])
+        if i == 299:
+            refit(named), refit(inventory)
+    refit(named), refit(inventory)
+    assert models(inventory)[4] > 0 and models(named)[4] == 0  # a5's events are in the window
+    assert (models(named)[:4] == models(inventory)[:4]).all()
+    for x in favorite_stream(20, seed=7):  # the others' models are the same
+        assert named.probabilities(x, ADS[:4]) == inventory.probabilities(x, ADS[:4])
+    assert "a5" in named.actions
+    copy = TreeEnsemblePolicy.from_state(named.to_state())
+    assert not named.refit_due() and not copy.refit_due()
+    refit(copy)  # the offers are in the state
+    assert models(copy)[4] == 0
+
+    for x in favorite_stream(40, seed=8):  # offered again: learned by its linear base
+        for policy in (named, copy):
+            policy.learn_many([(x, "a5", 1.0, 0.2, ADS)])
+    assert np.isnan(named._window.held_out()[-40:]).all()
+    assert not named.refit_due()  # its trees wait for the next refit
+    refit(named)
+    assert models(named)[4] > 0
+
+
 def test_window_keeps_the_last_events_only():
     w = EventWindow(size=3)
     for i in range(7):

@@ -1,0 +1,111 @@
+"""When each action was offered: the actions a decision was drawn among, as the events say.
+
+A Personalizer request names its actions (the day's articles, the products of a page), and the
+event it logs carries them (the fifth item of a ``learn_many`` event; None: the decision was
+drawn among the whole inventory). An action no request names any more is not removed from the
+inventory (Personalizer has no inventory to remove it from), but no decision will read its
+model either. :class:`OfferTimes` keeps, per action index, the first and last event that
+offered it and how many did, from which :meth:`OfferTimes.stopped` tells the actions whose
+offers have stopped: none for ``gaps`` times the mean gap between their offers.
+
+Offers, not plays: how often an action is played depends on the policy (a poor action is
+played at the exploration's rate), how often it is offered does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+__all__ = ["OfferTimes", "SILENT_GAPS"]
+
+#: an action whose offers came as a Poisson stream is silent for this many mean gaps with
+#: probability e^-10 ~ 5e-5: so long a silence says its offers have stopped
+SILENT_GAPS = 10
+
+
+class OfferTimes:
+    """Per action index: the first and last event (numbered from 1, as ``Policy`` counts its
+    events) whose decision offered it by name, and how many did; and the last event whose
+    decision was drawn among the whole inventory.
+
+    >>> offers = OfferTimes()
+    >>> index = {"a": 0, "b": 1}
+    >>> offers.note([("a", "b"), ("a",), ("a",), None, ("a",)], 0, index)
+    >>> offers.first.tolist(), offers.last.tolist(), offers.count.tolist(), offers.inventory_at
+    ([1, 1], [5, 1], [4, 1], 4)
+    >>> offers.stopped(now=100, gaps=10).tolist()  # a: 4 offers in 5 events; b: one offer
+    [True, False]
+    """
+
+    def __init__(self, n: int = 0):
+        self.first = np.full(n, -1, np.int64)
+        self.last = np.full(n, -1, np.int64)
+        self.count = np.zeros(n, np.int64)
+        self.inventory_at = -1  # the last event drawn among the inventory (-1: none)
+
+    def grow(self, n: int) -> None:
+        """Room for ``n`` action indices (only grows)."""
+        extra = n - len(self.count)
+        if extra > 0:
+            self.first = np.concatenate([self.first, np.full(extra, -1, np.int64)])
+            self.last = np.concatenate([self.last, np.full(extra, -1, np.int64)])
+            self.count = np.concatenate([self.count, np.zeros(extra, np.int64)])
+
+    def note(self, offers: Iterable[Any], start: int, index: Mapping) -> None:
+        """Count the ``offers`` of events ``start + 1``, ``start + 2``, ...: each a list of the
+        action ids offered, or None (the inventory; anything else that is not a list of ids is
+        taken as None). Ids without an index (never played, never added) are not counted."""
+        ks: list[int] = []
+        ts: list[int] = []
+        for t, offer in enumerate(offers, start + 1):
+            if not isinstance(offer, (list, tuple)):
+                self.inventory_at = t
+                continue
+            for action in offer:
+                k = index.get(action)
+                if k is not None:
+                    ks.append(k)
+                    ts.append(t)
+        if not ks:
+            return
+        k_array, t_array = np.array(ks, np.int64), np.array(ts, np.int64)
+        self.grow(int(k_array.max()) + 1)
+        new = np.unique(k_array[self.count[k_array] == 0])
+        self.first[new] = np.iinfo(np.int64).max
+        np.minimum.at(self.first, k_array, t_array)
+        np.maximum.at(self.last, k_array, t_array)
+        np.add.at(self.count, k_array, 1)
+
+    def stopped(self, now: int, gaps: float = SILENT_GAPS) -> np.ndarray:
+        """Per action index: offered by name at least twice, and not since for more than
+        ``gaps`` times its mean gap between offers, nor drawn among the inventory since."""
+        seen = self.count >= 2
+        mean_gap = (self.last - self.first) / np.maximum(self.count - 1, 1)
+        since = now - np.maximum(self.last, self.inventory_at)
+        return seen & (since > gaps * mean_gap)
+
+    def select(self, keep: np.ndarray) -> None:
+        """Keep the action indices ``keep`` only (``keep[i]`` becomes index i)."""
+        keep = keep[keep < len(self.count)]
+        self.first, self.last, self.count = self.first[keep], self.last[keep], self.count[keep]
+
+    def to_state(self) -> dict:
+        return {"first": self.first.copy(), "last": self.last.copy(),
+                "count": self.count.copy(), "inventory_at": self.inventory_at}
+
+    @classmethod
+    def from_state(cls, state: Mapping | None) -> OfferTimes:
+        """The offers of ``state`` (None: none known, as a state written before offers were
+        kept: then no action's offers have stopped)."""
+        offers = cls()
+        if state is not None:
+            offers.first = np.asarray(state["first"], np.int64).reshape(-1).copy()
+            offers.last = np.asarray(state["last"], np.int64).reshape(-1).copy()
+            offers.count = np.asarray(state["count"], np.int64).reshape(-1).copy()
+            if not len(offers.first) == len(offers.last) == len(offers.count):
+                raise ValueError("offers: first, last and count differ in length")
+            offers.inventory_at = int(state["inventory_at"])
+        return offers
