@@ -664,11 +664,10 @@ class AutoPolicy(Policy):
         rewards = np.array([e[2] for e in batch])
         if inventory:  # (no inventory: no candidate serves anything, nothing to evaluate)
             self._evaluate(batch, rewards, inventory, ks_active)
-        # what a candidate learns from (the actions offered: the trees count them), the
-        # played action's features by id
-        played = [(*e[:4], e[4], e[5]) for e in batch]
+        # every candidate learns the events as they came: the played action's features by
+        # id, and the actions offered (the trees count them)
         for c in self._candidates_:
-            c.policy.learn_many(played)
+            c.policy.learn_many(batch)
         ks = np.array([self._index[e[1]] for e in batch])
         start = self._n_learned
         young = int((self._q_count[ks] < YOUNG).sum())  # (each action's events at the start)

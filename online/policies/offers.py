@@ -57,7 +57,8 @@ class OfferTimes:
     def note(self, offers: Iterable[Any], start: int, index: Mapping) -> None:
         """Count the ``offers`` of events ``start + 1``, ``start + 2``, ...: each a list of the
         action ids offered, or None (the inventory; anything else that is not a list of ids is
-        taken as None). Ids without an index (never played, never added) are not counted."""
+        taken as None). Ids without an index (never played, never added, or not an id at all)
+        are not counted: the offers only tell which actions' trees a refit may skip."""
         ks: list[int] = []
         ts: list[int] = []
         for t, offer in enumerate(offers, start + 1):
@@ -65,7 +66,10 @@ class OfferTimes:
                 self.inventory_at = t
                 continue
             for action in offer:
-                k = index.get(action)
+                try:
+                    k = index.get(action)
+                except TypeError:  # (unhashable)
+                    continue
                 if k is not None:
                     ks.append(k)
                     ts.append(t)

@@ -488,8 +488,8 @@ class TreeEnsemblePolicy(Policy):
         # (code columns, codes given in each) when the trees in use copied their window: a
         # code at or past its column's count is a value they cannot have seen (_new_values)
         self._codes_seen = (np.zeros(0, np.int64), np.zeros(0))
-        # when each action was offered: an action that came with its events and whose offers
-        # have stopped gets no trees (start_refit)
+        # when each action was offered: an action whose offers have stopped gets no trees at
+        # a refit (start_refit)
         self._offers = OfferTimes()
 
     def _new_encoder(self) -> FeatureEncoder:
