@@ -57,7 +57,7 @@ class Gone(KeyError):
 
 def _figures(learner: Any) -> dict:
     return {"candidates": learner.evaluations(), "switches": learner.switches,
-            "floor": learner.floor, "serving": learner.serving}
+            "floor": learner.floor, "serving": learner.serving, "held": learner.held}
 
 
 def _require_auto(config: AppConfig, learner: Any) -> None:

@@ -851,6 +851,18 @@ class AutoPolicy(Policy):
             self._record_switch(self._candidates_[j_champion], self._candidates_[best],
                                 reason="evaluation")
 
+    @property
+    def held(self) -> str | None:
+        """Why no candidate that learns per action id may replace the serving one now (the
+        young-actions guard: see "Actions with features of their own" in the class doc), or
+        None: then the bands alone decide."""
+        if not self._held_by_young_actions(self._get(self._serving)):
+            return None
+        events, young = self._young_recent
+        return (f"young actions: {young / events:.0%} of the recent events played an action "
+                f"with fewer than {YOUNG} events of its own; no candidate that learns per "
+                f"action id replaces {self._serving!r} meanwhile")
+
     def _held_by_young_actions(self, champion: _Candidate) -> bool:
         """Whether the features' candidate serves while most recent events played young
         actions: then no candidate that learns per action id may replace it (see "Actions

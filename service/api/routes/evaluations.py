@@ -67,6 +67,10 @@ class Evaluations(BaseModel):
     switches: list[Switch]
     serving: str
     floor: float
+    held: str | None = Field(None, description="why no candidate that learns per action id "
+                             "may replace the serving one now (its actions are young: the "
+                             "action-feature candidate keeps the app), or null: the bands "
+                             "alone decide")
 
 
 class CandidateSpec(BaseModel):

@@ -311,6 +311,7 @@ def test_no_per_id_candidate_replaces_the_feature_candidate_while_the_actions_ar
             batch = []
     assert auto.serving == "adf"
     assert [(s["from"], s["to"]) for s in auto.switches] == [("trees", "adf")]
+    assert auto.held.startswith("young actions: ") and "'adf'" in auto.held  # (said why)
     # the candidates learn the offers: the trees of the days before, no longer offered, are
     # left out of the trees candidate's refits (its linear base still learns them)
     trees = auto.candidate("trees")

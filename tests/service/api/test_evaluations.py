@@ -80,6 +80,31 @@ def test_a_new_auto_app_has_figures_before_any_event(client):
         assert CANDIDATE_KEYS <= set(c) and c["events"] == 0
         assert 0.0 <= c["lower"] <= c["upper"] <= 1.0
     assert figures["switches"] == [] and figures["serving"] == "bandit-forest"
+    assert figures["held"] is None  # (no action features: the bands alone decide)
+
+
+def test_evaluations_say_why_young_actions_hold_the_feature_candidate(client, trainer):
+    """Requests that bring new actions with their features: the default kind's ``adf``
+    candidate serves, and while most plays are of young actions the figures say that no
+    per-id candidate may replace it."""
+    headers = create(client, "news", policy={"kind": "auto", "params": {"seed": 3}},
+                     actions=[], rewardWaitTime=600)
+    rng = random.Random(4)
+    requests = [{"context": {"likes": f"t{rng.randrange(5)}"},
+                 "actions": [{"id": f"d{i // 20}-{j}", "features": {"topic": f"t{j}"}}
+                             for j in range(5)]} for i in range(60)]
+    answer = client.post("/apps/news/decide/batch", json={"requests": requests},
+                         headers=headers)
+    assert answer.status_code == 200, answer.text
+    for request, decision in zip(requests, answer.json()["responses"], strict=True):
+        reward = float(decision["action"].endswith(request["context"]["likes"][1:]))
+        answer = client.post("/apps/news/reward", headers=headers,
+                             json={"eventId": decision["eventId"], "reward": reward})
+        assert answer.status_code == 200, answer.text
+    drain(trainer)
+    figures = _evaluations(client, "news")
+    assert figures["serving"] == "adf"
+    assert figures["held"].startswith("young actions: 100% of the recent events"), figures
 
 
 def test_evaluations_with_the_apps_key_and_with_admin(client, trainer):
