@@ -73,6 +73,10 @@ def read(payload: bytes) -> tuple[str, dict[str, Any], dict, Any]:
     kind_name, params, state = content.get("kind"), content.get("params"), content.get("state")
     if not (isinstance(kind_name, str) and isinstance(params, dict) and isinstance(state, dict)):
         raise ModelFileError("the model file lacks its kind, params or state")
+    if state.get("statistics") is False:  # (an auto app's keeps one candidate's model)
+        raise ModelFileError("the model file's state is a serving copy (to_state(statistics="
+                             "False)): it decides but cannot learn; GET /model exports the "
+                             "whole state")
     try:
         kind = model_kind(kind_name)
     except ValueError as exc:

@@ -26,6 +26,7 @@ from msrest.authentication import CognitiveServicesCredentials
 
 from online import make_policy
 from service import keys
+from service.models import model_kind
 from tests.helpers.factories import ADMIN, drain
 from tests.helpers.personalizer_sdk import make_app
 
@@ -285,8 +286,12 @@ def test_model_export_import_reset_and_properties(admin, client, store, trainer)
     bad_params = codec.encode({**decoded, "params": {"floor": -5.0}})
     bad_state = codec.encode({**decoded, "state": {**decoded["state"], "params": {
         **decoded["state"]["params"], "floor": 1e300}}})
+    # a serving copy (what the trainer publishes for API processes) decides and cannot learn
+    serving = codec.encode({**decoded, "state": model_kind("auto").dump_for_serving(
+        model_kind("auto").load(decoded["state"]))})
     for payload in (b"not a model", codec.encode({"format": "other"}), bad_params, bad_state,
-                    codec.encode({**codec.decode(exported), "state": {"junk": 1}}), other_kind):
+                    codec.encode({**codec.decode(exported), "state": {"junk": 1}}), serving,
+                    other_kind):
         with pytest.raises(HttpResponseError) as bad:
             admin.import_model(io.BytesIO(payload))
         assert bad.value.status_code == 400 and bad.value.error.code == "InvalidModelImportFormat"
