@@ -202,14 +202,15 @@ def _py_spy() -> str:
     return str(beside) if beside.exists() else "py-spy"
 
 
-def _profile(bench: Bench, app: str, key: str, actions: int, conns: int, seconds: float) -> Path:
+def _profile(bench: Bench, app: str, key: str, actions: int, conns: int, seconds: float,
+             mode: str = "reward") -> Path:
     raw = bench.work / "profile.raw"
     spy = subprocess.Popen(
         [_py_spy(), "record", "--pid", str(bench.procs["grove"].pid), "--rate", "200",
          "--duration", str(int(seconds)), "--format", "raw", "--nonblocking", "-o", str(raw)],
         stdout=subprocess.DEVNULL, stderr=(bench.work / "py-spy.log").open("w"),
     )
-    run_wrk(bench.grove, _wrk_env(app, key, "reward", actions), conns, seconds)
+    run_wrk(bench.grove, _wrk_env(app, key, mode, actions), conns, seconds)
     spy.wait(timeout=120)
     return raw
 
@@ -263,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="the app's policy kind (bandit-forest: the issue's app, with --trees; "
                         "others with their defaults, e.g. auto, the default of a new app)")
     p.add_argument("--profile", action="store_true",
-                   help="then py-spy Grove under decide-then-reward (first --conns, --actions)")
+                   help="then py-spy Grove under decide-then-reward (first --conns, --actions;"
+                        " under rank with --modes rank)")
     p.add_argument("--json", default=None, help="write every round's figures here")
     p.add_argument("--train", type=int, default=0,
                    help="first feed each app this many rewarded events (trainer_lag's feeder) "
@@ -330,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
         profile = None
         if args.profile:
             app, key = apps[args.actions[0]]
-            raw = _profile(bench, app, key, args.actions[0], args.conns[0], 15)
+            mode = "rank" if args.modes == ["rank"] else "reward"
+            raw = _profile(bench, app, key, args.actions[0], args.conns[0], 15, mode)
             profile = profile_summary(raw)
     finally:
         bench.stop()
