@@ -317,9 +317,11 @@ class TreeEnsemblePolicy(Policy):
       learns its events meanwhile; a removed action added back still makes a refit due at
       once). Offers, not plays: how often an action is played depends on the policy (a poor
       one is played at the exploration's rate), how often it is offered does not. Events that
-      name no actions (drawn among the inventory) leave every action's trees. The article
-      stream (``bench/policies/articles.py``, 40k events, seed 0): the same decisions, 12.0
-      -> 7.0 CPU s; through the trainer at 2,000 rewards/s, bench/http/README.md.
+      name no actions (drawn among the inventory) leave every action's trees. The same
+      decisions, less CPU: the article stream (``bench/policies/articles.py``, 40k events,
+      seed 0) 12.0 -> 7.0 CPU s; ``auto`` on ``bench/policies/offered.py --offered-known
+      --popularity 0.04`` (60k events) 48.1 -> 17.9 CPU s; through the trainer at 2,000
+      rewards/s, bench/http/README.md.
     - *Off-policy*: each regressor is fitted by direct regression (squared loss, unweighted) on
       the events where its action was played, whichever policy logged them: E[r | x, a] does not
       depend on the logging policy, which only changes where contexts are sampled, and the trees
