@@ -556,13 +556,15 @@ def test_refit_runs_in_a_thread_while_the_policy_learns():
     assert policy.refit_due()  # the 100 events learned meanwhile are in the window, not fitted
 
 
+def _trees(policy):  # per action index
+    return np.diff(policy._ensemble.model_trees)
+
+
+def _refit(policy):
+    policy.finish_refit(policy.start_refit()())
+
+
 def test_removed_actions_get_no_trees_until_they_return():
-    def models(policy):  # trees per action index
-        return np.diff(policy._ensemble.model_trees)
-
-    def refit(policy):
-        policy.finish_refit(policy.start_refit()())
-
     keep, churn = small(auto_refit=False), small(auto_refit=False)
     rng = random.Random(5)
     events = [(x, rng.choice(ADS)) for x in favorite_stream(500, seed=6)]
@@ -572,11 +574,11 @@ def test_removed_actions_get_no_trees_until_they_return():
         for policy in (keep, churn):
             policy.learn_one(x, a, float(a == x["favorite"]), 0.2)
         if i == 299:
-            refit(keep), refit(churn)
+            _refit(keep), _refit(churn)
             churn.remove_action("a5")
-    refit(keep), refit(churn)
-    assert models(keep)[4] > 0 and models(churn)[4] == 0  # a5 still has events in the window
-    assert (models(churn)[:4] == models(keep)[:4]).all() and not churn.refit_due()
+    _refit(keep), _refit(churn)
+    assert _trees(keep)[4] > 0 and _trees(churn)[4] == 0  # a5 still has events in the window
+    assert (_trees(churn)[:4] == _trees(keep)[:4]).all() and not churn.refit_due()
     for x in favorite_stream(20, seed=7):  # the others' models are the ones fitted with a5's
         assert churn.probabilities(x, ADS[:4]) == keep.probabilities(x, ADS[:4])
     for x in favorite_stream(80, seed=8):  # late rewards: a5 has no trees to hold out, nor test
@@ -586,8 +588,8 @@ def test_removed_actions_get_no_trees_until_they_return():
 
     churn.add_action("a5")  # back: its trees are due now, and the state says so
     assert churn.refit_due() and TreeEnsemblePolicy.from_state(churn.to_state()).refit_due()
-    refit(churn)
-    assert models(churn)[4] > 0 and not churn.refit_due()
+    _refit(churn)
+    assert _trees(churn)[4] > 0 and not churn.refit_due()
 
 
 def test_actions_no_request_offers_any_more_get_no_trees_until_offered_again():
@@ -595,12 +597,6 @@ def test_actions_no_request_offers_any_more_get_no_trees_until_offered_again():
     whose offers have stopped is fitted as a removed one is, its linear base only, and gets
     its trees back at the refit after it is offered again (not at once). Decisions drawn
     among the inventory (no offers named) leave every action's trees."""
-    def models(policy):  # trees per action index
-        return np.diff(policy._ensemble.model_trees)
-
-    def refit(policy):
-        policy.finish_refit(policy.start_refit()())
-
     named, inventory = small(auto_refit=False), small(auto_refit=False)
     rng = random.Random(5)
     for i, x in enumerate(favorite_stream(600, seed=6)):
@@ -610,25 +606,25 @@ def test_actions_no_request_offers_any_more_get_no_trees_until_offered_again():
         named.learn_many([(*event, offered)])
         inventory.learn_many([(*event, None)])
         if i == 299:
-            refit(named), refit(inventory)
-    refit(named), refit(inventory)
-    assert models(inventory)[4] > 0 and models(named)[4] == 0  # a5's events are in the window
-    assert (models(named)[:4] == models(inventory)[:4]).all()
+            _refit(named), _refit(inventory)
+    _refit(named), _refit(inventory)
+    assert _trees(inventory)[4] > 0 and _trees(named)[4] == 0  # a5's events are in the window
+    assert (_trees(named)[:4] == _trees(inventory)[:4]).all()
     for x in favorite_stream(20, seed=7):  # the others' models are the same
         assert named.probabilities(x, ADS[:4]) == inventory.probabilities(x, ADS[:4])
     assert "a5" in named.actions
     copy = TreeEnsemblePolicy.from_state(named.to_state())
     assert not named.refit_due() and not copy.refit_due()
-    refit(copy)  # the offers are in the state
-    assert models(copy)[4] == 0
+    _refit(copy)  # the offers are in the state
+    assert _trees(copy)[4] == 0
 
     for x in favorite_stream(40, seed=8):  # offered again: learned by its linear base
         for policy in (named, copy):
             policy.learn_many([(x, "a5", 1.0, 0.2, ADS)])
     assert np.isnan(named._window.held_out()[-40:]).all()
     assert not named.refit_due()  # its trees wait for the next refit
-    refit(named)
-    assert models(named)[4] > 0
+    _refit(named)
+    assert _trees(named)[4] > 0
 
 
 def test_window_keeps_the_last_events_only():
