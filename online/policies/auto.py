@@ -966,7 +966,8 @@ class AutoPolicy(Policy):
             _Candidate(c["name"], c["kind"], dict(c["params"]), int(c["serial"]),
                        None if c["state"] is None else
                        policy_kind(c["kind"]).cls.from_state(c["state"]),
-                       int(c["created_at"]), c.get("changes"))
+                       int(c["created_at"]),
+                       None if c.get("changes") is None else int(c["changes"]))
             for c in model["candidates"]]
         policy._estimates = OffPolicyEstimates.from_state(model["estimates"])
         policy._serving = model["serving"]
