@@ -14,6 +14,7 @@ played at the exploration's rate), how often it is offered does not.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -38,6 +39,9 @@ class OfferTimes:
     ([1, 1], [5, 1], [4, 1], 4)
     >>> offers.stopped(now=100, gaps=10).tolist()  # a: 4 offers in 5 events; b: one offer
     [True, False]
+    >>> offers.note([["b", ["not", "an id"]], ("b", "c")], 100, index)  # (c: no index)
+    >>> offers.count.tolist(), offers.last.tolist()
+    ([4, 3], [5, 102])
     """
 
     def __init__(self, n: int = 0):
@@ -58,30 +62,38 @@ class OfferTimes:
         """Count the ``offers`` of events ``start + 1``, ``start + 2``, ...: each a list of the
         action ids offered, or None (the inventory; anything else that is not a list of ids is
         taken as None). Ids without an index (never played, never added, or not an id at all)
-        are not counted: the offers only tell which actions' trees a refit may skip."""
-        ks: list[int] = []
-        ts: list[int] = []
+        are not counted: the offers only tell which actions' trees a refit may skip.
+
+        Each distinct offer of the call is looked up once (a catalogue sent whole with every
+        request costs its hash, not a lookup per id per event)."""
+        groups: dict = {}  # distinct offer -> [its ids' indices, first event, last, events]
         for t, offer in enumerate(offers, start + 1):
             if not isinstance(offer, (list, tuple)):
                 self.inventory_at = t
                 continue
-            for action in offer:
-                try:
-                    k = index.get(action)
-                except TypeError:  # (unhashable)
-                    continue
-                if k is not None:
-                    ks.append(k)
-                    ts.append(t)
-        if not ks:
+            try:
+                key = tuple(offer)
+                group = groups.get(key)
+            except TypeError:  # (an unhashable id: a group of its own)
+                key, group = object(), None
+            if group is None:
+                groups[key] = [_indices(offer, index), t, t, 1]
+            else:
+                group[2] = t
+                group[3] += 1
+        groups = [g for g in groups.values() if g[0]]
+        if not groups:
             return
-        k_array, t_array = np.array(ks, np.int64), np.array(ts, np.int64)
+        sizes = [len(g[0]) for g in groups]
+        k_array = np.fromiter(itertools.chain.from_iterable(g[0] for g in groups), np.int64)
+        first, last, events = (np.repeat(np.array([g[i] for g in groups], np.int64), sizes)
+                               for i in (1, 2, 3))
         self.grow(int(k_array.max()) + 1)
         new = np.unique(k_array[self.count[k_array] == 0])
         self.first[new] = np.iinfo(np.int64).max
-        np.minimum.at(self.first, k_array, t_array)
-        np.maximum.at(self.last, k_array, t_array)
-        np.add.at(self.count, k_array, 1)
+        np.minimum.at(self.first, k_array, first)
+        np.maximum.at(self.last, k_array, last)
+        np.add.at(self.count, k_array, events)
 
     def stopped(self, now: int, gaps: float = SILENT_GAPS) -> np.ndarray:
         """Per action index: offered by name at least twice, and not since for more than
@@ -113,3 +125,20 @@ class OfferTimes:
                 raise ValueError("offers: first, last and count differ in length")
             offers.inventory_at = int(state["inventory_at"])
         return offers
+
+
+
+def _indices(offer: Iterable[Any], index: Mapping) -> list[int]:
+    """The indices of the ids of ``offer`` that have one (an unhashable id has none)."""
+    try:
+        return [k for k in map(index.get, offer) if k is not None]
+    except TypeError:
+        found = []
+        for action in offer:
+            try:
+                k = index.get(action)
+            except TypeError:
+                continue
+            if k is not None:
+                found.append(k)
+        return found
