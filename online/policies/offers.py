@@ -29,14 +29,16 @@ SILENT_GAPS = 10
 
 class OfferTimes:
     """Per action index: the first and last event (numbered from 1, as ``Policy`` counts its
-    events) whose decision offered it by name, and how many did; and the last event whose
-    decision was drawn among the whole inventory.
+    events) whose decision offered it by name, and how many did; the last event whose
+    decision was drawn among the whole inventory, and the last event counted (``upto``).
 
     >>> offers = OfferTimes()
     >>> index = {"a": 0, "b": 1}
     >>> offers.note([("a", "b"), ("a",), ("a",), None, ("a",)], 0, index)
     >>> offers.first.tolist(), offers.last.tolist(), offers.count.tolist(), offers.inventory_at
     ([1, 1], [5, 1], [4, 1], 4)
+    >>> offers.upto  # the last event counted
+    5
     >>> offers.stopped(now=100, gaps=10).tolist()  # a: 4 offers in 5 events; b: one offer
     [True, False]
     >>> offers.note([["b", ["not", "an id"]], ("b", "c")], 100, index)  # (c: no index)
@@ -49,6 +51,7 @@ class OfferTimes:
         self.last = np.full(n, -1, np.int64)
         self.count = np.zeros(n, np.int64)
         self.inventory_at = -1  # the last event drawn among the inventory (-1: none)
+        self.upto = 0  # the last event counted
 
     def grow(self, n: int) -> None:
         """Room for ``n`` action indices (only grows)."""
@@ -68,6 +71,7 @@ class OfferTimes:
         request costs its hash, not a lookup per id per event)."""
         groups: dict = {}  # distinct offer -> [its ids' indices, first event, last, events]
         for t, offer in enumerate(offers, start + 1):
+            self.upto = t
             if not isinstance(offer, (list, tuple)):
                 self.inventory_at = t
                 continue
@@ -110,7 +114,8 @@ class OfferTimes:
 
     def to_state(self) -> dict:
         return {"first": self.first.copy(), "last": self.last.copy(),
-                "count": self.count.copy(), "inventory_at": self.inventory_at}
+                "count": self.count.copy(), "inventory_at": self.inventory_at,
+                "upto": self.upto}
 
     @classmethod
     def from_state(cls, state: Mapping | None) -> OfferTimes:
@@ -124,6 +129,8 @@ class OfferTimes:
             if not len(offers.first) == len(offers.last) == len(offers.count):
                 raise ValueError("offers: first, last and count differ in length")
             offers.inventory_at = int(state["inventory_at"])
+            offers.upto = int(state.get("upto", max(offers.inventory_at, 0,
+                                                    int(offers.last.max(initial=0)))))
         return offers
 
 

@@ -632,13 +632,19 @@ class TreeEnsemblePolicy(Policy):
     # -- learning --------------------------------------------------------------------------
 
     def learn_many(self, events) -> int:
-        """:meth:`Policy.learn_many`; each event's fifth item, the actions its decision was
-        drawn among, is counted first (an action whose offers have stopped gets no trees at
-        the next refit: see "Actions no request offers any more" in the class doc)."""
+        """:meth:`Policy.learn_many`; then each learned event's fifth item, the actions its
+        decision was drawn among, is counted (an action whose offers have stopped gets no
+        trees at a refit: see "Actions no request offers any more" in the class doc). Counted
+        after learning, so that the batch's new actions have their index; a refit inside the
+        batch reads the offers up to the batch before it."""
         events = events if isinstance(events, list) else list(events)
-        self._offers.note((e[4] if len(e) > 4 else None for e in events), self._n_learned,
-                          self._index)
-        return super().learn_many(events)
+        start = self._n_learned
+        try:
+            return super().learn_many(events)
+        finally:
+            learned = events[: self._n_learned - start]
+            self._offers.note((e[4] if len(e) > 4 else None for e in learned), start,
+                              self._index)
 
     def _refits_inline(self) -> bool:
         return self.auto_refit and not self._refits_deferred
@@ -832,7 +838,7 @@ class TreeEnsemblePolicy(Policy):
         request offers any more" in the class doc)."""
         n = len(self._actions)
         self._offers.grow(n)
-        return self._active[:n] & self._offers.stopped(self._n_learned)[:n]
+        return self._active[:n] & self._offers.stopped(self._offers.upto)[:n]
 
     def finish_refit(self, result: RefitResult) -> None:
         """Decide from the refitted oracle from now on (a swap of arrays)."""

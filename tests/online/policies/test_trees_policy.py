@@ -618,6 +618,16 @@ def test_actions_no_request_offers_any_more_get_no_trees_until_offered_again():
     _refit(copy)  # the offers are in the state
     assert _trees(copy)[4] == 0
 
+    # an action offered only in the batch that first brought it: those offers count too
+    rng = random.Random(9)
+    once = [(x, "n1" if i % 2 else rng.choice(ADS[:4]), 1.0, 0.2, [*ADS[:4], "n1"])
+            for i, x in enumerate(favorite_stream(60, seed=9))]
+    named.learn_many(once)
+    named.learn_many([(x, rng.choice(ADS[:4]), 0.0, 0.25, ADS[:4])
+                      for x in favorite_stream(400, seed=10)])
+    _refit(named)
+    assert _trees(named)[named._index["n1"]] == 0 and named._plays[named._index["n1"]] == 30
+
     for x in favorite_stream(40, seed=8):  # offered again: learned by its linear base
         for policy in (named, copy):
             policy.learn_many([(x, "a5", 1.0, 0.2, ADS)])
