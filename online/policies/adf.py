@@ -157,6 +157,16 @@ def _id_key(action: Hashable) -> int:
     return _hash(f"{type(action).__name__}\x1f{action}", ID_SEED)
 
 
+def _joined(parts: list[Tokens]) -> Tokens:
+    """One :class:`Tokens` of ``parts``' keys, values and spaces, part i at
+    ``start[i]:start[i + 1]``."""
+    start = np.zeros(len(parts) + 1, np.int64)
+    np.cumsum([len(t.keys) for t in parts], out=start[1:])
+    return Tokens(np.concatenate([t.keys for t in parts]).astype(np.uint64, copy=False),
+                  np.concatenate([t.values for t in parts]).astype(np.float64, copy=False),
+                  start, np.concatenate([t.spaces for t in parts]).astype(np.uint8, copy=False))
+
+
 def _context_tokens(x: Mapping) -> Tokens:
     keys, values, spaces = hashed(x, CONTEXT_SEED)
     return Tokens(np.array(keys, np.uint64), np.array(values), np.zeros(0, np.int64),
@@ -401,15 +411,48 @@ class ActionFeaturePolicy(Policy):
             raise ValueError(f"a context must be a dict, got {type(x).__name__}")
         candidates, known = self._candidates(actions, excluded)
         scores, featured = self._scores(x, candidates, action_features)
+        return candidates, self._weigh(scores, featured, known)
+
+    def _weigh(self, scores: np.ndarray, featured: np.ndarray, known: np.ndarray) -> np.ndarray:
+        """The distribution over candidates of ``scores`` (``featured``: with features besides
+        their id; ``known``: their action indices, -1 for none)."""
         played = np.zeros(len(known), np.bool_)
         mine = known >= 0
         played[mine] = self._plays[known[mine]] > 0
         unseen = ~featured & ~played  # (nothing of its own to be scored from)
-        probs = np.empty(len(candidates))
-        inverse_gap_weights(scores, unseen, self.gamma(len(candidates)), probs)
+        probs = np.empty(len(known))
+        inverse_gap_weights(scores, unseen, self.gamma(len(known)), probs)
         if self.epsilon > 0.0:  # (VW's --epsilon: a share of uniform draws)
-            probs = (1.0 - self.epsilon) * probs + self.epsilon / len(candidates)
-        return candidates, probs
+            probs = (1.0 - self.epsilon) * probs + self.epsilon / len(known)
+        return probs
+
+    def offered_rows(self, xs: list[dict], offers: list[tuple],
+                     features: list[Mapping | None] | None = None) -> list[np.ndarray]:
+        """For each context of ``xs``, the distribution :meth:`decide` would draw from over the
+        actions its request offered (``offers[i]``, distinct ids), with the actions' features
+        it brought (``features[i]``; None: those each action last came with): what
+        ``probabilities(xs[i], offers[i], action_features=features[i])`` gives, in that order,
+        number for number. For an evaluator of requests that bring their own actions
+        (``AutoPolicy``): every row scored in one compiled call."""
+        if not xs:
+            return []
+        features = [None] * len(xs) if features is None else features
+        contexts, parts, knowns, rows = [], [], [], [0]
+        for x, offer, given in zip(xs, offers, features):
+            if not isinstance(x, dict):
+                raise ValueError(f"a context must be a dict, got {type(x).__name__}")
+            contexts.append(_context_tokens(x))
+            candidates, known = self._candidates(offer, ())
+            parts.extend(self._action_tokens(a, self._features_of(a, given)) for a in candidates)
+            knowns.append(known)
+            rows.append(rows[-1] + len(candidates))
+        actions, context = _joined(parts), _joined(contexts)
+        scores = np.empty(rows[-1])
+        linear_scores_rows(context, actions, np.array(rows, np.int64), self._cross,
+                           self._weights.w, self._shift, scores)
+        featured = np.diff(actions.start) > 1
+        return [self._weigh(scores[a:b], featured[a:b], known)
+                for a, b, known in zip(rows[:-1], rows[1:], knowns)]
 
     def scores(self, x: dict, actions: list, action_features: Mapping | None = None):
         """The predicted reward of each of ``actions`` in context ``x``."""
@@ -418,15 +461,11 @@ class ActionFeaturePolicy(Policy):
     def _scores(self, x: dict, actions: list, action_features: Mapping | None):
         """:meth:`scores`, and for each action whether it has features besides its id."""
         context = _context_tokens(x)
-        parts = [self._action_tokens(a, self._features_of(a, action_features)) for a in actions]
-        start = np.zeros(len(actions) + 1, np.int64)
-        np.cumsum([len(t.keys) for t in parts], out=start[1:])
+        joined = _joined([self._action_tokens(a, self._features_of(a, action_features))
+                          for a in actions])
         out = np.empty(len(actions))
-        linear_scores(context, Tokens(np.concatenate([t.keys for t in parts]),
-                                      np.concatenate([t.values for t in parts]), start,
-                                      np.concatenate([t.spaces for t in parts])),
-                      self._cross, self._weights.w, self._shift, out)
-        return out, np.diff(start) > 1
+        linear_scores(context, joined, self._cross, self._weights.w, self._shift, out)
+        return out, np.diff(joined.start) > 1
 
     def gamma(self, n_candidates: int) -> float:
         """SquareCB's gamma for a decision among ``n_candidates`` actions now."""
@@ -553,11 +592,27 @@ def _slot(key, shift):
 def linear_scores(context, actions, cross, w, shift, out):
     """``out[a] = w . phi(x, a)`` for each candidate a of ``actions`` (:class:`Tokens`);
     ``cross`` says which namespaces' features are multiplied (:func:`crossings`)."""
-    xk, xv, xs = context.keys, context.values, context.spaces
+    _scores_of(context.keys, context.values, context.spaces, actions, 0, out.shape[0], cross,
+               w, shift, out)
+
+
+@numba.njit(cache=True, nogil=True)
+def linear_scores_rows(contexts, actions, rows, cross, w, shift, out):
+    """:func:`linear_scores` of many contexts at once: context r's tokens are ``contexts``'
+    ``start[r]:start[r + 1]``, its candidates are ``actions`` ``rows[r]:rows[r + 1]``, and
+    their scores go to the same positions of ``out`` (the same numbers, in the same order)."""
+    for r in range(rows.shape[0] - 1):
+        c0, c1 = contexts.start[r], contexts.start[r + 1]
+        _scores_of(contexts.keys[c0:c1], contexts.values[c0:c1], contexts.spaces[c0:c1],
+                   actions, rows[r], rows[r + 1], cross, w, shift, out)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _scores_of(xk, xv, xs, actions, a0, a1, cross, w, shift, out):
     shared = w[_slot(BIAS, shift)]
     for i in range(xk.shape[0]):
         shared += w[_slot(xk[i], shift)] * xv[i]
-    for a in range(out.shape[0]):
+    for a in range(a0, a1):
         total = shared
         for j in range(actions.start[a], actions.start[a + 1]):
             zk, zs = actions.keys[j], actions.spaces[j]

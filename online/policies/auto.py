@@ -790,12 +790,14 @@ class AutoPolicy(Policy):
         ``target``, at the columns (``columns``: position of each action, the inventory) of
         the actions its decision was drawn among (``groups``: offered actions -> events).
         Events that carry their actions are scored in one call where the candidate can
-        (``offered_rows``: the trees, LinUCB), each over its own; else group by group."""
+        (``offered_rows``: the trees, LinUCB, ``adf`` with the actions' features each event
+        brought), each over its own; else group by group."""
         position, inventory = columns
         offered = [i for offer, rows in groups.items() if offer is not None for i in rows]
         if offered and hasattr(policy, "offered_rows"):
             offers = [batch[i][4] for i in offered]
-            probs = policy.offered_rows([batch[i][0] for i in offered], offers)
+            probs = policy.offered_rows([batch[i][0] for i in offered], offers,
+                                        [batch[i][5] for i in offered])
             sizes = np.array([len(offer) for offer in offers])
             values = (1.0 - self.floor) * np.concatenate(probs) + \
                 self.floor / np.repeat(sizes, sizes)

@@ -272,10 +272,12 @@ class LinUCB(Policy):
                               self.epsilon, probs)
         return candidates, probs
 
-    def offered_rows(self, xs: list[dict], offers: list[tuple]) -> list[np.ndarray]:
+    def offered_rows(self, xs: list[dict], offers: list[tuple],
+                     features: list | None = None) -> list[np.ndarray]:
         """For each context of ``xs``, the distribution :meth:`decide` would draw from over the
         actions its request offered (``offers[i]``): ``probabilities(xs[i], offers[i])``, in
-        that order, bit for bit. One compiled loop over the rows."""
+        that order, bit for bit. One compiled loop over the rows. (``features``, the actions'
+        own, are not read: LinUCB learns per action id.)"""
         if not xs:
             return []
         known, columns = self._offered_candidates(offers)

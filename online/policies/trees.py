@@ -578,14 +578,16 @@ class TreeEnsemblePolicy(Policy):
             inverse_gap_weights(scores, c.unseen, g, probs[i])
         return candidates, probs
 
-    def offered_rows(self, xs: list[dict], offers: list[tuple]) -> list[np.ndarray]:
+    def offered_rows(self, xs: list[dict], offers: list[tuple],
+                     features: list | None = None) -> list[np.ndarray]:
         """For each context of ``xs``, the distribution :meth:`decide` would draw from over the
         actions its request offered (``offers[i]``, distinct ids): what
         ``probabilities(xs[i], offers[i])`` gives, in that order, number for number.
 
         For an evaluator of requests that bring their own actions (``AutoPolicy``): the rows
         are coded once, each model's trees are walked by the rows that offered its action
-        together, and the rows' decisions differ only in the candidates read."""
+        together, and the rows' decisions differ only in the candidates read. (``features``,
+        the actions' own, are not read: the trees learn per action id.)"""
         if not xs:
             return []
         known, columns = self._offered_candidates(offers)

@@ -190,6 +190,32 @@ def test_state_round_trip_and_the_serving_copy_decide_the_same(settings):
     assert np.array_equal(policy.scores(x, list(fresh), fresh), full.scores(x, list(fresh), fresh))
 
 
+@pytest.mark.parametrize("params", [{}, PERSONALIZER])
+def test_offered_rows_are_each_rows_probabilities_number_for_number(params):
+    """What ``AutoPolicy`` evaluates ``adf`` with: every row over its own request's actions,
+    with the features that request brought (or none: those each action last came with),
+    scored in one call; the same numbers as ``probabilities`` row by row."""
+    policy = ActionFeaturePolicy(seed=1, **params)
+    read(policy, 6)
+    rng = random.Random(2)
+    xs, offers, given = [], [], []
+    for i in range(40):
+        today = articles(i % 8)  # days learned and days not yet seen
+        offer = list(today)[: 2 + i % 4] + (["never-seen"] if i % 5 == 0 else [])
+        xs.append({"likes": rng.choice(TOPICS), "hour": float(rng.randrange(24))}
+                  if i % 7 else {})
+        offers.append(tuple(offer) + ((offer[0],) if i % 9 == 0 else ()))  # (a repeat)
+        given.append(None if i % 3 == 0 else {**today, "never-seen": {"topic": "sport"}})
+    rows = policy.offered_rows(xs, offers, given)
+    assert len(rows) == len(xs) and policy.offered_rows([], []) == []
+    for x, offer, features, row in zip(xs, offers, given, rows):
+        offer = tuple(dict.fromkeys(offer))
+        assert dict(zip(offer, row.tolist())) == policy.probabilities(
+            x, offer, action_features=features)
+    with pytest.raises(ValueError, match="context"):
+        policy.offered_rows(["likes=sport"], [("d0-0",)])
+
+
 def test_hashes_do_not_depend_on_the_process():
     """Weights are found by CRC-32 keys, not Python's salted ``hash``: a state written by one
     process is read by another."""

@@ -284,19 +284,22 @@ def test_candidates_are_evaluated_over_the_actions_each_request_offered(estimato
 
 
 def test_each_request_s_own_actions_scored_at_once_as_group_by_group():
-    """The trees' and LinUCB's ``offered_rows`` (every event over its own actions, one call)
-    fill the evaluation's rows as scoring each group of events that offered the same actions
-    does (what a candidate without it gets), number for number, events of the inventory
-    beside them."""
+    """The trees', LinUCB's and ``adf``'s ``offered_rows`` (every event over its own actions,
+    one call; ``adf`` with the actions' features each event brought) fill the evaluation's
+    rows as scoring each group of events that offered the same actions does (what a
+    candidate without it gets), number for number, events of the inventory beside them."""
     actions = [f"a{i}" for i in range(8)]
-    policy = AutoPolicy(actions=actions, seed=0)
+    policy = AutoPolicy(actions=actions, seed=0, candidates=[
+        {"kind": "trees"}, {"kind": "linucb"}, {"kind": "adf"}])
     rng = np.random.default_rng(1)
 
     def event():
         x = {"f": float(rng.random()), "g": str(rng.integers(3))}
         offer = None if rng.random() < 0.2 else tuple(rng.permutation(actions)[:3].tolist())
         action = (offer or actions)[0]
-        return x, action, float(rng.random() < 0.3), 1 / len(offer or actions), offer
+        features = None if offer is None or rng.random() < 0.3 else {
+            a: {"shape": f"s{int(a[1:]) % 3}", "size": float(rng.random())} for a in offer}
+        return x, action, float(rng.random() < 0.3), 1 / len(offer or actions), offer, features
 
     policy.learn_many([event() for _ in range(1500)])
     batch = [event() for _ in range(200)]
@@ -307,7 +310,9 @@ def test_each_request_s_own_actions_scored_at_once_as_group_by_group():
     for c in policy._candidates_:
         at_once, by_group = np.zeros((2, len(batch), len(actions)))
         policy._fill_target(at_once, c.policy, batch, groups, (position, actions))
-        grouped = types.SimpleNamespace(distribution_rows=c.policy.distribution_rows)
+        grouped = types.SimpleNamespace(distribution_rows=c.policy.distribution_rows) \
+            if hasattr(c.policy, "distribution_rows") else \
+            types.SimpleNamespace(probabilities=c.policy.probabilities)  # (adf: row by row)
         policy._fill_target(by_group, grouped, batch, groups, (position, actions))
         assert (at_once == by_group).all() and np.allclose(at_once.sum(axis=1), 1.0), c.name
         assert (at_once[[i for i, e in enumerate(batch) if e[4]]] == 0).sum() > 0
