@@ -342,7 +342,7 @@ class AutoPolicy(Policy):
     def n_changes(self) -> int | None:
         """The serving candidate's count of actions whose rewards it found changed (None for a
         kind that does not watch); every candidate's: :meth:`evaluations`."""
-        return getattr(self._get(self._serving).policy, "n_changes", None)
+        return self._get(self._serving).n_changes()
 
     @property
     def events_since_refit(self) -> int | None:

@@ -71,9 +71,8 @@ class RefitResult:
     fitted: np.ndarray  # bool per action index: its trees were fitted (in the inventory then)
     # int64 (n_actions, 3) per action index: the events its trees were fitted on (see spans)
     spans: np.ndarray | None = None
-    # bool per action index: in the inventory, left without trees because its offers had
-    # stopped (RefitJob.silent); None: none
-    silent: np.ndarray | None = None
+    # bool per action index: in the inventory at the fit (RefitJob.active); None: not known
+    inventory: np.ndarray | None = None
     boosted: int = 0  # boosters run (the other actions' trees: none warranted, or kept)
     # bool per column of the window: no row has a value in it (RefitJob.window_X); None: not
     # looked for
@@ -132,12 +131,12 @@ class RefitJob:
     # None: the trees keep weight 1
     held_out: np.ndarray | None = None
     recent: int = 0  # the last ``recent`` events were predicted by the models in use now
-    # bool per action index: the actions whose trees are fitted (the inventory: a removed
-    # action's events stay in the window for its linear base, its trees cost a fit per refit
-    # for no decision); None: every action played in the window
+    # bool per action index: the inventory, whose actions' trees are fitted but for the
+    # ``silent`` ones (a removed action's events stay in the window for its linear base, its
+    # trees cost a fit per refit for no decision); None: every action played in the window
     active: np.ndarray | None = None
-    # bool per action index: the actions of the inventory left out of ``active`` because their
-    # offers have stopped (handed on to the result); None: none
+    # bool per action index: the actions of the inventory whose offers have stopped, fitted as
+    # removed ones are (their linear base, no trees); None: none
     silent: np.ndarray | None = None
     # int64 (n,): each row's event number (from the stream's start); None: no trees are kept
     events: np.ndarray | None = None
@@ -173,6 +172,8 @@ class RefitJob:
         fitted = plays > 0
         if self.active is not None:
             fitted &= self.active[:self.n_actions]
+        if self.silent is not None:
+            fitted &= ~self.silent[:self.n_actions]
         parts = [CompiledEnsemble.empty(1) for _ in range(self.n_actions)]
         blend = np.ones(self.n_actions)
         if self.held_out is not None and self.recent > 0:
@@ -224,7 +225,7 @@ class RefitJob:
                 booster.free_dataset()
         return RefitResult(CompiledEnsemble.concatenate(parts), linear, plays, blend,
                            self.n_events, time.perf_counter() - t0, fitted, action_spans,
-                           self.silent, int(boosted.sum()), absent, self.codes_seen, present)
+                           self.active, int(boosted.sum()), absent, self.codes_seen, present)
 
     def _kept(self, fitted: np.ndarray, action_spans: np.ndarray, l2: float | None) -> np.ndarray:
         """The actions whose trees in use are what a booster would fit again: fitted then and

@@ -468,8 +468,9 @@ class TreeEnsemblePolicy(Policy):
         self._linear = RidgeBase.empty()
         self._plays = np.zeros(0, np.int64)  # per action index: plays in the fitted window
         self._fitted = np.zeros(0, np.bool_)  # per action index: trees fitted (in the inventory)
-        # per action index: left without trees by the last refit because its offers had stopped
-        self._silent_fit = np.zeros(0, np.bool_)
+        # per action index: in the inventory at the last refit (None: as its trees say, a state
+        # written before it was kept); an action added since, with events, is back (_returned)
+        self._fit_inventory: np.ndarray | None = None
         # int64 (n, 3) per action index: the events its trees were fitted on (refit.spans); a
         # refit keeps the trees of an action whose events are the same
         self._spans = np.zeros((0, 3), np.int64)
@@ -783,11 +784,10 @@ class TreeEnsemblePolicy(Policy):
         inventory, cached = self._active_inventory(), self._returned_for
         if cached is None or cached[0] is not inventory or cached[1] is not self._fitted:
             k = min(len(self._fitted), len(self._actions))
-            # (one left out because its offers had stopped waits for the next refit)
-            silent = np.zeros(k, np.bool_)
-            silent[:min(k, len(self._silent_fit))] = self._silent_fit[:k]
-            back = bool((self._active[:k] & ~self._fitted[:k] & ~silent
-                         & (self._plays[:k] > 0)).any())
+            # (one left out because its offers had stopped was in the inventory: it waits for
+            # the next refit)
+            was_in = self._fitted if self._fit_inventory is None else self._fit_inventory
+            back = bool((self._active[:k] & ~was_in[:k] & (self._plays[:k] > 0)).any())
             self._returned_for = cached = (inventory, self._fitted, back)
         return cached[2]
 
@@ -828,7 +828,7 @@ class TreeEnsemblePolicy(Policy):
             penalties = (self._linear.l2, *(p for p in penalties if p != self._linear.l2))
         return RefitJob(X, a, r, len(self._actions), categorical, params, self._window.n_events,
                         self._encoder.column_kinds, penalties, self.optimism > 0, held_out,
-                        recent, active=self._active[:len(self._actions)] & ~silent,
+                        recent, active=self._active[:len(self._actions)].copy(),
                         silent=silent, events=events,
                         previous=PreviousFit(self._ensemble, self._spans, self._fitted,
                                              None if self.linear_l2 is None else self._linear.l2),
@@ -848,8 +848,7 @@ class TreeEnsemblePolicy(Policy):
         self._linear = result.linear
         self._plays = result.plays
         self._fitted = result.fitted
-        self._silent_fit = np.zeros(len(result.fitted), np.bool_) if result.silent is None \
-            else result.silent
+        self._fit_inventory = result.inventory
         self._spans = np.zeros((0, 3), np.int64) if result.spans is None else result.spans
         self._blend = result.blend
         self._fitted_events = result.n_events
@@ -924,9 +923,11 @@ class TreeEnsemblePolicy(Policy):
         fitted = keep[keep < self._ensemble.n_models]
         self._ensemble = self._ensemble.select(fitted)
         self._linear = self._linear.select(keep[keep < self._linear.n_models])
-        self._plays, self._fitted, self._silent_fit, self._blend, self._spans = (
+        self._plays, self._fitted, self._blend, self._spans = (
             array[keep[keep < len(array)]]
-            for array in (self._plays, self._fitted, self._silent_fit, self._blend, self._spans))
+            for array in (self._plays, self._fitted, self._blend, self._spans))
+        if self._fit_inventory is not None:
+            self._fit_inventory = self._fit_inventory[keep[keep < len(self._fit_inventory)]]
         # gamma's n stays the rows the models were fitted on (the forgotten actions' too)
         if self._drift is not None:
             self._drift.select(keep)
@@ -955,7 +956,6 @@ class TreeEnsemblePolicy(Policy):
         state = {"ensemble": self._ensemble.to_state(),
                  "linear": self._linear.to_state(inverse=statistics),
                  "plays": self._plays.copy(), "fitted": self._fitted.copy(),
-                 "silent": self._silent_fit.copy(),
                  "blend": self._blend.copy(), "spans": self._spans.copy(),
                  "fitted_events": self._fitted_events, "fit_rows": self._fit_rows,
                  "refits": self._refits,
@@ -967,6 +967,8 @@ class TreeEnsemblePolicy(Policy):
             if self._drift is not None:
                 state["changes"] = self._drift.to_state()
             state["offers"] = self._offers.to_state()
+        if self._fit_inventory is not None:
+            state["fit_inventory"] = self._fit_inventory.copy()
         return state
 
     @classmethod
@@ -984,8 +986,9 @@ class TreeEnsemblePolicy(Policy):
         self._plays = np.asarray(state["plays"], np.int64).copy()
         # written before removed actions' trees were left out: every played action had trees
         self._fitted = np.asarray(state.get("fitted", self._plays > 0), np.bool_).copy()
-        # (written before offers were counted: none left out for its offers)
-        self._silent_fit = np.asarray(state.get("silent", np.zeros(0)), np.bool_).copy()
+        inventory = state.get("fit_inventory")  # (written before: as its trees say)
+        self._fit_inventory = None if inventory is None else \
+            np.asarray(inventory, np.bool_).reshape(-1).copy()
         self._blend = np.asarray(state["blend"], np.float64).copy() if "blend" in state else \
             np.ones(self._ensemble.n_models)  # written before the trees were weighed: weight 1
         # (written before refits kept trees: the next refit fits every action)
