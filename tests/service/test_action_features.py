@@ -7,10 +7,18 @@ from __future__ import annotations
 import random
 import time
 
+import pytest
+
 from service import codec, keys
 from service.models import model_kind
-from tests.helpers.articles import TOPICS, article_days, articles
-from tests.helpers.factories import ADMIN, drain
+from tests.helpers.articles import TOPICS, article_days, articles, serve_latest
+from tests.helpers.factories import ADMIN, drain, make_settings
+
+
+@pytest.fixture
+def settings(redis_url):
+    """Reproducible exploration draws (see :func:`serve_latest`)."""
+    return make_settings(redis_url, decide_seed=11)
 
 
 def _articles(day: int) -> list[dict]:
@@ -37,7 +45,8 @@ def _days(client, trainer, app: str, headers: dict, days: range) -> list[float]:
         assert answer.status_code == 200, answer.text
         return reward
 
-    return article_days(step, trainer, days)
+    return article_days(step, trainer, days,
+                        drained=lambda: serve_latest(client.app, trainer.store, app))
 
 
 def test_a_new_article_is_scored_from_its_features_through_the_service(client, trainer, store):

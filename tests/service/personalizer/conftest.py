@@ -18,10 +18,16 @@ from tests.helpers.personalizer_sdk import make_app
 
 
 @pytest.fixture
-def server(settings):
+def api(settings):
+    """Grove's API (the FastAPI app ``server`` serves)."""
+    return create_app(settings)
+
+
+@pytest.fixture
+def server(api):
     """uvicorn serving Grove's API on a free port, in a thread; its base URL."""
     port = free_port()
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    config = uvicorn.Config(api, host="127.0.0.1", port=port, log_level="warning")
     served = uvicorn.Server(config)
     thread = threading.Thread(target=served.run, daemon=True)
     thread.start()

@@ -5,10 +5,19 @@ and serves); Personalizer's own default learning settings are ``adf`` with VW's 
 
 from __future__ import annotations
 
-from tests.helpers.articles import article_days, articles
+import pytest
+
+from tests.helpers.articles import article_days, articles, serve_latest
+from tests.helpers.factories import make_settings
 
 
-def _days(client, trainer, days: range) -> list[float]:
+@pytest.fixture
+def settings(redis_url):
+    """Reproducible exploration draws (see :func:`serve_latest`)."""
+    return make_settings(redis_url, decide_seed=11)
+
+
+def _days(client, trainer, days: range, api=None) -> list[float]:
     """Ranks among each day's new articles, Personalizer's way: features as a list of dicts."""
 
     def step(day: int, i: int, likes: str) -> float:
@@ -20,22 +29,23 @@ def _days(client, trainer, days: range) -> list[float]:
         client.reward(f"e{day}-{i}", {"value": value})
         return value
 
-    return article_days(step, trainer, days)
+    drained = None if api is None else lambda: serve_latest(api, trainer.store, "news")
+    return article_days(step, trainer, days, drained=drained)
 
 
-def test_rank_scores_new_articles_by_their_features(admin, client, trainer):
+def test_rank_scores_new_articles_by_their_features(admin, client, trainer, api):
     policy = admin.update_policy({"name": "articles",
                                   "arguments": "--cb_explore_adf --kind adf --seed 4"})
     assert "--kind adf" in policy["arguments"]
-    _days(client, trainer, range(8))
-    first = _days(client, trainer, range(8, 12))
+    _days(client, trainer, range(8), api)
+    first = _days(client, trainer, range(8, 12), api)
     assert sum(first) / len(first) >= 0.8, sum(first) / len(first)  # 0.2 for a uniform pick
 
 
-def test_the_default_kind_serves_an_action_feature_candidate(client, trainer):
-    _days(client, trainer, range(10))
+def test_the_default_kind_serves_an_action_feature_candidate(client, trainer, api):
+    _days(client, trainer, range(10), api)
     assert trainer.owned["news"].learner.serving == "adf"
-    first = _days(client, trainer, range(10, 14))
+    first = _days(client, trainer, range(10, 14), api)
     assert sum(first) / len(first) >= 0.8, sum(first) / len(first)
 
 
