@@ -21,7 +21,8 @@ its ``adf`` candidate joins with the first features), and VW ``--cb_explore_adf 
 sa`` with the features in its action namespace; and Personalizer's default learning settings
 (``--cb_explore_adf --epsilon 0.2 --power_t 0 -l 0.001 --cb_type mtr -q ::``) run by VW
 (``vw_personalizer``) and by ``adf`` with the parameters Grove's Personalizer API maps them
-onto (``adf_personalizer``: ``service/personalizer/learning_settings.py``). Printed: each
+onto (``adf_personalizer``: ``service/personalizer/learning_settings.py``); the same with
+``--cb_type ips`` (``vw_personalizer_ips``, ``adf_personalizer_ips``). Printed: each
 player's mean reward over the whole run and its second half, and the best and a uniform
 player's, in expectation.
 
@@ -49,6 +50,8 @@ KINDS = ("adf", "adf_ids", "trees", "linucb", "auto", "vw_squarecb")
 PERSONALIZER = "--cb_explore_adf --epsilon 0.2 --power_t 0 -l 0.001 --cb_type mtr -q ::"
 PERSONALIZER_ADF = {"epsilon": 0.2, "power_t": 0, "learning_rate": 0.001, "cb_type": "mtr",
                     "interactions": ["::"]}
+#: the same with VW's inverse propensity estimates (microsoft/learning-loop's sample settings)
+PERSONALIZER_IPS = PERSONALIZER.replace("--cb_type mtr", "--cb_type ips")
 
 
 class Stream:
@@ -145,6 +148,11 @@ def player(name: str, seed: int):
         return KindPlayer("adf", seed, features=False)
     if name == "adf_personalizer":
         return KindPlayer("adf", seed, features=True, params=PERSONALIZER_ADF)
+    if name == "vw_personalizer_ips":
+        return VWPlayer(seed, PERSONALIZER_IPS)
+    if name == "adf_personalizer_ips":
+        return KindPlayer("adf", seed, features=True, params={**PERSONALIZER_ADF,
+                                                              "cb_type": "ips"})
     return KindPlayer(name, seed, features=True)
 
 

@@ -29,7 +29,9 @@ __all__ = ["ActionFeaturePolicy"]
 # seeds of the three namespaces' hashes: a context feature, an action's feature and an
 # action's id never share a weight because they are spelled alike
 CONTEXT_SEED, ACTION_SEED, ID_SEED = 0x1F3D5B79, 0x2545F491, 0x68E31DA4
-CB_TYPES = ("dm", "mtr")  # how an event weighs: 1, or 1 / its probability (VW's --cb_type)
+#: how an event is learned (VW's --cb_type): the played action with weight 1 or 1 / its
+#: probability; or every offered action, toward its IPS or doubly robust estimate
+CB_TYPES = ("dm", "mtr", "ips", "dr")
 BIAS = np.uint64(0xFFFFFFFF)  # the constant feature's key
 FIB = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio: Fibonacci hashing of a key
 
@@ -173,6 +175,30 @@ def _context_tokens(x: Mapping) -> Tokens:
                   np.array(spaces, np.uint8))
 
 
+def _without(tokens: Tokens, ignored: np.ndarray) -> Tokens:
+    """``tokens`` without those whose namespace ``ignored`` (a (256,) bool table) marks."""
+    keep = ~ignored[tokens.spaces]
+    if keep.all():
+        return tokens
+    return Tokens(tokens.keys[keep], tokens.values[keep], tokens.start, tokens.spaces[keep])
+
+
+def ignored_namespaces(ignore: list[str] | None) -> np.ndarray:
+    """The (256,) table of the namespaces VW's ``--ignore`` values name: each character of
+    each value is a namespace's first letter (VW's reading).
+
+    >>> table = ignored_namespaces(["A", "bc"])
+    >>> [chr(c) for c in np.flatnonzero(table)]
+    ['A', 'b', 'c']
+    """
+    table = np.zeros(256, np.bool_)
+    for value in ignore or ():
+        for c in value:
+            table[c.encode("utf-8", "surrogatepass")[0]] = True
+    table[ID_SPACE] = False  # (an action's id is not in a namespace a name can spell)
+    return table
+
+
 class ActionFeaturePolicy(Policy):
     """SquareCB over one linear model of the context, each action's features and their
     products, hashed, learned by normalized adaptive gradient descent.
@@ -246,25 +272,31 @@ class ActionFeaturePolicy(Policy):
       rescales them.
     * **VW's own settings**, for an app that brings Personalizer's learning settings
       (``service/personalizer/learning_settings.py`` maps ``-l``, ``--power_t``, ``-q``,
-      ``--cb_type`` and ``--epsilon`` onto ``learning_rate``, ``power_t``, ``interactions``,
-      ``cb_type`` and ``epsilon``). ``power_t`` is VW's: each weight's rate is ``G^-p
-      s^(2p - 2)`` and the global normalizer ``(t / N)^(1 - p)`` (its ``gd.cc``; p = 1/2 is
-      AdaGrad's, the default, and p = 0, Personalizer's, the normalized gradient alone, with
-      ``eta`` then a fixed fraction of the error: ``-l 0.001`` moves a prediction ~0.2 % of
-      the way each event). ``interactions`` are VW's ``-q`` pairs of namespaces (a feature's
-      namespace: the first letter of its name before the first dot, Personalizer's
-      ``{"user": {...}}`` -> ``user.age``; a name without a dot is in the default namespace
-      " "), ``:`` any; None, the default, multiplies every context feature with every action
-      feature. Two choices: an action's id is multiplied with the whole context whatever the
-      pairs (the per-action model is Grove's, Personalizer had none), and a pair of two
-      context namespaces or of two action namespaces adds no product (context products add
-      the same to every action's score; products of two action features are not learned:
-      ``-q ::`` is read as every context feature times every action feature). ``cb_type``
-      ``"mtr"`` weighs an event by 1 / its probability (VW's importance weight: ``G``, ``t``,
-      ``N`` and the step grow by it, the step still never passes the reward), ``"dm"`` (the
-      default) by 1; VW's ``ips`` and ``dr`` learn every offered action from the played one
-      and are not offered. ``epsilon`` mixes that share of uniform draws into IGW's
-      distribution (VW's ``--epsilon``, Personalizer's exploration percentage; 0 by default).
+      ``--cb_type``, ``--ignore`` and ``--epsilon`` onto ``learning_rate``, ``power_t``,
+      ``interactions``, ``cb_type``, ``ignore`` and ``epsilon``). ``power_t`` is VW's: each weight's
+      rate is ``G^-p s^(2p - 2)`` and the global normalizer ``(t / N)^(1 - p)`` (its ``gd.cc``; p =
+      1/2 is AdaGrad's, the default, and p = 0, Personalizer's, the normalized gradient alone, with
+      ``eta`` then a fixed fraction of the error: ``-l 0.001`` moves a prediction ~0.2 % of the way
+      each event). ``interactions`` are VW's ``-q`` pairs of namespaces (a feature's namespace: the
+      first letter of its name before the first dot, Personalizer's ``{"user": {...}}`` ->
+      ``user.age``; a name without a dot is in the default namespace " "), ``:`` any; None, the
+      default, multiplies every context feature with every action feature. Two choices: an action's
+      id is multiplied with the whole context whatever the pairs (the per-action model is Grove's,
+      Personalizer had none), and a pair of two context namespaces or of two action namespaces adds
+      no product (context products add the same to every action's score; products of two action
+      features are not learned: ``-q ::`` is read as every context feature times every action
+      feature). ``cb_type`` ``"mtr"`` weighs an event by 1 / its probability (VW's importance
+      weight: ``G``, ``t``, ``N`` and the step grow by it, the step still never passes the reward),
+      ``"dm"`` (the default) by 1. ``"ips"`` and ``"dr"`` are VW's ``cb_adf`` reductions: every
+      action the decision was drawn among (a ``learn_many`` event's offer; ``learn_one``'s: the
+      inventory) is learned, in the offer's order, toward its estimate, IPS's reward / probability
+      for the played action and 0 for the others, DR's prediction before the event, plus, for the
+      played action, its error over its probability. A choice: a line learned toward its own
+      prediction moves no weight of its own but counts as an example in NAG's ``t`` and ``N``
+      (shared weights moved by the lines before it still move it). ``ignore`` drops the features of
+      the namespaces whose first letter it names (VW's ``--ignore``; an action's id is never
+      dropped). ``epsilon`` mixes that share of uniform draws into IGW's distribution (VW's
+      ``--epsilon``, Personalizer's exploration percentage; 0 by default).
 
     Parameters
     ----------
@@ -284,9 +316,12 @@ class ActionFeaturePolicy(Policy):
     interactions
         VW's ``-q`` pairs of namespaces (``["ut"]``, ``["::"]``); None: all (see above).
     cb_type
-        ``"dm"`` (direct regression) or ``"mtr"`` (events weighed by 1 / probability).
+        ``"dm"`` (direct regression), ``"mtr"`` (events weighed by 1 / probability), ``"ips"``
+        or ``"dr"`` (every offered action learned toward its estimate).
     epsilon
         The share of uniform draws mixed into the distribution (0 to 1).
+    ignore
+        VW's ``--ignore``: namespaces' first letters (``["A"]``) whose features are dropped.
     seed
         Seeds the decisions' draws.
 
@@ -321,7 +356,8 @@ class ActionFeaturePolicy(Policy):
     def __init__(self, gamma_scale: float = 4.0, learning_rate: float = 0.25, bits: int = 18,
                  horizon: int = 100_000, forget_after: int | None = 100_000,
                  power_t: float = 0.5, interactions: list[str] | None = None,
-                 cb_type: str = "dm", epsilon: float = 0.0, seed: int | None = None):
+                 cb_type: str = "dm", epsilon: float = 0.0, ignore: list[str] | None = None,
+                 seed: int | None = None):
         for name, value in (("gamma_scale", gamma_scale), ("learning_rate", learning_rate)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{name} must be a number > 0, got {value!r}")
@@ -330,8 +366,15 @@ class ActionFeaturePolicy(Policy):
                     0.0 <= value <= 1.0):
                 raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
         if cb_type not in CB_TYPES:
-            raise ValueError(f"cb_type must be one of {', '.join(CB_TYPES)} (direct regression, "
-                             f"or weighed by 1 / probability), got {cb_type!r}")
+            raise ValueError(f"cb_type must be one of {', '.join(CB_TYPES)} (VW's --cb_type: "
+                             f"direct regression, weighed by 1 / probability, inverse "
+                             f"propensity or doubly robust), got {cb_type!r}")
+        if ignore is not None:
+            if isinstance(ignore, str) or not all(
+                    isinstance(v, str) and v for v in ignore):
+                raise ValueError("ignore must be a list of namespaces' first letters (VW's "
+                                 f"--ignore: 'A', 'ab'), got {ignore!r}")
+            ignore = list(ignore)
         if interactions is not None:
             if isinstance(interactions, str) or not all(
                     isinstance(q, str) and len(q) == 2 for q in interactions):
@@ -354,7 +397,9 @@ class ActionFeaturePolicy(Policy):
         self.interactions = interactions
         self.cb_type = cb_type
         self.epsilon = float(epsilon)
+        self.ignore = ignore
         self._cross = crossings(interactions)
+        self._ignored = ignored_namespaces(ignore) if ignore else None
         size = 1 << bits
         self._weights = Weights(np.zeros(size), np.zeros(size), np.zeros(size))
         self._totals = np.zeros(2)  # NAG's t (examples) and N (normalizer)
@@ -392,10 +437,16 @@ class ActionFeaturePolicy(Policy):
         keys, values, spaces = hashed(features, ACTION_SEED)
         tokens = Tokens(np.array([_id_key(action), *keys], np.uint64), np.array([1.0, *values]),
                         np.zeros(0, np.int64), np.array([ID_SPACE, *spaces], np.uint8))
+        if self._ignored is not None:
+            tokens = _without(tokens, self._ignored)
         if len(self._tokens) >= 4 * max(len(self._actions), 256):
             self._tokens.clear()  # (actions offered once and never learned: bounded)
         self._tokens[action] = (None if features is None else dict(features), tokens)
         return tokens
+
+    def _context(self, x: Mapping) -> Tokens:
+        tokens = _context_tokens(x)
+        return tokens if self._ignored is None else _without(tokens, self._ignored)
 
     def _features_of(self, action: Hashable, given: Mapping | None):
         if given is not None and action in given:
@@ -441,7 +492,7 @@ class ActionFeaturePolicy(Policy):
         for x, offer, given in zip(xs, offers, features):
             if not isinstance(x, dict):
                 raise ValueError(f"a context must be a dict, got {type(x).__name__}")
-            contexts.append(_context_tokens(x))
+            contexts.append(self._context(x))
             candidates, known = self._candidates(offer, ())
             parts.extend(self._action_tokens(a, self._features_of(a, given)) for a in candidates)
             knowns.append(known)
@@ -460,7 +511,7 @@ class ActionFeaturePolicy(Policy):
 
     def _scores(self, x: dict, actions: list, action_features: Mapping | None):
         """:meth:`scores`, and for each action whether it has features besides its id."""
-        context = _context_tokens(x)
+        context = self._context(x)
         joined = _joined([self._action_tokens(a, self._features_of(a, action_features))
                           for a in actions])
         out = np.empty(len(actions))
@@ -476,40 +527,82 @@ class ActionFeaturePolicy(Policy):
     def learn_one(self, x: dict, action: Hashable, reward: float, probability: float = 1.0,
                   action_features: Mapping | None = None) -> None:
         """Learn that ``action`` (with ``action_features``, or the last it came with) gave
-        ``reward`` in context ``x``; the probability weighs the event only with ``cb_type``
-        ``"mtr"``."""
-        reward, probability = _check_feedback(reward, probability)
-        _check_action(action)
-        context = _context_tokens(x)
-        features = self._features_of(action, None) if action_features is None \
-            else action_features
-        tokens = self._action_tokens(action, features)  # (checked before anything changes)
-        self._forget_stale()
-        k = self._action_index(action)
-        if action_features is not None:
-            self._features[k] = _stored(action_features)
-        rule = Rule(self.learning_rate, self.power_t,
-                    1.0 / probability if self.cb_type == "mtr" else 1.0)
-        nag_step(context, tokens, reward, self._weights, self._totals, rule, self._cross,
-                 self._shift)
-        self._plays[k] += 1
-        self._n_learned += 1
-        self._last_event[k] = self._n_learned
+        ``reward`` in context ``x``; the probability weighs the event with ``cb_type``
+        ``"mtr"``, and makes the estimates of ``"ips"`` and ``"dr"`` (which learn every action
+        of the inventory: the offer of a ``learn_many`` event says which were offered)."""
+        given = None if action_features is None else {action: action_features}
+        self._learn(x, action, reward, probability, None, given)
 
     def learn_many(self, events: Iterable[tuple]) -> int:
         """:meth:`learn_one` for each ``(x, action, reward, probability[, offered[,
-        features]])``, ``features`` the offered actions' by id (None: the last each came
-        with); returns the number learned."""
+        features]])``, ``offered`` the actions the decision was drawn among (None: the
+        inventory) and ``features`` theirs by id (None: the last each came with); returns the
+        number learned."""
         learned = 0
         for x, action, reward, probability, *rest in events:
+            offered = rest[0] if rest else None
             given = rest[1] if len(rest) > 1 else None
             if given is not None and not isinstance(given, Mapping):
                 raise ValueError("the actions' features must be a dict of action id -> "
                                  f"features, got {type(given).__name__}")
-            features = given.get(action) if given is not None else None
-            self.learn_one(x, action, reward, probability, features)
+            self._learn(x, action, reward, probability, offered, given)
             learned += 1
         return learned
+
+    def _learn(self, x, action, reward, probability, offered, given) -> None:
+        """One event; ``given``: features by action id, or None (see :meth:`learn_many`)."""
+        reward, probability = _check_feedback(reward, probability)
+        _check_action(action)
+        context = self._context(x)
+        features = self._learned_features(action, given)
+        tokens = self._action_tokens(action, features)  # (checked before anything changes)
+        lines = [(tokens, reward)]
+        if self.cb_type in ("ips", "dr"):
+            lines = self._estimates(context, action, tokens, (reward, probability),
+                                    (offered, given))
+        self._forget_stale()
+        k = self._action_index(action)
+        if given is not None and given.get(action) is not None:
+            self._features[k] = _stored(given[action])
+        rule = Rule(self.learning_rate, self.power_t,
+                    1.0 / probability if self.cb_type == "mtr" else 1.0)
+        for line, label in lines:
+            nag_step(context, line, label, self._weights, self._totals, rule, self._cross,
+                     self._shift)
+        self._plays[k] += 1
+        self._n_learned += 1
+        self._last_event[k] = self._n_learned
+
+    def _learned_features(self, action: Hashable, given: Mapping | None):
+        """The features ``action`` is learned with: ``given``'s, else the last it came with."""
+        features = given.get(action) if given is not None else None
+        return self._features_of(action, None) if features is None else features
+
+    def _estimates(self, context: Tokens, action, tokens: Tokens, feedback: tuple,
+                   offer: tuple) -> list[tuple[Tokens, float]]:
+        """VW's ``ips`` and ``dr`` (its ``cb_adf``): every offered action (``offer``: the
+        offered ids, None for the inventory, and the features given) with the label it is
+        learned toward, in the offer's order. IPS: the played action's reward over its
+        probability, 0 for the others; DR: each action's prediction before the event, the
+        played one's plus its error over its probability. (An action offered twice is learned
+        once.)"""
+        reward, probability = feedback
+        offered, given = offer
+        ids = list(dict.fromkeys(self._actions if offered is None else offered))
+        if action not in ids:
+            ids.insert(0, action)
+        lines = [tokens if a == action else self._action_tokens(a, self._learned_features(a, given))
+                 for a in ids]
+        played = ids.index(action)
+        if self.cb_type == "ips":
+            labels = np.zeros(len(ids))
+            labels[played] = reward / probability
+        else:
+            labels = np.empty(len(ids))
+            linear_scores(context, _joined(lines), self._cross, self._weights.w, self._shift,
+                          labels)
+            labels[played] += (reward - labels[played]) / probability
+        return list(zip(lines, labels.tolist()))
 
     def check_context(self, x: dict) -> None:
         if not isinstance(x, dict):

@@ -19,16 +19,18 @@ anything else is refused with a message listing what Grove accepts. The choices:
   policy under the same name (``--gamma_scale`` for a SquareCB policy that has one) map the
   same way.
 - VW's learner options (:data:`VW_LEARNER`: ``-l``, ``--power_t``, ``-q``/``--quadratic``/
-  ``--interactions``, ``--cb_type``, ``-b``) set Grove's ``adf`` kind, the same model (one
-  linear model of the context, the actions' features and their products, learned by VW's
+  ``--interactions``, ``--cb_type``, ``--ignore``, ``-b``) set Grove's ``adf`` kind, the same model
+  (one linear model of the context, the actions' features and their products, learned by VW's
   normalized adaptive update), under VW's meaning: Personalizer's default policy, ``--cb_explore_adf
   --epsilon 0.2 --power_t 0 -l 0.001 --cb_type mtr -q ::``, is ``--kind adf`` with those
   settings (its docstring says where the two differ). Without ``--kind`` they choose ``adf``
   whatever the app's kind was; with another ``--kind`` they are a 400 (the tree policies find
   interactions themselves and have no such rates). ``--learning_rate``, VW's long ``-l``, is
-  a parameter by name of whichever kind is chosen. ``--cb_type ips`` and ``dr`` are a 400
-  (``adf`` learns the played action only: ``dm`` or ``mtr``).
-- VW's other options (``--ignore``, ``--l1``, ``--bag``, ``--cover``, ``--softmax``,
+  a parameter by name of whichever kind is chosen. ``--cb_type`` takes VW's four (``dm``,
+  ``mtr``, and ``ips`` and ``dr``, which learn every offered action), and ``--ignore`` drops
+  the namespaces it names, as the SDKs' own sample policy has them (``--quadratic GT ...
+  --ignore A --cb_type ips --epsilon 0.2``).
+- VW's other options (``--ignore_linear``, ``--l1``, ``--bag``, ``--cover``, ``--softmax``,
   ``--first``...) have no Grove counterpart: 400.
 """
 
@@ -54,8 +56,10 @@ VW_OPTIONS = {
 VW_LEARNER = {
     "-l": "learning_rate", "--power_t": "power_t", "-q": "interactions",
     "--quadratic": "interactions", "--interactions": "interactions", "--cb_type": "cb_type",
-    "-b": "bits", "--bit_precision": "bits",
+    "-b": "bits", "--bit_precision": "bits", "--ignore": "ignore",
 }
+#: the ``adf`` parameters an option may give several times (VW's spelling: one per option)
+REPEATED = {"interactions": "-q", "ignore": "--ignore"}
 LEARNER_KIND = "adf"
 
 
@@ -163,7 +167,7 @@ def parse(arguments: str, current_kind: str) -> LearningSettings:
             name = VW_LEARNER[option]
             if value is None:
                 raise LearningSettingsError(f"{option} needs a value")
-            if name == "interactions":
+            if name in REPEATED:
                 settings.params.setdefault(name, []).append(value)
             else:
                 settings.params[name] = _value(value)
@@ -197,9 +201,9 @@ def render(kind: str, params: dict[str, Any], exploration: float) -> str:
     for name, value in sorted(params.items()):
         if name == floor:
             continue
-        if name == "interactions" and isinstance(value, list):  # (VW's spelling, -q per pair)
-            for pair in value:
-                parts += ["-q", shlex.quote(pair)]
+        if name in REPEATED and isinstance(value, list):  # (VW's spelling: -q per pair)
+            for item in value:
+                parts += [REPEATED[name], shlex.quote(item)]
             continue
         text = value if isinstance(value, str) else json.dumps(value)
         parts += [f"--{name}", shlex.quote(text)]

@@ -464,8 +464,85 @@ def test_epsilon_mixes_in_uniform_draws():
 
 @pytest.mark.parametrize("params, says", [
     ({"interactions": ["ut", "abc"]}, "two characters"), ({"interactions": "ut"}, "a list"),
-    ({"cb_type": "ips"}, "cb_type"), ({"power_t": 1.5}, "power_t"), ({"epsilon": -0.1}, "epsilon"),
+    ({"cb_type": "ipsx"}, "cb_type"), ({"power_t": 1.5}, "power_t"), ({"epsilon": -0.1}, "epsilon"),
+    ({"ignore": "A"}, "ignore"), ({"ignore": [""]}, "ignore"), ({"ignore": [1]}, "ignore"),
 ])
 def test_bad_vw_settings_are_refused(params, says):
     with pytest.raises(ValueError, match=says):
         ActionFeaturePolicy(**params)
+
+
+@pytest.mark.parametrize("cb_type, played, unplayed", [("ips", 2.0, 0.0), ("dr", 1.0, None)])
+def test_ips_and_dr_learn_every_offered_action_toward_vws_estimates(cb_type, played, unplayed):
+    """VW's ``cb_adf``: IPS learns the played action toward reward / probability and every other
+    offered action toward 0; DR the played one toward its prediction plus its error over its
+    probability (whose fixed point is the reward), the others toward their own prediction
+    before the event (the lines learned in turn, as VW's ``csoaa_ldf`` does)."""
+    policy = ActionFeaturePolicy(seed=0, cb_type=cb_type)
+    x = {"likes": "sport"}
+    policy.learn_many([(x, "a", 1.0, 0.5, ("a", "b"))] * 3000)
+    a, b = policy.scores(x, ["a", "b"])
+    assert a == pytest.approx(played, abs=0.05)
+    if unplayed is not None:
+        assert b == pytest.approx(unplayed, abs=0.05)
+
+
+def test_ips_learns_the_events_offer_or_else_the_inventory():
+    x = {"likes": "sport"}
+    by_offer = ActionFeaturePolicy(seed=0, cb_type="ips")
+    by_inventory = ActionFeaturePolicy(seed=0, cb_type="ips")
+    for policy in (by_offer, by_inventory):
+        policy.add_action("c")
+    by_offer.learn_many([(x, "a", 1.0, 0.5, ("a", "b"))])
+    by_inventory.learn_many([(x, "a", 1.0, 0.5)])
+    # c, in the inventory but not offered, is learned toward 0 only from the inventory
+    assert by_offer.scores(x, ["c"])[0] == pytest.approx(by_offer.scores(x, ["zz"])[0])
+    assert by_inventory.scores(x, ["c"])[0] != pytest.approx(by_inventory.scores(x, ["zz"])[0])
+    # the mtr and dm ways learn the played action alone, whatever was offered
+    for cb_type in ("dm", "mtr"):
+        one, other = (ActionFeaturePolicy(seed=0, cb_type=cb_type) for _ in range(2))
+        one.learn_many([(x, "a", 1.0, 0.5, ("a", "b"))])
+        other.learn_one(x, "a", 1.0, 0.5)
+        assert np.array_equal(one._weights.w, other._weights.w)
+
+
+@pytest.mark.parametrize("cb_type", ["ips", "dr"])
+def test_ips_and_dr_recover_the_best_article_from_a_uniform_log(cb_type):
+    policy = ActionFeaturePolicy(seed=0, cb_type=cb_type)
+    rng = random.Random(1)
+    events = []
+    for t in range(4000):
+        today = articles(t // 100)
+        x = {"likes": rng.choice(TOPICS)}
+        action = rng.choice(list(today))
+        events.append((x, action, float(today[action]["topic"] == x["likes"]), 1 / 5,
+                       tuple(today), today))
+    policy.learn_many(events)
+    fresh = articles(99)
+    for likes in TOPICS:
+        scores = policy.scores({"likes": likes}, list(fresh), fresh)
+        assert fresh[list(fresh)[int(np.argmax(scores))]]["topic"] == likes
+
+
+def test_ignore_drops_the_namespaces_named():
+    """VW's ``--ignore A``: the features of namespaces starting with A count for nothing."""
+    ignoring = ActionFeaturePolicy(seed=0, ignore=["Ab"])
+    plain = ActionFeaturePolicy(seed=0)
+    seeing = ActionFeaturePolicy(seed=0)
+    rng = random.Random(2)
+    for _ in range(300):
+        likes = rng.choice(TOPICS)
+        noise = {"Ad": {"slot": rng.choice("xyz")}, "by": {"v": rng.random()}}
+        today = articles(0)
+        action = rng.choice(list(today))
+        reward = float(today[action]["topic"] == likes)
+        extra = {a: {**f, "Ads": {"id": a}} for a, f in today.items()}
+        ignoring.learn_many([({"likes": likes, **noise}, action, reward, 0.2, None, extra)])
+        seeing.learn_many([({"likes": likes, **noise}, action, reward, 0.2, None, extra)])
+        plain.learn_many([({"likes": likes}, action, reward, 0.2, None, today)])
+    x = {"likes": "music", "Ad": {"slot": "x"}, "by": {"v": 0.3}}
+    today = articles(0)
+    assert np.array_equal(ignoring.scores(x, list(today), today),
+                          plain.scores({"likes": "music"}, list(today), today))
+    assert not np.array_equal(seeing.scores(x, list(today), today),
+                              plain.scores({"likes": "music"}, list(today), today))

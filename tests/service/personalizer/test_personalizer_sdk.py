@@ -247,14 +247,33 @@ def test_policy_get_update_reset(admin, client):
                             ("--kind linucb --alpha", "'alpha'"),  # a flag is not a number
                             ("--kind trees --window 1e999", "'window'"),
                             ("--kind linucb --alpha 1e308", "'alpha'"),
-                            # VW's learner is adf's; ips/dr learn unplayed actions: not offered
+                            # VW's learner is adf's
                             ("--kind trees -q GT", "--kind trees has no such setting"),
-                            ("-q GT --cb_type ips", "cb_type"), ("-q GTX", "two characters")):
+                            ("-q GT --cb_type ipx", "cb_type"), ("-q GTX", "two characters")):
         with pytest.raises(HttpResponseError) as refused:
             admin.update_policy({"name": "x", "arguments": arguments})
         assert refused.value.status_code == 400 and says in refused.value.error.message, arguments
     reset = admin.reset_policy()
     assert reset["name"] == default_kind
+
+
+#: the policy the SDKs' own tests update a loop with (azure-sdk-for-net and -java,
+#: ConfigurationsTests): what a loop tuned by Personalizer's offline evaluation looked like
+SDK_SAMPLE_POLICY = ("--cb_explore_adf --quadratic GT --quadratic MR --quadratic GR --quadratic "
+                     "ME --quadratic OT --quadratic OE --quadratic OR --quadratic MS --quadratic "
+                     "GX --ignore A --cb_type ips --epsilon 0.2")
+
+
+def test_the_sdks_sample_policy_is_taken_with_vws_meaning(admin, client, trainer):
+    updated = admin.update_policy({"name": "app1", "arguments": SDK_SAMPLE_POLICY})
+    for part in ("--kind adf", "--cb_type ips", "--ignore A", "-q GT", "-q GX", "--epsilon 0.2"):
+        assert part in updated["arguments"], updated["arguments"]
+    assert admin.get_policy() == updated
+    _rank_and_reward(client, 20)
+    drain(trainer)
+    learner = trainer.owned["news"].learner
+    assert (learner.cb_type, learner.ignore, learner.epsilon) == ("ips", ["A"], 0.2)
+    assert learner.interactions[:2] == ["GT", "MR"] and learner.n_learned == 20
 
 
 def test_model_export_import_reset_and_properties(admin, client, store, trainer):
