@@ -40,9 +40,11 @@ def set_policy(
     kind: str,
     params: dict,
     exploration: float | None,
+    arguments: str | None = None,
 ) -> AppConfig:
     """Switch ``config``'s app to ``kind``/``params``: a fresh model if they change, else only
-    the settings (name, exploration floor)."""
+    the settings (name, exploration floor). ``arguments``: the learning settings they were
+    read from, answered back while the policy is still theirs (:func:`policy_arguments`)."""
     extra: dict[str, Any] = {"policyName": name}
     if exploration is not None:
         extra["explorationPercentage"] = exploration
@@ -50,6 +52,8 @@ def set_policy(
     floor = exploration if exploration is not None else configuration.exploration_floor(config)
     if "explorationPercentage" in configuration.stored(config) or exploration is not None:
         params = configuration.with_floor(kind, params, floor)
+    extra["policyArguments"] = None if arguments is None else {
+        "text": arguments, "kind": kind, "params": dict(params), "floor": floor}
     if kind == config.policy_kind and params == config.policy_params:
         return services.store.update_app(config.name, extra=configuration.touched(config, **extra))
     try:
@@ -72,3 +76,17 @@ def set_policy(
         )
     except KeyError:
         raise HTTPException(404, f"app {config.name!r} not found") from None
+
+
+def policy_arguments(config: AppConfig) -> str:
+    """The app's policy as Personalizer's learning settings: the arguments it was set with, as
+    Personalizer answered them (the SDKs' own tests check that an update and a later read give
+    back what was sent), while the policy, its parameters and its floor are still what they
+    set; else (changed since through Grove's API or the service configuration, or never set
+    through this route) Grove's own terms (:func:`learning_settings.render`)."""
+    given = configuration.stored(config).get("policyArguments")
+    floor = configuration.exploration_floor(config)
+    if given and (given["kind"], given["params"], given["floor"]) == (
+            config.policy_kind, config.policy_params, floor):
+        return given["text"]
+    return learning_settings.render(config.policy_kind, config.policy_params, floor)

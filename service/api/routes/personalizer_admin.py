@@ -17,7 +17,7 @@ from fastapi.concurrency import run_in_threadpool
 from service import candidates, keys
 from service.api import usecases
 from service.api.deps import ServicesDep
-from service.api.personalizer_policy import json_body, set_policy
+from service.api.personalizer_policy import json_body, policy_arguments, set_policy
 from service.api.routes.personalizer import CallerDep
 from service.api.schemas import PolicySpec
 from service.api.usecases import Caller, Services
@@ -76,15 +76,12 @@ async def update_service_configuration(
 # -- learning settings (policy) -----------------------------------------------------------------
 def _policy(config: AppConfig) -> dict:
     name = configuration.stored(config).get("policyName") or config.policy_kind
-    arguments = learning_settings.render(
-        config.policy_kind, config.policy_params, configuration.exploration_floor(config)
-    )
-    return {"name": name, "arguments": arguments}
+    return {"name": name, "arguments": policy_arguments(config)}
 
 
 @router.get("/configurations/policy")
 async def get_policy(caller: CallerDep, services: ServicesDep) -> dict:
-    """The app's policy as Personalizer's learning settings (``--kind ... --epsilon ...``)."""
+    """The app's policy as Personalizer's learning settings (see :func:`policy_arguments`)."""
     return _policy(await run_in_threadpool(_app, services, caller))
 
 
@@ -105,7 +102,8 @@ def _update_policy(services: Services, caller: Caller, body: dict) -> dict:
         raise bad_request(str(exc), "InvalidPolicyConfiguration") from None
     kind = parsed.kind or config.policy_kind
     params = parsed.params if parsed.kind or parsed.params else config.policy_params
-    return _policy(set_policy(services, config, name, kind, params, parsed.exploration))
+    return _policy(set_policy(services, config, name, kind, params, parsed.exploration,
+                              arguments))
 
 
 @router.put("/configurations/policy")

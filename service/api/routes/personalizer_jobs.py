@@ -379,7 +379,8 @@ def _apply(services, jobs, caller, body: dict) -> None:
     parsed = learning_settings.parse(chosen["arguments"], config.policy_kind)
     kind = parsed.kind or config.policy_kind
     params = parsed.params if (parsed.kind or parsed.params) else dict(config.policy_params)
-    set_policy(services, config, policy_name, kind, params, parsed.exploration)
+    set_policy(services, config, policy_name, kind, params, parsed.exploration,
+               chosen["arguments"])
     _save(services, config, EVALUATIONS, {**record, "status": "OptimalPolicyApplied",
                                           "applied": policy_name})
 

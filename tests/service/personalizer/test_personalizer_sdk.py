@@ -265,15 +265,31 @@ SDK_SAMPLE_POLICY = ("--cb_explore_adf --quadratic GT --quadratic MR --quadratic
 
 
 def test_the_sdks_sample_policy_is_taken_with_vws_meaning(admin, client, trainer):
-    updated = admin.update_policy({"name": "app1", "arguments": SDK_SAMPLE_POLICY})
-    for part in ("--kind adf", "--cb_type ips", "--ignore A", "-q GT", "-q GX", "--epsilon 0.2"):
-        assert part in updated["arguments"], updated["arguments"]
-    assert admin.get_policy() == updated
+    """Taken, and answered back as sent (the SDKs' tests check both the update's answer and a
+    later read); once the floor changes, the policy is answered in Grove's terms."""
+    sample = {"name": "app1", "arguments": SDK_SAMPLE_POLICY}
+    assert admin.update_policy(sample) == sample
+    assert admin.get_policy() == sample
     _rank_and_reward(client, 20)
     drain(trainer)
     learner = trainer.owned["news"].learner
     assert (learner.cb_type, learner.ignore, learner.epsilon) == ("ips", ["A"], 0.2)
     assert learner.interactions[:2] == ["GT", "MR"] and learner.n_learned == 20
+    config = admin.get_service_configuration()
+    admin.update_service_configuration({**config, "explorationPercentage": 0.1})
+    now = admin.get_policy()
+    for part in ("--kind adf", "--cb_type ips", "--ignore A", "-q GT", "-q GX", "--epsilon 0.1"):
+        assert part in now["arguments"], now["arguments"]
+    assert admin.update_policy(now) == now  # Grove's terms read back the same
+
+
+def test_a_policy_without_a_floor_parameter_is_answered_as_sent_until_the_floor_moves(admin):
+    sent = {"name": "t", "arguments": "--cb_explore_adf --kind trees --seed 2 --epsilon 0.3"}
+    assert admin.update_policy(sent) == sent and admin.get_policy() == sent
+    config = admin.get_service_configuration()
+    admin.update_service_configuration({**config, "explorationPercentage": 0.1})
+    now = admin.get_policy()
+    assert "--kind trees" in now["arguments"] and "--epsilon 0.1" in now["arguments"], now
 
 
 def test_model_export_import_reset_and_properties(admin, client, store, trainer):
