@@ -14,6 +14,7 @@ class Aggregation(str, Enum):
 
     earliest = "earliest"  # the first reward joins at once; a later one is refused
     sum = "sum"  # rewards add up until the wait time ends, then the event is learned
+    average = "average"  # as sum, and the event is learned with their mean
 
 
 @dataclass(frozen=True)

@@ -103,7 +103,7 @@ end
 """
 
 # KEYS: config, record, deadlines, stream, stats
-# ARGV: uid[:rev], eventId, reward, aggregation (earliest|sum)
+# ARGV: uid[:rev], eventId, reward, aggregation (earliest|sum|average)
 REWARD = (
     _SAME_CONFIG
     + _RECORD_FIELDS
@@ -116,9 +116,11 @@ if not rec[1] then return {'missing'} end
 if now >= tonumber(rec[2]) then return {'expired'} end
 if rec[1] == 'deferred' then return {'deferred'} end
 if rec[1] == 'rewarded' then return {'duplicate'} end
-if ARGV[4] == 'sum' then
+if ARGV[4] == 'sum' or ARGV[4] == 'average' then
   local total = redis.call('HINCRBYFLOAT', KEYS[2], 'rewardSum', ARGV[3])
   local count = redis.call('HINCRBY', KEYS[2], 'rewardCount', 1)
+  -- (the record says how it is learned: the app's setting may change before its deadline)
+  redis.call('HSET', KEYS[2], 'aggregation', ARGV[4])
   return {'added', tostring(total), tostring(count)}
 end
 local id = redis.call('XADD', KEYS[4], '*', unpack(event_entry(ARGV[2], rec, ARGV[3], 'reward')))
@@ -165,10 +167,14 @@ for i = 5, #KEYS do
   if deadline and tonumber(deadline) <= now then
     local rec = redis.call('HMGET', KEYS[i], 'state', 'deadline', 'context', 'action',
                            'probability', 'modelVersion', 'decidedAt', 'rewardSum', 'rewardCount',
-                           'offered', 'actionFeatures')
+                           'offered', 'actionFeatures', 'aggregation')
     if rec[1] == 'pending' then
       local reward, source, counter = ARGV[2], 'default', 'defaulted'
       if tonumber(rec[9]) > 0 then reward, source, counter = rec[8], 'sum', 'rewarded' end
+      if tonumber(rec[9]) > 0 and rec[12] == 'average' then
+        reward = string.format('%.17g', tonumber(rec[8]) / tonumber(rec[9]))
+        source = 'average'
+      end
       redis.call('XADD', KEYS[3], '*', unpack(event_entry(event_id, rec, reward, source)))
       redis.call('HINCRBY', KEYS[4], counter, 1)
       learned = learned + 1

@@ -67,7 +67,7 @@ class AppRead:
 
 @dataclass(frozen=True)
 class RewardOutcome:
-    state: str  # "joined" (in the learning stream) or "accumulating" (sum aggregation)
+    state: str  # "joined" (in the learning stream) or "accumulating" (sum or average)
     reward_sum: float
     reward_count: int
 

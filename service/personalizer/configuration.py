@@ -5,8 +5,8 @@ Personalizer               Grove
 =========================  ===========================================================
 rewardWaitTime             the app's ``rewardWaitTime`` (ISO 8601 duration <-> seconds)
 defaultReward              the app's ``defaultReward`` (within its ``rewardRange``)
-rewardAggregation          the app's ``rewardAggregation``: ``earliest`` or ``sum``
-                           (Personalizer's ``average`` has no Grove counterpart: 400)
+rewardAggregation          the app's ``rewardAggregation``: ``earliest``, ``sum`` or
+                           ``average`` (the mean of the rewards before the wait time ends)
 explorationPercentage      the app's exploration floor (a share in [0, 1], as Personalizer's
                            API took it): the policy parameter that is one (``floor`` of the
                            'auto' kind: every action gets at least floor / K; ``epsilon`` of
@@ -176,7 +176,7 @@ def changes(config: AppConfig, body: dict[str, Any]) -> dict[str, Any]:
         if chosen is None:
             raise ConfigurationError(
                 f"rewardAggregation {aggregation!r}: Grove aggregates with "
-                f"{' or '.join(sorted(_AGGREGATIONS))} ('average' has no Grove counterpart)"
+                f"{', '.join(sorted(_AGGREGATIONS))}"
             )
         out["reward_aggregation"] = chosen
     exploration = _number(body, "explorationPercentage", 0.0, 1.0)

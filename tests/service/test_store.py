@@ -109,6 +109,20 @@ def test_sum_aggregation_adds_rewards_until_the_deadline(store, empty_state):
     assert store.app_status("shop")["stats"]["rewarded"] == 1
 
 
+def test_average_aggregation_learns_the_mean_at_the_deadline(store, empty_state):
+    """Personalizer's ``average``: accumulated as ``sum``, learned with the rewards' mean."""
+    config = make_config(reward_wait_time=0.6, reward_aggregation=Aggregation.average)
+    store.create_app(config, empty_state)
+    store.record_decisions(config, [decision("e1")])
+    for reward in (0.25, 0.5, 0.1):
+        assert store.reward(config, "e1", reward).state == "accumulating"
+    assert stream_entries(store, "shop") == []
+    time.sleep(0.65)
+    expire(store, config, default=0.0)
+    [entry] = stream_entries(store, "shop")
+    assert entry["source"] == b"average" and float(entry["reward"]) == (0.25 + 0.5 + 0.1) / 3
+
+
 def test_deferred_decision_needs_activation_and_is_dropped_without_it(store, empty_state):
     config = make_config(reward_wait_time=0.6)
     store.create_app(config, empty_state)

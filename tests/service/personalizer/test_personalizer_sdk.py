@@ -209,7 +209,7 @@ def test_service_configuration_get_and_update(admin):
     assert again["modelExportFrequency"] == "PT1M"
     # (an auto app, the default kind, explores a share strictly between 0 and 1: 0 was a 500
     # after the other fields had been written)
-    for field, value in (("rewardAggregation", "average"), ("rewardWaitTime", "P1M"),
+    for field, value in (("rewardAggregation", "median"), ("rewardWaitTime", "P1M"),
                          ("explorationPercentage", 1.5), ("defaultReward", 3.0),
                          ("explorationPercentage", 0.0), ("explorationPercentage", 1.0),
                          ("explorationPercentage", 1e-320), ("logRetentionDays", 10**20),
@@ -222,6 +222,18 @@ def test_service_configuration_get_and_update(admin):
         assert bad.value.error.code == "InvalidServiceConfiguration", field
         assert field in bad.value.error.message, field
     assert admin.get_service_configuration()["rewardWaitTime"] == "PT5M"  # nothing written
+
+
+def test_the_sdks_sample_configuration_is_taken(admin):
+    """The configuration the SDKs' own tests update a loop with (azure-sdk-for-python,
+    ``TestConfigurationAsync``), every field answered back as sent."""
+    sample = {"rewardAggregation": "average", "modelExportFrequency": "PT3M",
+              "defaultReward": 1.0, "modelRetrainDays": 2, "rewardWaitTime": "PT4H",
+              "explorationPercentage": 0.3, "logRetentionDays": -1, "learningMode": "Online"}
+    updated = admin.update_service_configuration(sample)
+    again = admin.get_service_configuration()
+    for field, value in sample.items():
+        assert updated[field] == again[field] == value, field
 
 
 def test_policy_get_update_reset(admin, client):
