@@ -17,7 +17,11 @@ Rewards: Personalizer took values in [-1, 1]. An app whose ``rewardRange`` is Gr
 rescaled into [0, 1]); create the app with ``rewardRange: [-1, 1]`` to learn negative rewards
 as worse than 0. An app with another range takes rewards in that range. Under 'earliest'
 aggregation a second reward is ignored with 204, and a reward for a deferred event that was not
-activated is ignored with 204 (both Personalizer's documented behaviour, logged).
+activated is ignored with 204 (both Personalizer's documented behaviour, logged). So are a
+reward or an activation for an eventId never ranked or past its reward wait time: Personalizer
+answered them 204 (its SDKs' own tests reward and activate ids they never ranked), and a
+client written for it must not meet an exception for a late reward. Each is logged
+(``reward-ignored``, ``activate-ignored``, with the reason); Grove's native routes answer 404.
 
 Errors answer Personalizer's shape ``{"error": {"code", "message"}}``, 400 for a malformed
 request (see :mod:`service.personalizer.errors`).
@@ -53,7 +57,7 @@ from service.personalizer.slots import (
     slot_event_id,
 )
 from service.personalizer.versions import PREFIX, PersonalizerPaths
-from service.store import Conflict
+from service.store import Conflict, Gone, NotFound
 
 router = APIRouter(prefix=PREFIX, tags=["personalizer"])
 
@@ -345,9 +349,12 @@ async def _join_reward(services: Services, caller: Caller, event_id: str, value:
     """Record one reward; Personalizer's ignored cases answer 204 (see the module doc)."""
     try:
         await usecases.reward(services, caller, event_id, value)
-    except Conflict as exc:
-        # the store's two conflicts: a second reward under 'earliest' and a deferred event not
-        # activated; Personalizer accepted and ignored both
+    except (Conflict, NotFound) as exc:
+        # the store's two conflicts (a second reward under 'earliest', a deferred event not
+        # activated) and an eventId unknown or past its wait: Personalizer accepted and
+        # ignored them all
+        if isinstance(exc, Gone):
+            raise
         events.info("reward-ignored", extra={"eventId": event_id, "reason": exc.detail})
     except HTTPException as exc:
         if exc.status_code != 422:
@@ -391,6 +398,10 @@ async def _activate(services: Services, caller: Caller, event_id: str) -> None:
         await usecases.activate(services, caller, event_id)
     except Conflict:  # already active: Personalizer's activate could be repeated
         pass
+    except NotFound as exc:  # unknown or past its wait: Personalizer ignored it (module doc)
+        if isinstance(exc, Gone):
+            raise
+        events.info("activate-ignored", extra={"eventId": event_id, "reason": exc.detail})
 
 
 @router.post("/events/{eventId}/activate", status_code=204, response_class=Response)
@@ -404,12 +415,10 @@ async def _slot_events(services: Services, caller: Caller, event_id: str) -> lis
     config = await usecases.app_of(services, caller)
     store = services.store
     known = await store.bounded(store.aio.get(keys.slots(config.name, event_id)))
-    if known is None:
-        raise PersonalizerError(
-            404,
-            "InvalidEventIdToActivate",
-            f"multi-slot eventId {event_id!r} is unknown or its reward wait time is over",
-        )
+    if known is None:  # ignored, as Personalizer did (see the module doc)
+        reason = f"multi-slot eventId {event_id!r} is unknown or its reward wait time is over"
+        events.info("activate-ignored", extra={"eventId": event_id, "reason": reason})
+        return []
     return json.loads(known)
 
 

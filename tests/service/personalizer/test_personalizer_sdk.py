@@ -17,11 +17,7 @@ from azure.cognitiveservices.personalizer.models import (
     RankRequest,
 )
 from azure.core.credentials import AzureKeyCredential
-from azure.core.exceptions import (
-    ClientAuthenticationError,
-    HttpResponseError,
-    ResourceNotFoundError,
-)
+from azure.core.exceptions import ClientAuthenticationError, HttpResponseError
 from msrest.authentication import CognitiveServicesCredentials
 
 from online import make_policy
@@ -68,9 +64,9 @@ def test_errors_are_personalizers_with_the_current_sdk(client, server):
         client.rank({"actions": ACTIONS, "eventId": "r1"})
         client.reward("r1", {"value": 2.0})
     assert out_of_range.value.error.code == "InvalidRewardRequest"
-    with pytest.raises(ResourceNotFoundError) as unknown:
-        client.reward("never-ranked", {"value": 1.0})
-    assert unknown.value.error.code == "ResourceNotFound"
+    # an id never ranked (or past its wait): accepted and ignored, as Personalizer did
+    assert client.reward("never-ranked", {"value": 1.0}) is None
+    assert client.activate("never-ranked") is None
     stranger = Client(server, AzureKeyCredential("not-a-key"), retry_total=0)
     with stranger, pytest.raises(ClientAuthenticationError):
         stranger.rank({"actions": ACTIONS})
@@ -95,6 +91,10 @@ def test_multi_slot_rank_reward_activate(client, store):
     assert client.activate_multi_slot("ms-1") is None
     client.reward_multi_slot("ms-1", {"reward": [{"slotId": "Side", "value": 1.0}]})
     client.reward_multi_slot("ms-1", {"reward": [{"slotId": "Main Article", "value": 0.0}]})
+    assert store.redis.xlen(keys.stream("news")) == 2
+    # ids never ranked: accepted and ignored, as Personalizer did (its SDKs' own tests send them)
+    assert client.activate_multi_slot("123456789") is None
+    client.reward_multi_slot("123456789", {"reward": [{"slotId": "Side", "value": 1.0}]})
     assert store.redis.xlen(keys.stream("news")) == 2
     with pytest.raises(HttpResponseError) as bad:
         client.rank_multi_slot(
