@@ -4,7 +4,11 @@
 and never Vowpal Wabbit's: one :mod:`service.codec` payload (msgpack with numpy arrays) holding
 
     {"format": "grove.personalizer-model", "version": 1, "app", "kind", "params",
-     "actions", "exportedAt", "state": <the learner's to_state()>}
+     "actions", "state": <the learner's to_state()>}
+
+The same model exports the same bytes, and an imported file exports back byte for byte (the
+SDKs' own test of export and import checks both): no export time in the file (files written
+with an ``exportedAt`` still read), and the decision that checks an import is made by a copy.
 
 An import is checked before anything is written: the codec envelope, the format and version,
 a known bandit kind, its params and the state's as ``POST /apps`` checks a policy's (a file
@@ -51,7 +55,6 @@ def export(config: AppConfig, state: dict) -> bytes:
             "kind": config.policy_kind,
             "params": config.policy_params,
             "actions": config.action_ids,
-            "exportedAt": time.time(),
             "state": state,
         }
     )
@@ -96,7 +99,8 @@ def read(payload: bytes) -> tuple[str, dict[str, Any], dict, Any]:
     try:
         learner = kind.load(state)
         actions = [str(a) for a in content.get("actions") or []][:2] or ["a", "b"]
-        kind.decide(learner, {}, actions, [])  # a restored learner must also decide
+        # a restored learner must also decide; a copy does (a draw moves its generator)
+        kind.decide(kind.load(state), {}, actions, [])
     except Exception as exc:  # noqa: BLE001 - a hostile state may raise anything from_state
         raise ModelFileError(
             f"the model file's state does not restore a {kind_name!r} policy: "
