@@ -57,12 +57,13 @@ class Tokens(NamedTuple):
 
 
 class Rule(NamedTuple):
-    """One update's constants: NAG's eta and power_t (VW's ``-l``, ``--power_t``) and the
-    event's importance weight."""
+    """One update's constants: NAG's eta and power_t (VW's ``-l``, ``--power_t``), the
+    event's importance weight and VW's ``--l1`` (0: none)."""
 
     eta: float
     power_t: float
     importance: float
+    l1: float = 0.0
 
 
 ID_SPACE = 0  # the namespace of an action's id: crossed with every context namespace
@@ -295,7 +296,12 @@ class ActionFeaturePolicy(Policy):
       prediction moves no weight of its own but counts as an example in NAG's ``t`` and ``N``
       (shared weights moved by the lines before it still move it). ``ignore`` drops the features of
       the namespaces whose first letter it names (VW's ``--ignore``; an action's id is never
-      dropped). ``epsilon`` mixes that share of uniform draws into IGW's distribution (VW's
+      dropped). ``l1`` is VW's ``--l1``, the truncated gradient (Langford, Li & Zhang 2009) as
+      VW's ``gd`` keeps it: each update adds ``l1`` times its step size (the update over the
+      loss's derivative) to a gravity, and every prediction reads each weight shrunk toward 0
+      by the gravity; the stored weights are not truncated (VW truncates them only between
+      passes, which an online learner never ends). A serving copy holds the truncated
+      weights. ``epsilon`` mixes that share of uniform draws into IGW's distribution (VW's
       ``--epsilon``, Personalizer's exploration percentage; 0 by default).
 
     Parameters
@@ -322,6 +328,8 @@ class ActionFeaturePolicy(Policy):
         The share of uniform draws mixed into the distribution (0 to 1).
     ignore
         VW's ``--ignore``: namespaces' first letters (``["A"]``) whose features are dropped.
+    l1
+        VW's ``--l1``: truncated-gradient L1 regularization (0: none; see above).
     seed
         Seeds the decisions' draws.
 
@@ -357,7 +365,7 @@ class ActionFeaturePolicy(Policy):
                  horizon: int = 100_000, forget_after: int | None = 100_000,
                  power_t: float = 0.5, interactions: list[str] | None = None,
                  cb_type: str = "dm", epsilon: float = 0.0, ignore: list[str] | None = None,
-                 seed: int | None = None):
+                 l1: float = 0.0, seed: int | None = None):
         for name, value in (("gamma_scale", gamma_scale), ("learning_rate", learning_rate)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{name} must be a number > 0, got {value!r}")
@@ -369,6 +377,8 @@ class ActionFeaturePolicy(Policy):
             raise ValueError(f"cb_type must be one of {', '.join(CB_TYPES)} (VW's --cb_type: "
                              f"direct regression, weighed by 1 / probability, inverse "
                              f"propensity or doubly robust), got {cb_type!r}")
+        if isinstance(l1, bool) or not isinstance(l1, (int, float)) or not 0.0 <= l1 < math.inf:
+            raise ValueError(f"l1 must be a finite number >= 0 (VW's --l1), got {l1!r}")
         if ignore is not None:
             if isinstance(ignore, str) or not all(
                     isinstance(v, str) and v for v in ignore):
@@ -398,11 +408,13 @@ class ActionFeaturePolicy(Policy):
         self.cb_type = cb_type
         self.epsilon = float(epsilon)
         self.ignore = ignore
+        self.l1 = float(l1)
+        self._truncated: tuple | None = None  # (key, the weights truncated by the gravity)
         self._cross = crossings(interactions)
         self._ignored = ignored_namespaces(ignore) if ignore else None
         size = 1 << bits
         self._weights = Weights(np.zeros(size), np.zeros(size), np.zeros(size))
-        self._totals = np.zeros(2)  # NAG's t (examples) and N (normalizer)
+        self._totals = np.zeros(3)  # NAG's t (examples), N (normalizer), --l1's gravity
         self._plays = np.zeros(0, np.int64)  # events learned per action index
         self._features: list = []  # per action index: the last features it came with, or None
         self._tokens: dict = {}  # action -> (its features, Tokens of its id and features)
@@ -500,7 +512,7 @@ class ActionFeaturePolicy(Policy):
         actions, context = _joined(parts), _joined(contexts)
         scores = np.empty(rows[-1])
         linear_scores_rows(context, actions, np.array(rows, np.int64), self._cross,
-                           self._weights.w, self._shift, scores)
+                           self._scoring_weights(), self._shift, scores)
         featured = np.diff(actions.start) > 1
         return [self._weigh(scores[a:b], featured[a:b], known)
                 for a, b, known in zip(rows[:-1], rows[1:], knowns)]
@@ -515,7 +527,7 @@ class ActionFeaturePolicy(Policy):
         joined = _joined([self._action_tokens(a, self._features_of(a, action_features))
                           for a in actions])
         out = np.empty(len(actions))
-        linear_scores(context, joined, self._cross, self._weights.w, self._shift, out)
+        linear_scores(context, joined, self._cross, self._scoring_weights(), self._shift, out)
         return out, np.diff(joined.start) > 1
 
     def gamma(self, n_candidates: int) -> float:
@@ -565,7 +577,7 @@ class ActionFeaturePolicy(Policy):
         if given is not None and given.get(action) is not None:
             self._features[k] = _stored(given[action])
         rule = Rule(self.learning_rate, self.power_t,
-                    1.0 / probability if self.cb_type == "mtr" else 1.0)
+                    1.0 / probability if self.cb_type == "mtr" else 1.0, self.l1)
         for line, label in lines:
             nag_step(context, line, label, self._weights, self._totals, rule, self._cross,
                      self._shift)
@@ -599,8 +611,8 @@ class ActionFeaturePolicy(Policy):
             labels[played] = reward / probability
         else:
             labels = np.empty(len(ids))
-            linear_scores(context, _joined(lines), self._cross, self._weights.w, self._shift,
-                          labels)
+            linear_scores(context, _joined(lines), self._cross, self._scoring_weights(),
+                          self._shift, labels)
             labels[played] += (reward - labels[played]) / probability
         return list(zip(lines, labels.tolist()))
 
@@ -640,11 +652,26 @@ class ActionFeaturePolicy(Policy):
         w, G, s = self._weights
         used = np.flatnonzero(s)
         K = len(self._actions)
-        state = {"index": used, "w": w[used], "plays": self._plays[:K].copy(),
-                 "features": list(self._features[:K])}
+        # a serving copy holds the weights it decides with (truncated by --l1's gravity)
+        state = {"index": used, "w": (w if statistics else self._scoring_weights())[used],
+                 "plays": self._plays[:K].copy(), "features": list(self._features[:K])}
         if statistics:
             state.update(G=G[used], s=s[used], totals=self._totals.copy())
         return state
+
+    def _scoring_weights(self) -> np.ndarray:
+        """The weights predictions read: VW's ``--l1`` (truncated gradient, Langford, Li &
+        Zhang 2009, as VW's ``gd`` keeps it) shrinks each toward 0 by the gravity summed over
+        the updates, lazily (the stored weights are not truncated, as VW's are not between
+        passes). Without --l1, the weights themselves; with it, a copy made once per change."""
+        gravity = self._totals[2]
+        if gravity == 0.0:
+            return self._weights.w
+        key = (self._n_learned, gravity, id(self._weights.w))
+        if self._truncated is None or self._truncated[0] != key:
+            w = self._weights.w
+            self._truncated = (key, np.sign(w) * np.maximum(np.abs(w) - gravity, 0.0))
+        return self._truncated[1]
 
     def _load_model_state(self, state: dict) -> None:
         size = 1 << self.bits
@@ -658,7 +685,11 @@ class ActionFeaturePolicy(Policy):
         if "s" not in state:  # (a serving copy: decides, never learns)
             weights.s[used] = 1.0
         self._weights = weights
-        self._totals = np.asarray(state.get("totals", (0.0, 0.0)), float).copy()
+        totals = np.zeros(3)  # (states written before --l1 hold t and N only)
+        given = np.asarray(state.get("totals", (0.0, 0.0)), float).reshape(-1)[:3]
+        totals[: given.size] = given
+        self._totals = totals
+        self._truncated = None
         K = len(self._actions)
         self._plays = np.zeros(max(K, 4), np.int64)
         self._plays[:K] = np.asarray(state["plays"], np.int64).reshape(-1)
@@ -731,8 +762,9 @@ def nag_step(context, action, reward, weights, totals, rule, cross, shift):
     """One NAG update (Ross, Mineiro & Langford 2013) of ``weights`` on the squared loss of
     ``phi(x, a)`` (``context``'s and ``action``'s :class:`Tokens`, multiplied where
     ``cross`` says) against ``reward``, as VW's ``gd`` takes it with ``--adaptive
-    --normalized --invariant`` and ``rule``'s (:class:`Rule`) eta, power_t and importance
-    weight; ``totals`` holds t and N. Returns the prediction before the update."""
+    --normalized --invariant`` and ``rule``'s (:class:`Rule`) eta, power_t, importance
+    weight and l1; ``totals`` holds t, N and the l1 gravity (VW's ``sd->gravity``). Returns
+    the prediction before the update."""
     xk, xv, xs = context.keys, context.values, context.spaces
     nx, nz = xk.shape[0], action.keys.shape[0]
     n = 1 + nx + nz + nx * nz
@@ -766,8 +798,12 @@ def nag_step(context, action, reward, weights, totals, rule, cross, shift):
                 w[k] *= s[k] / v if p == 0.5 else (s[k] / v) ** (2.0 - 2.0 * p)
             s[k] = v
     predicted = 0.0
+    gravity = totals[2]  # (--l1: predictions read each weight shrunk toward 0 by it)
     for m in range(n):
-        predicted += w[slots[m]] * values[m]
+        wk = w[slots[m]]
+        if gravity > 0.0:
+            wk = math.copysign(max(abs(wk) - gravity, 0.0), wk)
+        predicted += wk * values[m]
     totals[0] += importance
     for m in range(n):
         if s[slots[m]] > 0.0:
@@ -801,4 +837,8 @@ def nag_step(context, action, reward, weights, totals, rule, cross, shift):
         k = slots[m]
         if G[k] > 0.0 or p == 0.0:
             w[k] -= update * values[m] * _rate_decay(G[k], s[k], p) * multiplier
+    if rule.l1 > 0.0 and abs(update) > 1e-8 and abs(2.0 * error) > 1e-8:
+        # VW's truncated gradient: the gravity grows by l1 times the step's size, its update
+        # over the loss's derivative (2 x the error): (1 - e^-h) / (2 pred_per_update)
+        totals[2] += rule.l1 * update / (2.0 * error)
     return predicted

@@ -29,8 +29,9 @@ anything else is refused with a message listing what Grove accepts. The choices:
   a parameter by name of whichever kind is chosen. ``--cb_type`` takes VW's four (``dm``,
   ``mtr``, and ``ips`` and ``dr``, which learn every offered action), and ``--ignore`` drops
   the namespaces it names, as the SDKs' own sample policy has them (``--quadratic GT ...
-  --ignore A --cb_type ips --epsilon 0.2``).
-- VW's other options (``--ignore_linear``, ``--l1``, ``--bag``, ``--cover``, ``--softmax``,
+  --ignore A --cb_type ips --epsilon 0.2``); ``--l1`` is VW's truncated gradient (the SDKs'
+  sample evaluation policy: ``--cb_type ips -l 0.5 --l1 1E-07 --power_t 0.5``).
+- VW's other options (``--ignore_linear``, ``--l2``, ``--bag``, ``--cover``, ``--softmax``,
   ``--first``...) have no Grove counterpart: 400.
 """
 
@@ -56,7 +57,7 @@ VW_OPTIONS = {
 VW_LEARNER = {
     "-l": "learning_rate", "--power_t": "power_t", "-q": "interactions",
     "--quadratic": "interactions", "--interactions": "interactions", "--cb_type": "cb_type",
-    "-b": "bits", "--bit_precision": "bits", "--ignore": "ignore",
+    "-b": "bits", "--bit_precision": "bits", "--ignore": "ignore", "--l1": "l1",
 }
 #: the ``adf`` parameters an option may give several times (VW's spelling: one per option)
 REPEATED = {"interactions": "-q", "ignore": "--ignore"}

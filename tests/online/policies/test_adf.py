@@ -466,6 +466,7 @@ def test_epsilon_mixes_in_uniform_draws():
     ({"interactions": ["ut", "abc"]}, "two characters"), ({"interactions": "ut"}, "a list"),
     ({"cb_type": "ipsx"}, "cb_type"), ({"power_t": 1.5}, "power_t"), ({"epsilon": -0.1}, "epsilon"),
     ({"ignore": "A"}, "ignore"), ({"ignore": [""]}, "ignore"), ({"ignore": [1]}, "ignore"),
+    ({"l1": -1e-7}, "l1"), ({"l1": math.inf}, "l1"), ({"l1": True}, "l1"),
 ])
 def test_bad_vw_settings_are_refused(params, says):
     with pytest.raises(ValueError, match=says):
@@ -546,3 +547,45 @@ def test_ignore_drops_the_namespaces_named():
                           plain.scores({"likes": "music"}, list(today), today))
     assert not np.array_equal(seeing.scores(x, list(today), today),
                               plain.scores({"likes": "music"}, list(today), today))
+
+
+def test_l1_is_vws_truncated_gradient():
+    """VW's ``--l1``: each update adds l1 x its step size to a gravity, and predictions read
+    each weight shrunk toward 0 by it. From zero weights, one event with 4 features (bias,
+    ``p``, the id, ``p`` x the id) at power_t 1/2: pred_per_update = sqrt(4) / (2 |error|),
+    h = 2 eta pred_per_update, step = (1 - e^-h) / (2 pred_per_update)."""
+    policy = ActionFeaturePolicy(seed=0, l1=0.01)
+    plain = ActionFeaturePolicy(seed=0)
+    for each in (policy, plain):
+        each.learn_one({"p": 4.0}, "a", 1.0)
+    h = 2 * 0.25 * 2 / 2
+    gravity = 0.01 * (1 - math.exp(-h)) / 2
+    assert policy._totals[2] == pytest.approx(gravity, rel=1e-12)
+    assert plain.scores({"p": 4.0}, ["a"])[0] == pytest.approx(1 - math.exp(-h), rel=1e-12)
+    assert np.array_equal(policy._weights.w, plain._weights.w)  # stored: not truncated
+    shrunk = policy.scores({"p": 4.0}, ["a"])[0]
+    assert shrunk < plain.scores({"p": 4.0}, ["a"])[0]
+    # the next update's prediction (what its error is taken from) is the shrunk one too
+    predicted = nag_step(_context_tokens({"p": 4.0}), policy._action_tokens("a", None), 1.0,
+                         policy._weights, policy._totals,
+                         Rule(policy.learning_rate, 0.5, 1.0, policy.l1), policy._cross,
+                         policy._shift)
+    assert predicted == pytest.approx(shrunk, rel=1e-12)
+
+
+def test_l1_shrinks_the_model_and_its_copies_decide_the_same():
+    x, today = {"likes": "music", "hour": 3.0}, articles(0)
+    policies = {l1: ActionFeaturePolicy(seed=0, l1=l1) for l1 in (0.0, 1e-7, 1e-3, 10.0)}
+    for policy in policies.values():
+        read(policy, days=3)
+    scores = {l1: p.scores(x, list(today), today) for l1, p in policies.items()}
+    assert np.abs(scores[1e-7] - scores[0.0]).max() < 1e-3  # (the SDKs' sample's 1e-7)
+    assert not np.array_equal(scores[1e-7], scores[0.0])
+    assert not scores[10.0].any()  # every weight truncated to 0
+    used = {l1: np.count_nonzero(p.to_state(statistics=False)["model"]["w"])
+            for l1, p in policies.items()}
+    assert used[1e-3] < used[0.0] and used[10.0] == 0
+    policy = policies[1e-3]
+    for state in (policy.to_state(), policy.to_state(statistics=False)):
+        copy = ActionFeaturePolicy.from_state(state)
+        assert np.array_equal(copy.scores(x, list(today), today), scores[1e-3])

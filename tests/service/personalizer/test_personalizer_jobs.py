@@ -63,7 +63,10 @@ def test_evaluation_create_get_list_apply_delete(admin, client, worker):  # noqa
          "policies": [{"name": "forest-3", "arguments": "--kind bandit-forest --seed 3"},
                       # Personalizer's own default: VW's model, the kind adf
                       {"name": "personalizer", "arguments": "--cb_explore_adf --epsilon 0.2 "
-                       "--power_t 0 -l 0.001 --cb_type mtr -q ::"}]},
+                       "--power_t 0 -l 0.001 --cb_type mtr -q ::"},
+                      # the SDKs' own sample (azure-sdk-for-net's evaluation test)
+                      {"name": "Custom Policy 1", "arguments": "--cb_explore_adf --epsilon 0.2 "
+                       "--dsjson --cb_type ips -l 0.5 --l1 1E-07 --power_t 0.5"}]},
     )
     with pytest.raises(HttpResponseError) as twice:
         admin.create_evaluation("ev-1", {"name": "again", **window})
@@ -76,6 +79,9 @@ def test_evaluation_create_get_list_apply_delete(admin, client, worker):  # noqa
     values = {p["name"]: p for p in record["content"]["value"]}
     assert {"Online", "Random", "forest-3", "bandit-forest", "personalizer"} <= set(values)
     assert 0.0 < values["personalizer"]["summary"]["expectedReward"] < 1.0
+    custom = values["Custom Policy 1"]["summary"]  # (an IPS estimate may pass 1)
+    low, high = custom["confidenceInterval"]
+    assert 0.0 < custom["expectedReward"] and low <= custom["expectedReward"] <= high
     assert values["Online"]["policySource"] == "Online"
     low, high = values["Random"]["summary"]["confidenceInterval"]
     assert low <= values["Random"]["summary"]["expectedReward"] <= high
