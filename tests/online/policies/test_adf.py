@@ -44,6 +44,19 @@ def read(policy: ActionFeaturePolicy, days: int, seed: int = 0, features: bool =
     return earned
 
 
+def uniform_log(n: int, per_day: int, seed: int) -> list[tuple]:
+    """``n`` events of days of new articles played uniformly (probability 1/5), each with its
+    day's offer and the offered articles' features (``learn_many``'s six items)."""
+    rng = random.Random(seed)
+    events = []
+    for t in range(n):
+        today = articles(t // per_day)
+        x = {"likes": rng.choice(TOPICS)}
+        a = rng.choice(list(today))
+        events.append((x, a, float(today[a]["topic"] == x["likes"]), 0.2, list(today), today))
+    return events
+
+
 def first_of_each_day(earned: list[float], days: range, n: int = 10) -> float:
     return float(np.mean([earned[day * 100 + i] for day in days for i in range(n)]))
 
@@ -87,13 +100,7 @@ def test_the_last_features_an_action_came_with_are_kept():
 
 def test_learn_many_reads_the_offered_features_by_id():
     one, many = ActionFeaturePolicy(seed=1), ActionFeaturePolicy(seed=1)
-    rng = random.Random(3)
-    events = []
-    for t in range(600):
-        today = articles(t // 50)
-        x = {"likes": rng.choice(TOPICS)}
-        a = rng.choice(list(today))
-        events.append((x, a, float(today[a]["topic"] == x["likes"]), 0.2, list(today), today))
+    events = uniform_log(600, per_day=50, seed=3)
     for x, a, r, p, _, today in events:
         one.learn_one(x, a, r, p, today[a])
     assert many.learn_many(events) == 600
@@ -510,15 +517,7 @@ def test_ips_learns_the_events_offer_or_else_the_inventory():
 @pytest.mark.parametrize("cb_type", ["ips", "dr"])
 def test_ips_and_dr_recover_the_best_article_from_a_uniform_log(cb_type):
     policy = ActionFeaturePolicy(seed=0, cb_type=cb_type)
-    rng = random.Random(1)
-    events = []
-    for t in range(4000):
-        today = articles(t // 100)
-        x = {"likes": rng.choice(TOPICS)}
-        action = rng.choice(list(today))
-        events.append((x, action, float(today[action]["topic"] == x["likes"]), 1 / 5,
-                       tuple(today), today))
-    policy.learn_many(events)
+    policy.learn_many(uniform_log(4000, per_day=100, seed=1))
     fresh = articles(99)
     for likes in TOPICS:
         scores = policy.scores({"likes": likes}, list(fresh), fresh)
