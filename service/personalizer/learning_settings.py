@@ -11,7 +11,9 @@ anything else is refused with a message listing what Grove accepts. The choices:
 
 - ``--cb_explore_adf``, ``--ccb_explore_adf``, ``--cb_explore``, ``--cb_adf`` and ``--dsjson``
   say "a contextual bandit that explores, on Personalizer's event format": every Grove policy
-  is that, so they are accepted and change nothing.
+  is that, so they are accepted and change nothing; so are ``--save_resume`` and
+  ``--preserve_performance_counters`` (a Grove state always resumes learning exactly) and
+  ``--quiet``.
 - ``--epsilon e`` is the share of uniformly explored decisions: Grove's exploration floor
   (the service configuration's ``explorationPercentage``, the same value).
 - ``--kind k`` (Grove's own) chooses the policy kind; ``--<param> value`` sets a constructor
@@ -45,8 +47,11 @@ from typing import Any
 
 from service.models import model_kind
 
-#: VW options that say what every Grove policy is: accepted, no effect
-_IMPLIED = ("--cb_explore_adf", "--ccb_explore_adf", "--cb_explore", "--cb_adf", "--dsjson")
+#: VW options that say what every Grove policy is or does: accepted, no effect (Grove's state
+#: always resumes learning exactly, VW's --save_resume and --preserve_performance_counters;
+#: --quiet is VW's console output)
+_IMPLIED = ("--cb_explore_adf", "--ccb_explore_adf", "--cb_explore", "--cb_adf", "--dsjson",
+            "--save_resume", "--preserve_performance_counters", "--quiet")
 #: what each Grove-meaningful option does
 VW_OPTIONS = {
     **{name: "implied" for name in _IMPLIED},
