@@ -300,8 +300,9 @@ class ActionFeaturePolicy(Policy):
       VW's ``gd`` keeps it: each update adds ``l1`` times its step size (the update over the
       loss's derivative) to a gravity, and every prediction reads each weight shrunk toward 0
       by the gravity; the stored weights are not truncated (VW truncates them only between
-      passes, which an online learner never ends). A serving copy holds the truncated
-      weights. ``epsilon`` mixes that share of uniform draws into IGW's distribution (VW's
+      passes, which an online learner never ends, and as a numerical guard once the gravity
+      passes 1e3, which a float64 gravity does not need: a choice). A serving copy holds the
+      truncated weights. ``epsilon`` mixes that share of uniform draws into IGW's distribution (VW's
       ``--epsilon``, Personalizer's exploration percentage; 0 by default).
 
     Parameters
