@@ -79,9 +79,10 @@ def test_evaluation_create_get_list_apply_delete(admin, client, worker):  # noqa
     values = {p["name"]: p for p in record["content"]["value"]}
     assert {"Online", "Random", "forest-3", "bandit-forest", "personalizer"} <= set(values)
     assert 0.0 < values["personalizer"]["summary"]["expectedReward"] < 1.0
-    custom = values["Custom Policy 1"]["summary"]  # (an IPS estimate may pass 1)
+    # (its IPS estimate may pass 1 on 400 events, and its anytime-valid band's upper end)
+    custom = values["Custom Policy 1"]["summary"]
     low, high = custom["confidenceInterval"]
-    assert 0.0 < custom["expectedReward"] and low <= custom["expectedReward"] <= high
+    assert 0.0 < custom["expectedReward"] and 0.0 <= low <= high <= 1.0
     assert values["Online"]["policySource"] == "Online"
     low, high = values["Random"]["summary"]["confidenceInterval"]
     assert low <= values["Random"]["summary"]["expectedReward"] <= high
