@@ -109,11 +109,19 @@ REWARD = (
     + _RECORD_FIELDS
     + _EVENT_ENTRY
     + """
-if not rec[1] then return {'missing'} end
+-- a reward for an eventId unknown or past its wait is counted ('unmatched'): Personalizer's
+-- routes answer it 204, and this count is what tells an operator that rewards are lost
+if not rec[1] then
+  redis.call('HINCRBY', KEYS[5], 'unmatched', 1)
+  return {'missing'}
+end
 """
     + LUA_NOW
     + """
-if now >= tonumber(rec[2]) then return {'expired'} end
+if now >= tonumber(rec[2]) then
+  redis.call('HINCRBY', KEYS[5], 'unmatched', 1)
+  return {'expired'}
+end
 if rec[1] == 'deferred' then return {'deferred'} end
 if rec[1] == 'rewarded' then return {'duplicate'} end
 if ARGV[4] == 'sum' or ARGV[4] == 'average' then

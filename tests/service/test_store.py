@@ -109,6 +109,19 @@ def test_sum_aggregation_adds_rewards_until_the_deadline(store, empty_state):
     assert store.app_status("shop")["stats"]["rewarded"] == 1
 
 
+def test_rewards_for_unknown_or_expired_events_are_counted(store, empty_state):
+    """Personalizer's routes answer them 204: the count is what shows they were lost."""
+    config = make_config(reward_wait_time=0.3)
+    store.create_app(config, empty_state)
+    store.record_decisions(config, [decision("e1")])
+    with pytest.raises(NotFound, match="unknown"):
+        store.reward(config, "never-decided", 1.0)
+    time.sleep(0.35)
+    with pytest.raises(NotFound, match="wait time is over"):
+        store.reward(config, "e1", 1.0)
+    assert store.app_status("shop")["stats"]["unmatched"] == 2
+
+
 def test_average_aggregation_learns_the_mean_at_the_deadline(store, empty_state):
     """Personalizer's ``average``: accumulated as ``sum``, learned with the rewards' mean."""
     config = make_config(reward_wait_time=0.6, reward_aggregation=Aggregation.average)

@@ -107,6 +107,7 @@ def test_keys_and_errors_in_personalizers_shape(client, news, caplog):
     ignored = {(r.getMessage(), r.eventId) for r in caplog.records if "ignored" in r.getMessage()}
     assert ignored == {("reward-ignored", "nope"), ("activate-ignored", "nope")}
     native = {"Authorization": "Bearer " + news["Ocp-Apim-Subscription-Key"]}
+    assert client.get("/apps/news", headers=native).json()["stats"]["unmatched"] == 1
     unknown = client.post("/apps/news/reward", json={"eventId": "nope", "reward": 1},
                           headers=native)
     assert unknown.status_code == 404 and "nope" in unknown.json()["detail"]
