@@ -30,8 +30,9 @@ __all__ = ["ActionFeaturePolicy"]
 # action's id never share a weight because they are spelled alike
 CONTEXT_SEED, ACTION_SEED, ID_SEED = 0x1F3D5B79, 0x2545F491, 0x68E31DA4
 #: how an event is learned (VW's --cb_type): the played action with weight 1 or 1 / its
-#: probability; or every offered action, toward its IPS or doubly robust estimate
-CB_TYPES = ("dm", "mtr", "ips", "dr")
+#: probability; or every offered action, toward its IPS estimate (VW's "dr" trains a reward
+#: regressor of its own beside the policy, which adf has not: refused)
+CB_TYPES = ("dm", "mtr", "ips")
 BIAS = np.uint64(0xFFFFFFFF)  # the constant feature's key
 FIB = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio: Fibonacci hashing of a key
 
@@ -288,22 +289,23 @@ class ActionFeaturePolicy(Policy):
       features are not learned: ``-q ::`` is read as every context feature times every action
       feature). ``cb_type`` ``"mtr"`` weighs an event by 1 / its probability (VW's importance
       weight: ``G``, ``t``, ``N`` and the step grow by it, the step still never passes the reward),
-      ``"dm"`` (the default) by 1. ``"ips"`` and ``"dr"`` are VW's ``cb_adf`` reductions: every
-      action the decision was drawn among (a ``learn_many`` event's offer; ``learn_one``'s: the
-      inventory) is learned, in the offer's order, toward its estimate, IPS's reward / probability
-      for the played action and 0 for the others, DR's prediction before the event, plus, for the
-      played action, its error over its probability. A choice: a line learned toward its own
-      prediction moves no weight of its own but counts as an example in NAG's ``t`` and ``N``
-      (shared weights moved by the lines before it still move it). ``ignore`` drops the features of
+      ``"dm"`` (the default) by 1. ``"ips"`` is VW's ``cb_adf`` reduction: every action the
+      decision was drawn among (a ``learn_many`` event's offer; ``learn_one``'s: the inventory) is
+      learned, in the offer's order, toward reward / probability for the played action and 0 for
+      the others, the labels set before any line is learned (VW's ``csoaa_ldf``). Where it differs
+      from VW: a line whose error is 0 (an unplayed action while the weights are still 0) counts in
+      NAG's ``t`` and ``N`` here, VW skips it; VW's ``--clip_p`` is not taken. VW's ``dr`` is
+      refused: it learns a separate reward regressor (its own weights and normalizer) whose
+      predictions label the lines, which ``adf`` does not have. ``ignore`` drops the features of
       the namespaces whose first letter it names (VW's ``--ignore``; an action's id is never
-      dropped). ``l1`` is VW's ``--l1``, the truncated gradient (Langford, Li & Zhang 2009) as
-      VW's ``gd`` keeps it: each update adds ``l1`` times its step size (the update over the
-      loss's derivative) to a gravity, and every prediction reads each weight shrunk toward 0
-      by the gravity; the stored weights are not truncated (VW truncates them only between
-      passes, which an online learner never ends, and as a numerical guard once the gravity
-      passes 1e3, which a float64 gravity does not need: a choice). A serving copy holds the
-      truncated weights. ``epsilon`` mixes that share of uniform draws into IGW's distribution (VW's
-      ``--epsilon``, Personalizer's exploration percentage; 0 by default).
+      dropped). ``l1`` is VW's ``--l1``, the truncated gradient (Langford, Li & Zhang 2009) as VW's
+      ``gd`` keeps it: each update adds ``l1`` times its step size (the update over the loss's
+      derivative) to a gravity, and every prediction reads each weight shrunk toward 0 by the
+      gravity; the stored weights are not truncated (VW truncates them between passes, which an
+      online learner never ends, and once the gravity passes 1e3, resetting it to 0: Grove never
+      does, a difference that needs ~1e3 / (l1 eta) updates to show). A serving copy holds the
+      truncated weights. ``epsilon`` mixes that share of uniform draws into IGW's distribution
+      (VW's ``--epsilon``, Personalizer's exploration percentage; 0 by default).
 
     Parameters
     ----------
@@ -323,8 +325,8 @@ class ActionFeaturePolicy(Policy):
     interactions
         VW's ``-q`` pairs of namespaces (``["ut"]``, ``["::"]``); None: all (see above).
     cb_type
-        ``"dm"`` (direct regression), ``"mtr"`` (events weighed by 1 / probability), ``"ips"``
-        or ``"dr"`` (every offered action learned toward its estimate).
+        ``"dm"`` (direct regression), ``"mtr"`` (events weighed by 1 / probability) or ``"ips"``
+        (every offered action learned toward its IPS estimate).
     epsilon
         The share of uniform draws mixed into the distribution (0 to 1).
     ignore
@@ -541,7 +543,7 @@ class ActionFeaturePolicy(Policy):
                   action_features: Mapping | None = None) -> None:
         """Learn that ``action`` (with ``action_features``, or the last it came with) gave
         ``reward`` in context ``x``; the probability weighs the event with ``cb_type``
-        ``"mtr"``, and makes the estimates of ``"ips"`` and ``"dr"`` (which learn every action
+        ``"mtr"``, and makes the estimates of ``"ips"`` (which learns every action
         of the inventory: the offer of a ``learn_many`` event says which were offered)."""
         given = None if action_features is None else {action: action_features}
         self._learn(x, action, reward, probability, None, given)
@@ -570,7 +572,7 @@ class ActionFeaturePolicy(Policy):
         features = self._learned_features(action, given)
         tokens = self._action_tokens(action, features)  # (checked before anything changes)
         lines = [(tokens, reward)]
-        if self.cb_type in ("ips", "dr"):
+        if self.cb_type == "ips":
             lines = self._estimates(context, action, tokens, (reward, probability),
                                     (offered, given))
         self._forget_stale()
@@ -593,12 +595,10 @@ class ActionFeaturePolicy(Policy):
 
     def _estimates(self, context: Tokens, action, tokens: Tokens, feedback: tuple,
                    offer: tuple) -> list[tuple[Tokens, float]]:
-        """VW's ``ips`` and ``dr`` (its ``cb_adf``): every offered action (``offer``: the
-        offered ids, None for the inventory, and the features given) with the label it is
-        learned toward, in the offer's order. IPS: the played action's reward over its
-        probability, 0 for the others; DR: each action's prediction before the event, the
-        played one's plus its error over its probability. (An action offered twice is learned
-        once.)"""
+        """VW's ``ips`` (its ``cb_adf``): every offered action (``offer``: the offered ids, None
+        for the inventory, and the features given) with the label it is learned toward, in the
+        offer's order: the played action's reward over its probability, 0 for the others. (An
+        action offered twice is learned once.)"""
         reward, probability = feedback
         offered, given = offer
         ids = list(dict.fromkeys(self._actions if offered is None else offered))
@@ -606,15 +606,8 @@ class ActionFeaturePolicy(Policy):
             ids.insert(0, action)
         lines = [tokens if a == action else self._action_tokens(a, self._learned_features(a, given))
                  for a in ids]
-        played = ids.index(action)
-        if self.cb_type == "ips":
-            labels = np.zeros(len(ids))
-            labels[played] = reward / probability
-        else:
-            labels = np.empty(len(ids))
-            linear_scores(context, _joined(lines), self._cross, self._scoring_weights(),
-                          self._shift, labels)
-            labels[played] += (reward - labels[played]) / probability
+        labels = np.zeros(len(ids))
+        labels[ids.index(action)] = reward / probability
         return list(zip(lines, labels.tolist()))
 
     def check_context(self, x: dict) -> None:

@@ -24,15 +24,15 @@ anything else is refused with a message listing what Grove accepts. The choices:
   ``--interactions``, ``--cb_type``, ``--ignore``, ``-b``) set Grove's ``adf`` kind, the same model
   (one linear model of the context, the actions' features and their products, learned by VW's
   normalized adaptive update), under VW's meaning: Personalizer's default policy, ``--cb_explore_adf
-  --epsilon 0.2 --power_t 0 -l 0.001 --cb_type mtr -q ::``, is ``--kind adf`` with those
-  settings (its docstring says where the two differ). Without ``--kind`` they choose ``adf``
-  whatever the app's kind was; with another ``--kind`` they are a 400 (the tree policies find
-  interactions themselves and have no such rates). ``--learning_rate``, VW's long ``-l``, is
-  a parameter by name of whichever kind is chosen. ``--cb_type`` takes VW's four (``dm``,
-  ``mtr``, and ``ips`` and ``dr``, which learn every offered action), and ``--ignore`` drops
-  the namespaces it names, as the SDKs' own sample policy has them (``--quadratic GT ...
-  --ignore A --cb_type ips --epsilon 0.2``); ``--l1`` is VW's truncated gradient (the SDKs'
-  sample evaluation policy: ``--cb_type ips -l 0.5 --l1 1E-07 --power_t 0.5``).
+  --epsilon 0.2 --power_t 0 -l 0.001 --cb_type mtr -q ::``, is ``--kind adf`` with those settings
+  (its docstring says where the two differ). Without ``--kind`` they choose ``adf`` whatever the
+  app's kind was; with another ``--kind`` they are a 400 (the tree policies find interactions
+  themselves and have no such rates). ``--learning_rate``, VW's long ``-l``, is a parameter by name
+  of whichever kind is chosen. ``--cb_type`` takes ``dm``, ``mtr`` and ``ips`` (which learns every
+  offered action); ``dr`` is a 400 (VW's trains a reward regressor of its own, which ``adf`` has
+  not), and ``--ignore`` drops the namespaces it names, as the SDKs' own sample policy has them
+  (``--quadratic GT ... --ignore A --cb_type ips --epsilon 0.2``); ``--l1`` is VW's truncated
+  gradient (the SDKs' sample evaluation policy: ``--cb_type ips -l 0.5 --l1 1E-07 --power_t 0.5``).
 - VW's other options (``--ignore_linear``, ``--l2``, ``--bag``, ``--cover``, ``--softmax``,
   ``--first``...) have no Grove counterpart: 400.
 """
