@@ -573,8 +573,7 @@ class ActionFeaturePolicy(Policy):
         tokens = self._action_tokens(action, features)  # (checked before anything changes)
         lines = [(tokens, reward)]
         if self.cb_type == "ips":
-            lines = self._estimates(context, action, tokens, (reward, probability),
-                                    (offered, given))
+            lines = self._ips_lines(action, tokens, reward / probability, offered, given)
         self._forget_stale()
         k = self._action_index(action)
         if given is not None and given.get(action) is not None:
@@ -593,22 +592,18 @@ class ActionFeaturePolicy(Policy):
         features = given.get(action) if given is not None else None
         return self._features_of(action, None) if features is None else features
 
-    def _estimates(self, context: Tokens, action, tokens: Tokens, feedback: tuple,
-                   offer: tuple) -> list[tuple[Tokens, float]]:
-        """VW's ``ips`` (its ``cb_adf``): every offered action (``offer``: the offered ids, None
-        for the inventory, and the features given) with the label it is learned toward, in the
-        offer's order: the played action's reward over its probability, 0 for the others. (An
-        action offered twice is learned once.)"""
-        reward, probability = feedback
-        offered, given = offer
+    def _ips_lines(self, action, tokens: Tokens, estimate: float, offered,
+                   given) -> list[tuple[Tokens, float]]:
+        """VW's ``ips`` (its ``cb_adf``): every offered action (``offered``: None for the
+        inventory; ``given``: the features given) with the label it is learned toward, in the
+        offer's order: ``estimate`` (reward / probability) for the played action, 0 for the
+        others. (An action offered twice is learned once.)"""
         ids = list(dict.fromkeys(self._actions if offered is None else offered))
         if action not in ids:
             ids.insert(0, action)
-        lines = [tokens if a == action else self._action_tokens(a, self._learned_features(a, given))
-                 for a in ids]
-        labels = np.zeros(len(ids))
-        labels[ids.index(action)] = reward / probability
-        return list(zip(lines, labels.tolist()))
+        return [(tokens, estimate) if a == action
+                else (self._action_tokens(a, self._learned_features(a, given)), 0.0)
+                for a in ids]
 
     def check_context(self, x: dict) -> None:
         if not isinstance(x, dict):
