@@ -128,7 +128,7 @@ if ARGV[4] == 'sum' or ARGV[4] == 'average' then
   local total = redis.call('HINCRBYFLOAT', KEYS[2], 'rewardSum', ARGV[3])
   local count = redis.call('HINCRBY', KEYS[2], 'rewardCount', 1)
   -- (the record says how it is learned: the app's setting may change before its deadline)
-  redis.call('HSET', KEYS[2], 'aggregation', ARGV[4])
+  if count == 1 then redis.call('HSET', KEYS[2], 'aggregation', ARGV[4]) end
   return {'added', tostring(total), tostring(count)}
 end
 local id = redis.call('XADD', KEYS[4], '*', unpack(event_entry(ARGV[2], rec, ARGV[3], 'reward')))

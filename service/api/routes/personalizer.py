@@ -349,12 +349,12 @@ async def _join_reward(services: Services, caller: Caller, event_id: str, value:
     """Record one reward; Personalizer's ignored cases answer 204 (see the module doc)."""
     try:
         await usecases.reward(services, caller, event_id, value)
+    except Gone:  # (the app, not the event)
+        raise
     except (Conflict, NotFound) as exc:
         # the store's two conflicts (a second reward under 'earliest', a deferred event not
         # activated) and an eventId unknown or past its wait: Personalizer accepted and
         # ignored them all
-        if isinstance(exc, Gone):
-            raise
         events.info("reward-ignored", extra={"eventId": event_id, "reason": exc.detail})
     except HTTPException as exc:
         if exc.status_code != 422:
@@ -398,9 +398,9 @@ async def _activate(services: Services, caller: Caller, event_id: str) -> None:
         await usecases.activate(services, caller, event_id)
     except Conflict:  # already active: Personalizer's activate could be repeated
         pass
+    except Gone:  # (the app, not the event)
+        raise
     except NotFound as exc:  # unknown or past its wait: Personalizer ignored it (module doc)
-        if isinstance(exc, Gone):
-            raise
         events.info("activate-ignored", extra={"eventId": event_id, "reason": exc.detail})
 
 
