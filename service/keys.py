@@ -39,10 +39,14 @@ def stream(app: str) -> str:
     """Stream: joined events (decision + reward), learned in order; also the app's event log.
 
     Fields of an entry: eventId, context (msgpack map), action, probability (the logged
-    propensity), reward (in the app's reward range), source (reward | sum | default),
-    modelVersion (of the snapshot that decided), decidedAt (unix ms), and offered (msgpack list
-    of the action ids the decision was drawn among) when those were not the app's actions (the
-    request named its own, or excluded some). The trainer's consumer
+    propensity), reward (in the app's reward range), source (reward | sum | average | default |
+    apprentice), modelVersion (of the snapshot that decided), decidedAt (unix ms), and offered
+    (msgpack list of the action ids the decision was drawn among) when those were not the app's
+    actions (the request named its own, or excluded some); actionFeatures when the request gave
+    its actions features; baseline (the action the client showed) for a decision of
+    Personalizer's Apprentice mode, and observed (the reward the client reported) when the
+    policy's draw was not the baseline, so that ``reward`` is the app's default reward (see
+    :mod:`service.scripts`, ``event_entry``). The trainer's consumer
     group is :data:`TRAINER_GROUP`; learned entries are kept ``event_retention`` seconds.
     """
     return _app(app, "events")

@@ -124,3 +124,7 @@ class NewDecision:
     # the candidates' own features (action id -> flat features) when the request or the app
     # gave any: learned with the event by the kinds that score actions by them (adf)
     action_features: dict[str, dict[str, Any]] | None = None
+    # Personalizer's Apprentice mode: the action the client shows (its request's first action,
+    # or a slot's baselineAction); ``action`` is then the policy's own draw, learned as an
+    # imitation of it (service.scripts, event_entry)
+    baseline: str | None = None

@@ -47,7 +47,8 @@ return {'ok'}
 # KEYS: config, deadlines, stats, snapshot, record 1..n
 # ARGV: uid[:rev], grace ms, wait ms, then per record: eventId, deferred (0|1), context, action,
 #       probability, modelVersion, offered (packed action ids; empty: the app's actions),
-#       actionFeatures (packed {action id: features} of the offered actions; empty: none)
+#       actionFeatures (packed {action id: features} of the offered actions; empty: none),
+#       baseline (Personalizer's Apprentice mode: the action the client shows; empty: none)
 # -> {'ok', deadline, current model version} (the API loads a newer snapshot in the background)
 DECIDE = (
     _SAME_CONFIG
@@ -60,7 +61,7 @@ end
     + """
 local grace, deadline = tonumber(ARGV[2]), now + tonumber(ARGV[3])
 for i = 5, #KEYS do
-  local b = 4 + (i - 5) * 8
+  local b = 4 + (i - 5) * 9
   local state = 'pending'
   if ARGV[b + 1] == '1' then state = 'deferred' end
   redis.call('HSET', KEYS[i], 'context', ARGV[b + 2], 'action', ARGV[b + 3],
@@ -68,6 +69,11 @@ for i = 5, #KEYS do
              'decidedAt', now, 'deadline', deadline, 'rewardSum', 0, 'rewardCount', 0)
   if ARGV[b + 6] ~= '' then redis.call('HSET', KEYS[i], 'offered', ARGV[b + 6]) end
   if ARGV[b + 7] ~= '' then redis.call('HSET', KEYS[i], 'actionFeatures', ARGV[b + 7]) end
+  if ARGV[b + 8] ~= '' then
+    redis.call('HSET', KEYS[i], 'baseline', ARGV[b + 8])
+    redis.call('HINCRBY', KEYS[3], 'apprenticeDecisions', 1)
+    if ARGV[b + 8] == ARGV[b + 3] then redis.call('HINCRBY', KEYS[3], 'apprenticeMatches', 1) end
+  end
   redis.call('PEXPIREAT', KEYS[i], deadline + grace)
   redis.call('ZADD', KEYS[2], deadline, ARGV[b])
 end
@@ -76,17 +82,27 @@ return {'ok', tostring(deadline), redis.call('HGET', KEYS[4], 'version') or '0'}
 """
 )
 
+# a decision record's fields, read by ``read_record(key)`` in the order ``rec[i]`` reads them
 _RECORD_FIELDS = """
-local rec = redis.call('HMGET', KEYS[2], 'state', 'deadline', 'context', 'action',
-                       'probability', 'modelVersion', 'decidedAt', 'rewardSum', 'rewardCount',
-                       'offered', 'actionFeatures')
+local function read_record(key)
+  return redis.call('HMGET', key, 'state', 'deadline', 'context', 'action', 'probability',
+                    'modelVersion', 'decidedAt', 'rewardSum', 'rewardCount', 'offered',
+                    'actionFeatures', 'aggregation', 'baseline')
+end
 """
 
-# the learning stream's entry of a decision record ``rec`` (the fields of _RECORD_FIELDS), its
-# reward and the reward's source; the actions offered and their features only when the record
-# has them
+# the learning stream's entry of a decision record ``rec`` (read by read_record), its reward
+# and the reward's source; the actions offered and their features only when the record has
+# them. A record of Personalizer's Apprentice mode (its 'baseline': the action the client
+# showed) learns the policy's own draw as learning-loop's joiner does: the reward the client
+# reports when the draw is the baseline, else the app's default reward ``default``, the
+# reported one kept as 'observed' (service.personalizer.configuration explains the choice).
 _EVENT_ENTRY = """
-local function event_entry(event_id, rec, reward, source)
+local function event_entry(event_id, rec, reward, source, default)
+  local observed = nil
+  if rec[13] and rec[13] ~= rec[4] then
+    observed, reward, source = reward, default, 'apprentice'
+  end
   local entry = {'eventId', event_id, 'context', rec[3], 'action', rec[4],
                  'probability', rec[5], 'reward', reward, 'source', source,
                  'modelVersion', rec[6], 'decidedAt', rec[7]}
@@ -98,17 +114,26 @@ local function event_entry(event_id, rec, reward, source)
     entry[#entry + 1] = 'actionFeatures'
     entry[#entry + 1] = rec[11]
   end
+  if rec[13] then
+    entry[#entry + 1] = 'baseline'
+    entry[#entry + 1] = rec[13]
+  end
+  if observed then
+    entry[#entry + 1] = 'observed'
+    entry[#entry + 1] = observed
+  end
   return entry
 end
 """
 
 # KEYS: config, record, deadlines, stream, stats
-# ARGV: uid[:rev], eventId, reward, aggregation (earliest|sum|average)
+# ARGV: uid[:rev], eventId, reward, aggregation (earliest|sum|average), default reward
 REWARD = (
     _SAME_CONFIG
     + _RECORD_FIELDS
     + _EVENT_ENTRY
     + """
+local rec = read_record(KEYS[2])
 -- a reward for an eventId unknown or past its wait is counted ('unmatched'): Personalizer's
 -- routes answer it 204, and this count is what tells an operator that rewards are lost
 if not rec[1] then
@@ -131,7 +156,8 @@ if ARGV[4] == 'sum' or ARGV[4] == 'average' then
   if count == 1 then redis.call('HSET', KEYS[2], 'aggregation', ARGV[4]) end
   return {'added', tostring(total), tostring(count)}
 end
-local id = redis.call('XADD', KEYS[4], '*', unpack(event_entry(ARGV[2], rec, ARGV[3], 'reward')))
+local id = redis.call('XADD', KEYS[4], '*',
+                      unpack(event_entry(ARGV[2], rec, ARGV[3], 'reward', ARGV[5])))
 redis.call('HSET', KEYS[2], 'state', 'rewarded', 'rewardSum', ARGV[3], 'rewardCount', 1)
 -- kept until its deadline so that a second reward is told 409, not 404
 redis.call('PEXPIREAT', KEYS[2], tonumber(rec[2]))
@@ -165,6 +191,7 @@ return {'activated', tostring(deadline)}
 # ARGV: uid, default reward, eventId 1..n
 EXPIRE = (
     _SAME_APP
+    + _RECORD_FIELDS
     + _EVENT_ENTRY
     + LUA_NOW
     + """
@@ -173,9 +200,7 @@ for i = 5, #KEYS do
   local event_id = ARGV[i - 2]
   local deadline = redis.call('ZSCORE', KEYS[2], event_id)
   if deadline and tonumber(deadline) <= now then
-    local rec = redis.call('HMGET', KEYS[i], 'state', 'deadline', 'context', 'action',
-                           'probability', 'modelVersion', 'decidedAt', 'rewardSum', 'rewardCount',
-                           'offered', 'actionFeatures', 'aggregation')
+    local rec = read_record(KEYS[i])
     if rec[1] == 'pending' then
       local reward, source, counter = ARGV[2], 'default', 'defaulted'
       if tonumber(rec[9]) > 0 then reward, source, counter = rec[8], 'sum', 'rewarded' end
@@ -183,7 +208,7 @@ for i = 5, #KEYS do
         reward = string.format('%.17g', tonumber(rec[8]) / tonumber(rec[9]))
         source = 'average'
       end
-      redis.call('XADD', KEYS[3], '*', unpack(event_entry(event_id, rec, reward, source)))
+      redis.call('XADD', KEYS[3], '*', unpack(event_entry(event_id, rec, reward, source, ARGV[2])))
       redis.call('HINCRBY', KEYS[4], counter, 1)
       learned = learned + 1
     elseif rec[1] == 'deferred' then

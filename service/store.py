@@ -290,6 +290,7 @@ class Store:
                 d.model_version,
                 b"" if d.offered is None else codec.pack(list(d.offered)),
                 b"" if not d.action_features else codec.pack(d.action_features),
+                d.baseline or "",
             ]
         keys_ = [keys.config(name), keys.deadlines(name), keys.stats(name), keys.snapshot(name)]
         return keys_ + [keys.decision(name, d.event_id) for d in decisions], args
@@ -330,7 +331,8 @@ class Store:
             keys.stream(name),
             keys.stats(name),
         ]
-        return keys_, [token, event_id, repr(float(reward)), config.reward_aggregation.value]
+        return keys_, [token, event_id, repr(float(reward)), config.reward_aggregation.value,
+                       repr(float(config.default_reward))]
 
     def _rewarded(self, result, config: AppConfig, event_id: str, reward: float) -> RewardOutcome:
         status = as_str(result[0])

@@ -51,6 +51,7 @@ from service.api.auth import authorized, hash_key, is_admin, same_key
 from service.api.model_cache import ModelCache, ServedModel
 from service.logs import events
 from service.models import Prediction, WrongKind, model_kind
+from service.personalizer.configuration import apprentice
 from service.personalizer.slots import reserved_for_later
 from service.records import AppConfig, NewDecision
 from service.settings import Settings
@@ -119,6 +120,9 @@ class DecideQuery:
     ``event_id=None``: Grove makes one. ``deferred``: the decision waits for ``activate``
     before its reward wait time starts (Personalizer's ``deferActivation``).
     ``action_features``: the features the request gave its actions, by id (None: none).
+    ``baseline``: the action the client would show without Grove (Personalizer's first action,
+    a slot's ``baselineAction``); used only by an app in Personalizer's Apprentice mode (see
+    :mod:`service.personalizer.configuration`).
     """
 
     context: Mapping[str, Any]
@@ -127,6 +131,7 @@ class DecideQuery:
     event_id: str | None = None
     deferred: bool = False
     action_features: Mapping[str, dict[str, Any]] | None = None
+    baseline: str | None = None
 
     @classmethod
     def of(cls, request: Any) -> DecideQuery:
@@ -144,7 +149,11 @@ class DecideQuery:
 
 @dataclass(frozen=True)
 class Decision:
-    """A recorded decision: the chosen action, its propensity and the ranking (Grove's order)."""
+    """A recorded decision: the chosen action, its propensity and the ranking (Grove's order).
+
+    ``baseline``: in Personalizer's Apprentice mode, the action the client is told to show
+    (``action`` is then the policy's own draw, recorded and learned); None otherwise.
+    """
 
     event_id: str
     action: str
@@ -152,6 +161,7 @@ class Decision:
     ranking: list[tuple[str, float]]
     model_version: int
     deferred: bool = False
+    baseline: str | None = None
 
     def as_answer(self) -> dict:
         """The native ``DecideResponse`` fields (snake_case; the response model camelCases)."""
@@ -418,11 +428,26 @@ def _decide_one(
         # (the request's own: the trainer has the app's, as the API)
         action_features=None if not query.action_features else
         {a: f for a, f in query.action_features.items() if a not in excluded} or None,
+        baseline=query.baseline,
     )
-    decision = Decision(
-        event_id, choice.action, choice.probability, choice.ranking, model.version, query.deferred
-    )
+    decision = Decision(event_id, choice.action, choice.probability, choice.ranking,
+                        model.version, query.deferred, query.baseline)
     return record, decision
+
+
+def _apprentice(config: AppConfig, query: DecideQuery) -> DecideQuery:
+    """The query with its baseline only if the app is in Apprentice mode (422 if that
+    baseline is not among its actions or is excluded: the client is told to show it)."""
+    if query.baseline is None or not apprentice(config):
+        return replace(query, baseline=None) if query.baseline is not None else query
+    actions = query.actions if query.actions is not None else config.action_id_tuple
+    if query.baseline not in actions or query.baseline in query.excluded:
+        raise HTTPException(
+            422,
+            f"the baseline action {query.baseline!r} (Apprentice mode: the first action, or "
+            "the slot's baselineAction) must be an action of the request and not excluded",
+        )
+    return query
 
 
 def _log_decision(config: AppConfig, decision: Decision) -> None:
@@ -456,13 +481,15 @@ def _decide_all(
     allowed = [set(q.actions if q.actions is not None else config.action_id_tuple)
                - set(q.excluded) for q in queries] if distinct else []
     for i, query in enumerate(queries):
-        if distinct:  # later queries exclude the actions chosen before them, and each leaves
-            chosen = {d.action for _, d in pairs}  # the later ones an action (slots.py)
-            reserved = reserved_for_later([a - chosen for a in allowed[i + 1:]])
-            if chosen or reserved & allowed[i]:
-                query = replace(query, excluded=(*query.excluded, *chosen,
-                                                 *sorted(reserved & allowed[i])))
         try:
+            query = _apprentice(config, query)  # (before the exclusions of earlier slots)
+            if distinct:  # later queries exclude the actions shown before them (the chosen
+                # ones; Apprentice mode: the baselines), and each leaves the later ones one
+                chosen = {d.baseline or d.action for _, d in pairs}
+                reserved = reserved_for_later([a - chosen for a in allowed[i + 1:]])
+                if chosen or reserved & allowed[i]:  # (slots.py)
+                    query = replace(query, excluded=(*query.excluded, *chosen,
+                                                     *sorted(reserved & allowed[i])))
             pairs.append(_decide_one(config, model, query, max_features))
         except HTTPException as exc:
             if not batch:

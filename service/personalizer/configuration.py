@@ -19,9 +19,32 @@ modelExportFrequency       kept and returned; Grove's trainer publishes a new mo
                            least every ``GROVE_SNAPSHOT_INTERVAL`` seconds (1 s by default),
                            which is never slower than the frequency asked for
 modelRetrainDays,          kept and returned; Grove learns online from every event, it
-learningMode (Online),     has no retraining window, apprentice mode or auto-optimization
-isAutoOptimizationEnabled  (other learning modes and auto-optimization: 400)
+isAutoOptimizationEnabled  has no retraining window or auto-optimization (auto-optimization:
+                           400)
+learningMode               ``Online`` (the default) or ``Apprentice`` (below); ``LoggingOnly``
+                           is a 400
 =========================  ===========================================================
+
+**Apprentice mode** (Personalizer's, for an app whose existing logic keeps choosing while the
+model learns). A rank answers the baseline as ``rewardActionId``: the request's first action, a
+slot's ``baselineAction`` (an excluded baseline is a 400). The ranking lists the actions in the
+request's order with the model's probabilities. The model still draws its own action as in
+Online mode, and that draw is what the event records, with its probability. What it learns
+is learning-loop's rule (microsoft/learning-loop, the open successor of Personalizer, whose
+joiner and client do exactly this): the reward the client reports when the draw was the
+baseline, else the app's default reward; the reported reward is kept in the log as
+``observed``.
+
+Why this rule and not "the baseline was shown, learn it with probability 1": the mode's purpose
+is that the model comes to choose what the existing logic chooses, and a rule that only ever
+learns the baseline's rewards never learns that another action is not the baseline's choice
+for a context (a model fitted per action predicts the baseline's reward of one context for an
+action shown only in other contexts). Under this rule every event is a properly randomized
+bandit event for a surrogate reward (the reported one if the draw matches, the default
+otherwise): its propensity is the true probability of the draw, so the app's log stays fit for
+counterfactual evaluation, of that surrogate. The app's stats count ``apprenticeDecisions`` and
+``apprenticeMatches`` (draws that were the baseline): the share Personalizer's portal showed
+before an app was switched to Online. Grove's native decide is not affected by the mode.
 
 The values that are not fields of :class:`service.records.AppConfig` live in its ``extra``
 under ``"personalizer"``; :func:`exploration_floor` and :func:`event_retention` read them for
@@ -45,7 +68,8 @@ EXTRA = "personalizer"
 DEFAULT_EXPLORATION = 0.2
 DEFAULT_EXPORT = 300.0
 _AGGREGATIONS = {a.value: a for a in Aggregation}
-_MODES = ("Online",)
+_MODES = ("Online", "Apprentice")
+APPRENTICE = "Apprentice"
 
 
 class ConfigurationError(ValueError):
@@ -93,6 +117,16 @@ def with_floor(kind: str, params: dict[str, Any], floor: float | None) -> dict[s
     return {**params, param: floor}
 
 
+def learning_mode(config: AppConfig) -> str:
+    """The app's ``learningMode``: ``Online`` unless set (see the module doc)."""
+    return str(stored(config).get("learningMode", "Online"))
+
+
+def apprentice(config: AppConfig) -> bool:
+    """Whether the app's Personalizer rank answers the baseline (Apprentice mode)."""
+    return config.extra.get(EXTRA, {}).get("learningMode") == APPRENTICE
+
+
 def event_retention(config: AppConfig, default: float) -> float:
     """Seconds the app's learned events are kept (``math.inf``: never trimmed)."""
     days = stored(config).get("logRetentionDays")
@@ -114,7 +148,7 @@ def public(config: AppConfig, retention_default: float) -> dict[str, Any]:
         "logRetentionDays": -1 if math.isinf(retention) else math.ceil(retention / 86_400),
         "modelRetrainDays": int(extra.get("modelRetrainDays", 0)),
         "lastConfigurationEditDate": _iso(config.updated_at),
-        "learningMode": "Online",
+        "learningMode": learning_mode(config),
         "isAutoOptimizationEnabled": False,
         "logMirrorEnabled": False,
     }
@@ -214,11 +248,13 @@ def changes(config: AppConfig, body: dict[str, Any]) -> dict[str, Any]:
             )
         extra["modelRetrainDays"] = retrain
     mode = body.get("learningMode")
-    if mode is not None and mode not in _MODES:
-        raise ConfigurationError(
-            f"learningMode {mode!r}: Grove learns online ('Online'); apprentice and logging-only "
-            "modes have no Grove counterpart"
-        )
+    if mode is not None:
+        if mode not in _MODES:
+            raise ConfigurationError(
+                f"learningMode {mode!r}: Grove takes 'Online' or 'Apprentice'; logging-only has "
+                "no Grove counterpart"
+            )
+        extra["learningMode"] = mode
     if body.get("isAutoOptimizationEnabled"):
         raise ConfigurationError(
             "isAutoOptimizationEnabled: Grove has no periodic auto-optimization; run an "

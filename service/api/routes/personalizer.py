@@ -241,17 +241,23 @@ def _rank_refusals(suffix: str = ""):
         raise bad_request(f"{exc.detail}{suffix}", "InvalidRankRequest") from None
 
 
-def _ranking(decision: Decision, excluded: list[str], offered: set[str]) -> list[dict]:
+def _ranking(decision: Decision, excluded: list[str], offered: list[str]) -> list[dict]:
     """Every offered action once, the chosen first; an excluded one with probability 0 (one the
-    request did not offer is not in the ranking)."""
+    request did not offer is not in the ranking). Apprentice mode: the offered actions in the
+    request's order (the baseline first), with the policy's probabilities (learning-loop's)."""
+    if decision.baseline is not None:
+        probability = dict(decision.ranking)
+        return [{"id": a, "probability": probability.get(a, 0.0)} for a in offered]
     chosen = decision.action
     others = [{"id": a, "probability": p} for a, p in decision.ranking if a != chosen]
     others.sort(key=lambda r: -r["probability"])  # stable: ties keep Grove's order
     ranked = [{"id": chosen, "probability": decision.probability}, *others]
-    seen = {r["id"] for r in ranked}
+    if not excluded:
+        return ranked
+    seen, known = {r["id"] for r in ranked}, set(offered)
     return ranked + [
         {"id": a, "probability": 0.0} for a in dict.fromkeys(excluded)
-        if a not in seen and a in offered
+        if a not in seen and a in known
     ]
 
 
@@ -266,12 +272,14 @@ async def rank(body: RankRequest, caller: CallerDep, services: ServicesDep) -> d
         body.excludedActions or [],
         bool(body.deferActivation),
     )
+    # (the baseline of Apprentice mode: the use case drops it for an app in Online mode)
+    query = dataclasses.replace(query, baseline=actions[0].id)
     with _rank_refusals():
         decision = await usecases.decide(services, caller, query)
     return {
         "eventId": decision.event_id,
-        "rewardActionId": decision.action,
-        "ranking": _ranking(decision, body.excludedActions or [], {a.id for a in actions}),
+        "rewardActionId": decision.baseline or decision.action,
+        "ranking": _ranking(decision, body.excludedActions or [], [a.id for a in actions]),
     }
 
 
@@ -297,7 +305,8 @@ async def rank_multi_slot(
         deferred = bool(body.deferActivation)
         query = _query(None, slot_features, actions, list(slot.excluded), deferred)
         # the slot's own eventId ('#' is outside the pattern a client's eventId must match)
-        queries.append(dataclasses.replace(query, event_id=slot_event_id(event_id, slot.id)))
+        queries.append(dataclasses.replace(query, event_id=slot_event_id(event_id, slot.id),
+                                           baseline=slot.baseline))
     # slots in order, each excluding the earlier slots' actions; all recorded or none
     with _rank_refusals(" (requests[i] is slots[i])"):
         decisions = await usecases.decide_batch(services, caller, queries, distinct=True)
@@ -305,7 +314,7 @@ async def rank_multi_slot(
     return {
         "eventId": event_id,
         "slots": [
-            {"id": slot.id, "rewardActionId": decision.action}
+            {"id": slot.id, "rewardActionId": decision.baseline or decision.action}
             for slot, decision in zip(slots, decisions, strict=True)
         ],
     }
