@@ -19,6 +19,16 @@ Estimates (:mod:`online.confidence`, :mod:`online.evaluation`):
   propensity (an estimate: the log has only the chosen action's);
 - values are in the app's reward units (Grove learns rewards rescaled into [0, 1]).
 
+The summary's ``confidenceInterval`` is what a Personalizer client reads as one interval: the
+hull of the IPS band and the IPS estimate (:func:`summary_interval`), so that it is ordered
+and holds the estimate. The band itself stays in ``estimates.ips``. Two things make them
+differ, both for candidates that learn while they are replayed: the band bounds the best value
+the candidate had from below and its worst from above, so it is inverted (low > high) when the
+candidate improved by more than the band's width; and the IPS mean is not the band's centre
+(its upper side is read from ``w (1 - r)``), so it can fall outside, above 1 even. A superset of
+a confidence set keeps its coverage, so the summary's interval is still valid; the optimal
+policy is chosen on the band itself (``_optimal``).
+
 Candidates (Personalizer's ``policySource``): ``Online`` (the policy that served: its own
 rewards, w = 1), ``Random`` (uniform over the actions), ``Baseline`` (the first action of the
 request's list, as Personalizer's; a candidate only when the app lists actions), the request's
@@ -171,7 +181,8 @@ def evaluate(
             "policySource": candidate.source,
             "summary": {
                 "expectedReward": in_units(ips.value),
-                "confidenceInterval": [in_units(ips.low), in_units(ips.high)],
+                "confidenceInterval": [in_units(x) for x in
+                                       summary_interval(ips.value, ips.low, ips.high)],
             },
             "estimates": {
                 "ips": {"value": in_units(ips.value), "low": in_units(ips.low),
@@ -196,15 +207,32 @@ def evaluate(
     }
 
 
+def summary_interval(value: float, low: float, high: float) -> tuple[float, float]:
+    """The smallest interval holding the band ``[low, high]`` (inverted or not) and the
+    estimate ``value`` (see the module doc); NaN ends (no events) stay NaN.
+
+    >>> summary_interval(0.5, 0.4, 0.6)
+    (0.4, 0.6)
+    >>> summary_interval(0.62, 0.61, 0.60)  # a learning candidate's inverted band
+    (0.6, 0.62)
+    >>> summary_interval(1.03, 0.4, 0.98)  # an IPS mean above the band
+    (0.4, 1.03)
+    """
+    if not (math.isfinite(value) and math.isfinite(low) and math.isfinite(high)):
+        return low, high
+    return min(value, low, high), max(value, low, high)
+
+
 def _optimal(results: list[dict]) -> str | None:
-    """The candidate surely better than the Online policy (see the module doc), or None."""
+    """The candidate surely better than the Online policy (see the module doc), or None: on
+    the IPS bands themselves, not the summaries' hulls."""
     online = next((r for r in results if r["policySource"] == "Online"), None)
-    if online is None or online["summary"]["confidenceInterval"][1] is None:
+    if online is None or online["estimates"]["ips"]["high"] is None:
         return None
-    bar = online["summary"]["confidenceInterval"][1]
+    bar = online["estimates"]["ips"]["high"]
     best = None
     for result in results:
-        lo = result["summary"]["confidenceInterval"][0]
+        lo = result["estimates"]["ips"]["low"]
         if result["policySource"] in ("Online", "Random", "Baseline") or lo is None:
             continue
         if lo > bar and (best is None or lo > best[0]):

@@ -80,10 +80,17 @@ def test_evaluation_create_get_list_apply_delete(admin, client, worker):  # noqa
     assert {"Online", "Random", "forest-3", "bandit-forest", "personalizer"} <= set(values)
     assert 0.0 < values["personalizer"]["summary"]["expectedReward"] < 1.0
     # (a policy that learns: its IPS estimate may pass 1 on 400 events, and its band may be
-    # inverted, the best value it had bounded from below, the worst from above)
-    custom = values["Custom Policy 1"]["summary"]
-    assert custom["expectedReward"] > 0.0
-    assert all(0.0 <= end <= 1.0 for end in custom["confidenceInterval"])
+    # inverted, the best value it had bounded from below, the worst from above; the summary's
+    # interval is ordered and holds the estimate all the same, the band is in the estimates)
+    custom = values["Custom Policy 1"]
+    assert custom["summary"]["expectedReward"] > 0.0
+    assert all(0.0 <= end for end in custom["summary"]["confidenceInterval"])
+    assert all(0.0 <= custom["estimates"]["ips"][end] <= 1.0 for end in ("low", "high"))
+    for value in values.values():
+        low, high = value["summary"]["confidenceInterval"]
+        assert low <= value["summary"]["expectedReward"] <= high, value["name"]
+        assert low <= min(value["estimates"]["ips"]["low"], value["estimates"]["ips"]["high"])
+        assert high >= max(value["estimates"]["ips"]["low"], value["estimates"]["ips"]["high"])
     assert values["Online"]["policySource"] == "Online"
     low, high = values["Random"]["summary"]["confidenceInterval"]
     assert low <= values["Random"]["summary"]["expectedReward"] <= high
