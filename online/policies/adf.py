@@ -287,9 +287,11 @@ class ActionFeaturePolicy(Policy):
       Personalizer had none), and a pair of two context namespaces or of two action namespaces adds
       no product (context products add the same to every action's score; products of two action
       features are not learned: ``-q ::`` is read as every context feature times every action
-      feature). ``cb_type`` ``"mtr"`` weighs an event by 1 / its probability (VW's importance
-      weight: ``G``, ``t``, ``N`` and the step grow by it, the step still never passes the reward),
-      ``"dm"`` (the default) by 1. ``"ips"`` is VW's ``cb_adf`` reduction: every action the
+      feature). ``cb_type`` ``"mtr"`` weighs an event by 1 / its probability over the mean
+      number of actions the events learned so far were drawn among, this one's included (VW's
+      importance weight, as its ``learn_MTR`` sets it from ``event_sum / action_sum``: ``G``,
+      ``t``, ``N`` and the step grow by it, the step still never passes the reward), ``"dm"``
+      (the default) by 1. ``"ips"`` is VW's ``cb_adf`` reduction: every action the
       decision was drawn among (a ``learn_many`` event's offer; ``learn_one``'s: the inventory) is
       learned, in the offer's order, toward reward / probability for the played action and 0 for
       the others, the labels set before any line is learned (VW's ``csoaa_ldf``). Where it differs
@@ -325,7 +327,8 @@ class ActionFeaturePolicy(Policy):
     interactions
         VW's ``-q`` pairs of namespaces (``["ut"]``, ``["::"]``); None: all (see above).
     cb_type
-        ``"dm"`` (direct regression), ``"mtr"`` (events weighed by 1 / probability) or ``"ips"``
+        ``"dm"`` (direct regression), ``"mtr"`` (events weighed by 1 / probability, over the
+        mean offer's size) or ``"ips"``
         (every offered action learned toward its IPS estimate).
     epsilon
         The share of uniform draws mixed into the distribution (0 to 1).
@@ -417,7 +420,9 @@ class ActionFeaturePolicy(Policy):
         self._ignored = ignored_namespaces(ignore) if ignore else None
         size = 1 << bits
         self._weights = Weights(np.zeros(size), np.zeros(size), np.zeros(size))
-        self._totals = np.zeros(3)  # NAG's t (examples), N (normalizer), --l1's gravity
+        # NAG's t (examples), N (normalizer), --l1's gravity; mtr's events and the actions
+        # they were drawn among (VW's event_sum and action_sum)
+        self._totals = np.zeros(5)
         self._plays = np.zeros(0, np.int64)  # events learned per action index
         self._features: list = []  # per action index: the last features it came with, or None
         self._tokens: dict = {}  # action -> (its features, Tokens of its id and features)
@@ -578,8 +583,12 @@ class ActionFeaturePolicy(Policy):
         k = self._action_index(action)
         if given is not None and given.get(action) is not None:
             self._features[k] = _stored(given[action])
-        rule = Rule(self.learning_rate, self.power_t,
-                    1.0 / probability if self.cb_type == "mtr" else 1.0, self.l1)
+        importance = 1.0
+        if self.cb_type == "mtr":  # VW's learn_MTR: 1 / p over the mean offer's size so far
+            self._totals[3] += 1.0
+            self._totals[4] += len(self._offer(action, offered))
+            importance = self._totals[3] / (probability * self._totals[4])
+        rule = Rule(self.learning_rate, self.power_t, importance, self.l1)
         for line, label in lines:
             nag_step(context, line, label, self._weights, self._totals, rule, self._cross,
                      self._shift)
@@ -598,12 +607,17 @@ class ActionFeaturePolicy(Policy):
         inventory; ``given``: the features given) with the label it is learned toward, in the
         offer's order: ``estimate`` (reward / probability) for the played action, 0 for the
         others. (An action offered twice is learned once.)"""
+        return [(tokens, estimate) if a == action
+                else (self._action_tokens(a, self._learned_features(a, given)), 0.0)
+                for a in self._offer(action, offered)]
+
+    def _offer(self, action, offered) -> list:
+        """The actions an event was drawn among, once each: ``offered`` (None: the inventory),
+        with the played action first if it is not in it."""
         ids = list(dict.fromkeys(self._actions if offered is None else offered))
         if action not in ids:
             ids.insert(0, action)
-        return [(tokens, estimate) if a == action
-                else (self._action_tokens(a, self._learned_features(a, given)), 0.0)
-                for a in ids]
+        return ids
 
     def check_context(self, x: dict) -> None:
         if not isinstance(x, dict):
@@ -674,8 +688,8 @@ class ActionFeaturePolicy(Policy):
         if "s" not in state:  # (a serving copy: decides, never learns)
             weights.s[used] = 1.0
         self._weights = weights
-        totals = np.zeros(3)  # (states written before --l1 hold t and N only)
-        given = np.asarray(state.get("totals", (0.0, 0.0)), float).reshape(-1)[:3]
+        totals = np.zeros(5)  # (states written before --l1 hold t and N only, before mtr's
+        given = np.asarray(state.get("totals", (0.0, 0.0)), float).reshape(-1)[:5]  # 3)
         totals[: given.size] = given
         self._totals = totals
         self._truncated = None

@@ -436,6 +436,29 @@ def test_mtr_weighs_an_event_by_one_over_its_probability(power_t, counts):
             1.0 - math.exp(-2 * eta * times), rel=1e-12)
 
 
+def test_mtr_divides_by_the_mean_number_of_actions_offered():
+    """VW's ``learn_MTR`` weighs by 1 / p x events / actions, the counts including this event:
+    4 actions offered at p = 1/4 weigh 1 (a step of 1 - e^(-2 eta)); a second event's offer of
+    2 at p = 1/2 weighs 2 x 2 / 6 = 2/3 (at power_t 0, on one context, each step leaves
+    e^(-2 eta importance) of the error; the first prediction is read from a ``dm`` twin)."""
+    eta = 0.1
+    policy = ActionFeaturePolicy(seed=0, learning_rate=eta, cb_type="mtr", power_t=0.0)
+    policy.learn_many([({"p": 2.0}, "a", 1.0, 0.25, ("a", "b", "c", "d"))])
+    assert policy.scores({"p": 2.0}, ["a"])[0] == pytest.approx(1.0 - math.exp(-2 * eta),
+                                                                rel=1e-12)
+    assert policy._totals[3:].tolist() == [1.0, 4.0]
+    policy.learn_many([({"p": 2.0}, "a", 0.0, 0.5, ("a", "b"))])
+    assert policy._totals[3:].tolist() == [2.0, 6.0]
+    twin = ActionFeaturePolicy(seed=0, learning_rate=eta, cb_type="dm", power_t=0.0)
+    twin.learn_many([({"p": 2.0}, "a", 1.0, 0.25, ("a", "b", "c", "d"))])
+    y1 = twin.scores({"p": 2.0}, ["a"])[0]
+    # dm weighs 1; mtr's second event weighs 2/3: e^-(2 eta 2/3) of the prediction is left
+    assert policy.scores({"p": 2.0}, ["a"])[0] == pytest.approx(
+        y1 * math.exp(-2 * eta * 2 / 3), rel=1e-9)
+    again = ActionFeaturePolicy.from_state(policy.to_state())
+    assert again._totals.tolist() == policy._totals.tolist()
+
+
 def test_interactions_multiply_only_the_namespaces_named():
     """With ``-q ut`` a user's features (``user.*``) meet an article's topic (``topic.*``),
     and the device (default namespace) meets none: two articles never played (their ids
@@ -502,9 +525,11 @@ def test_ips_learns_the_events_offer_or_else_the_inventory():
     # c, in the inventory but not offered, is learned toward 0 only from the inventory
     assert by_offer.scores(x, ["c"])[0] == pytest.approx(by_offer.scores(x, ["zz"])[0])
     assert by_inventory.scores(x, ["c"])[0] != pytest.approx(by_inventory.scores(x, ["zz"])[0])
-    # the mtr and dm ways learn the played action alone, whatever was offered
+    # the mtr and dm ways learn the played action alone, whatever was offered (mtr weighs it
+    # by the offer's size: an inventory of as many actions learns it the same)
     for cb_type in ("dm", "mtr"):
         one, other = (ActionFeaturePolicy(seed=0, cb_type=cb_type) for _ in range(2))
+        other.add_action("z")
         one.learn_many([(x, "a", 1.0, 0.5, ("a", "b"))])
         other.learn_one(x, "a", 1.0, 0.5)
         assert np.array_equal(one._weights.w, other._weights.w)
