@@ -39,6 +39,12 @@ _APP_COUNTERS = {
     "defaulted": ("default_rewards", "decisions learned with the app's defaultReward"),
     "dropped": ("dropped_decisions", "deferred decisions never activated"),
     "switches": ("policy_switches", "serving-candidate switches of an auto app (new versions)"),
+    "unmatched": ("unmatched_rewards",
+                  "rewards for an eventId unknown or past its wait (ignored, not learned)"),
+    "apprenticeDecisions": ("apprentice_decisions",
+                            "Personalizer Apprentice-mode ranks (the baseline answered)"),
+    "apprenticeMatches": ("apprentice_matches",
+                          "Apprentice-mode ranks whose model draw was the baseline"),
 }
 #: routes whose latency is a decide or a reward (also in the per-route histogram)
 _OPERATIONS = {

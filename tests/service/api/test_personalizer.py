@@ -108,6 +108,7 @@ def test_keys_and_errors_in_personalizers_shape(client, news, caplog):
     assert ignored == {("reward-ignored", "nope"), ("activate-ignored", "nope")}
     native = {"Authorization": "Bearer " + news["Ocp-Apim-Subscription-Key"]}
     assert client.get("/apps/news", headers=native).json()["stats"]["unmatched"] == 1
+    assert 'grove_app_unmatched_rewards_total{app="news"} 1.0' in client.get("/metrics").text
     unknown = client.post("/apps/news/reward", json={"eventId": "nope", "reward": 1},
                           headers=native)
     assert unknown.status_code == 404 and "nope" in unknown.json()["detail"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+import httpx
 import pytest
 from azure.core.exceptions import HttpResponseError
 
@@ -45,7 +46,8 @@ def _entries(store) -> dict[str, dict[str, str]]:
     return out
 
 
-def test_rank_answers_the_baseline_and_the_models_draw_is_learned(admin, client, store):
+def test_rank_answers_the_baseline_and_the_models_draw_is_learned(admin, client, store,
+                                                                  server):
     _apprentice(admin)
     draws = {}
     for i in range(60):
@@ -69,6 +71,9 @@ def test_rank_answers_the_baseline_and_the_models_draw_is_learned(admin, client,
     stats = store.redis.hgetall(keys.stats("news"))
     assert int(stats[b"apprenticeDecisions"]) == 60
     assert int(stats[b"apprenticeMatches"]) == len(matched)
+    metrics = httpx.get(server + "/metrics").text
+    assert 'grove_app_apprentice_decisions_total{app="news"} 60.0' in metrics
+    assert f'grove_app_apprentice_matches_total{{app="news"}} {len(matched)}.0' in metrics
     for event_id, entry in _entries(store).items():
         assert entry["action"] == draws[event_id] and entry["baseline"] == baselines[event_id]
         if event_id in matched:  # the reported reward, for the draw that was shown
