@@ -1,6 +1,6 @@
 """The fast path of ``POST /apps/{app}/decide`` and ``/reward``, and of Personalizer's
-``/rank`` and ``/events/{eventId}/reward``: the same route functions, called without FastAPI's
-per-request machinery.
+``/rank`` and ``/events/{eventId}/reward`` (single- and multi-slot): the same route functions,
+called without FastAPI's per-request machinery.
 
 Profiled under wrk, FastAPI's routing, dependency resolution and body handling cost an API
 process more CPU per decide than the decide itself (the use case, its Redis script and the
@@ -41,6 +41,7 @@ from starlette.responses import JSONResponse
 from service.api.routes import decisions, personalizer
 from service.api.schemas import APP_NAME, EVENT_ID, DecideRequest, RewardRequest
 from service.api.usecases import Caller
+from service.personalizer.slots import MULTI_SLOT_EVENT_ID
 from service.personalizer.versions import NEWEST, PATH_VERSION
 
 
@@ -65,12 +66,20 @@ _ROUTES = {
                    personalizer.RankResponse, 201),
     "events": _Route(personalizer.RewardRequest, personalizer.reward,
                      "/personalizer/events/{eventId}/reward", path_args=("eventId",)),
+    "multislot/rank": _Route(personalizer.MultiSlotRankRequest, personalizer.rank_multi_slot,
+                             "/personalizer/multislot/rank", personalizer.MultiSlotRankResponse,
+                             201),
+    "multislot/events": _Route(personalizer.MultiSlotRewardRequest,
+                               personalizer.reward_multi_slot,
+                               "/personalizer/multislot/events/{eventId}/reward",
+                               path_args=("eventId",)),
 }
 _PATH = re.compile(r"^/apps/([^/]+)/(decide|reward)$")
 _APP = re.compile(APP_NAME)
 _PERSONALIZER = re.compile(
-    rf"^/personalizer(?:/({PATH_VERSION}))?/(?:(rank)|events/([^/]+)/reward)$")
-_EVENT_ID = re.compile(EVENT_ID)
+    rf"^/personalizer(?:/({PATH_VERSION}))?/(multislot/)?(?:(rank)|events/([^/]+)/reward)$")
+#: the eventIds each family's routes take (the stack answers the others)
+_EVENT_IDS = {"": re.compile(EVENT_ID), "multislot/": re.compile(MULTI_SLOT_EVENT_ID)}
 #: the query strings of a Personalizer request served here (anything else: the stack's checks)
 _QUERIES = (b"", f"api-version={NEWEST}".encode())
 
@@ -104,10 +113,11 @@ def _match(scope: dict, limit: int) -> tuple[_Route, Caller, dict] | None:
     found = _PERSONALIZER.match(path) if path.startswith("/personalizer/") else None
     if found is None:
         return None
-    version, rank, event_id = found.groups()
+    version, family, rank, event_id = found.groups()
+    family = family or ""
     if version is None and scope.get("query_string", b"") not in _QUERIES:
         return None
-    if event_id is not None and not _EVENT_ID.match(event_id):
+    if event_id is not None and not _EVENT_IDS[family].match(event_id):
         return None
     bearer, subscription, within = _keys(scope, limit)
     key = subscription or bearer
@@ -116,8 +126,8 @@ def _match(scope: dict, limit: int) -> tuple[_Route, Caller, dict] | None:
     # as PersonalizerPaths leaves it (the routes' version_of reads it)
     scope["state"] = {**scope.get("state", {}), "personalizer_version": version or NEWEST}
     if rank:
-        return _ROUTES["rank"], Caller(key, app=None), {}
-    return _ROUTES["events"], Caller(key, app=None), {"eventId": event_id}
+        return _ROUTES[family + "rank"], Caller(key, app=None), {}
+    return _ROUTES[family + "events"], Caller(key, app=None), {"eventId": event_id}
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,9 @@ from typing import Any
 from service.api.personalizer_map import flatten
 
 _SAFE_SLOT = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+#: a multi-slot event's own eventId: room left for the '#<slot>' suffix of each slot's decision
+#: within Grove's 128 characters
+MULTI_SLOT_EVENT_ID = r"^[A-Za-z0-9_.:-]{1,100}$"
 SEPARATOR = "#"
 SLOT_NAMESPACE = "slot"
 

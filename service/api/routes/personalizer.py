@@ -50,6 +50,7 @@ from service.feature_checks import check_text
 from service.logs import events
 from service.personalizer.errors import PersonalizerError, bad_request
 from service.personalizer.slots import (
+    MULTI_SLOT_EVENT_ID,
     Slot,
     SlotError,
     check_slots,
@@ -116,8 +117,7 @@ class MultiSlotRankRequest(_Lenient):
     contextFeatures: list[dict[str, Any]] | None = Field(default=None, max_length=1000)
     actions: list[RankableAction] = Field(min_length=1, max_length=10_000)
     slots: list[SlotRequest] = Field(min_length=1, max_length=50)
-    # room for the '#<slot>' suffix of each slot's decision within Grove's 128 characters
-    eventId: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.:-]{1,100}$")
+    eventId: str | None = Field(default=None, pattern=MULTI_SLOT_EVENT_ID)
     deferActivation: bool | None = None
 
 
@@ -143,7 +143,7 @@ class MultiSlotRewardRequest(_Lenient):
 EventId = Annotated[str, Path(pattern=EVENT_ID, description="the eventId of a rank call")]
 MultiSlotEventId = Annotated[
     str,
-    Path(pattern=r"^[A-Za-z0-9_.:-]{1,100}$", description="the eventId of a multi-slot rank call"),
+    Path(pattern=MULTI_SLOT_EVENT_ID, description="the eventId of a multi-slot rank call"),
 ]
 
 

@@ -21,7 +21,7 @@ def served(monkeypatch) -> list[str]:
     """The routes the fast path called, in order (each request's answer is compared with the
     stack's; this says which of the two the fast path served)."""
     calls: list[str] = []
-    for name in ("rank", "events"):
+    for name in ("rank", "events", "multislot/rank", "multislot/events"):
         route = fast_path._ROUTES[name]
 
         async def spy(*args, _call=route.call, _name=name):
@@ -109,3 +109,40 @@ def test_rewards_answer_the_same_and_an_unknown_version_is_the_stack_s(client, k
                   status="201") >= 2
     assert metric(text, "grove_http_requests_total",
                   route="/personalizer/events/{eventId}/reward", status="204") == 4
+
+
+SLOTS = [{"id": "top", "baselineAction": "a0"}, {"id": "side", "baselineAction": "a1",
+                                                "features": [{"size": "small"}]}]
+
+
+@pytest.mark.parametrize("path, query", [
+    ("/personalizer/v1.1-preview.3/multislot/rank", ""), ("/personalizer/multislot/rank", ""),
+    ("/personalizer/multislot/rank", "?api-version=2022-09-01-preview"),
+])
+def test_a_multi_slot_rank_and_reward_answer_the_same(client, key, served, path, query):
+    body = {"contextFeatures": [{"user": {"segment": "s1"}}], "actions": ACTIONS, "slots": SLOTS}
+    fast, stack = both(client, path, body, key, query)  # (Grove makes each an eventId)
+    assert served == ["multislot/rank"]
+    assert fast.status_code == stack.status_code == 201, (fast.text, stack.text)
+    assert fast.headers["content-type"] == stack.headers["content-type"]
+    for answer in (fast, stack):
+        slots = answer.json()["slots"]
+        assert [s["id"] for s in slots] == ["top", "side"]
+        assert len({s["rewardActionId"] for s in slots}) == 2
+    assert set(fast.json()) == set(stack.json()) == {"eventId", "slots"}
+    reward_path = path.replace("/rank", "/events/{}/reward") + query
+    rewards = {"reward": [{"slotId": "top", "value": 1.0}, {"slotId": "side", "value": 0.0}]}
+    fast = client.post(reward_path.format(fast.json()["eventId"]), json=rewards, headers=key)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fast_path, "_match", lambda scope, limit: None)
+        stack = client.post(reward_path.format(stack.json()["eventId"]), json=rewards,
+                            headers=key)
+    assert fast.status_code == stack.status_code == 204 and fast.content == stack.content == b""
+    assert served == ["multislot/rank", "multislot/events"]
+    for bad_path, bad in ((reward_path.format("m-1"), {"reward": [{"slotId": "top"}]}),
+                          (reward_path.format("a%23b"), rewards),  # outside the pattern
+                          (path + query, {**body, "slots": [{"id": "top"}]})):
+        fast, stack = both(client, bad_path, bad, key)
+        assert fast.status_code == stack.status_code and fast.status_code >= 400, bad_path
+        assert fast.json() == stack.json()
+    assert served == ["multislot/rank", "multislot/events"]  # the stack answered those
