@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from service.jobs import feature_selection, pruning, rule_distillation
+from service.jobs import feature_selection, pruning, rule_distillation, warm_start
 from service.jobs.dataset import Dataset
 from service.personalizer import jobs as personalizer_jobs
 
@@ -42,6 +42,9 @@ class JobKind:
     summary: str
     #: modules the worker imports once at start, so that each forked attempt has them
     preload: tuple[str, ...] = ()
+    #: the kind reads the app's stream itself: an ``events`` source is not loaded into a frame
+    #: (its ``last`` is handed to the kind as the number of events to read)
+    reads_stream: bool = False
 
 
 KINDS: dict[str, JobKind] = {
@@ -76,6 +79,14 @@ KINDS: dict[str, JobKind] = {
             "Personalizer offline evaluation: counterfactual values (IPS with anytime-valid "
             "bands, SNIPS, DR) of candidate policies on an app's logged events in a time window",
             preload=("online.confidence",),
+        ),
+        JobKind(
+            "warm-start",
+            warm_start.WarmStartParams,
+            warm_start.run,
+            "Warm start: the app's current policy learns the app's logged events, and replaces "
+            "the app's model (after a policy change: a model that earns from its first event)",
+            reads_stream=True,
         ),
         JobKind(
             "personalizer-feature-importance",

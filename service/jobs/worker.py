@@ -52,14 +52,15 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _load(store: JobStore, record, settings: Settings, apps) -> Dataset:
+def _load(store: JobStore, record, settings: Settings, apps, reads_stream: bool) -> Dataset:
     """The job's dataset; ``apps`` is the client of the apps' Redis (the job queue may have its
-    own Redis, :func:`service.redis_client.connect_jobs`)."""
+    own Redis, :func:`service.redis_client.connect_jobs`). ``reads_stream``: the kind reads the
+    app's events itself (no frame)."""
     source = record.source
-    if source.get("type") == "events":
+    if source.get("type") == "app" or (reads_stream and source.get("type") == "events"):
+        frame = pd.DataFrame()  # the kind reads the app's data itself (dataset.store)
+    elif source.get("type") == "events":
         frame = read_events(apps, source["app"], int(source["last"]))
-    elif source.get("type") == "app":  # the kind reads the app's data itself (dataset.store)
-        frame = pd.DataFrame()
     else:
         data = store.data(record.id)
         if data is None:
@@ -92,7 +93,7 @@ def _run(store: JobStore, job_id: str, attempt: int, settings: Settings, apps):
         kind = job_kind(record.kind)
         params = kind.params.model_validate(record.params)
         report(0.0, "reading the dataset")
-        dataset = _load(store, record, settings, apps)
+        dataset = _load(store, record, settings, apps, kind.reads_stream)
         result = kind.run(params, dataset, report)
         if not isinstance(result, dict):
             raise TypeError(f"job kind {kind.name!r} returned {type(result).__name__}, not dict")

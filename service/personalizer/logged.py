@@ -34,30 +34,49 @@ class LoggedEvent:
     action_features: dict[str, dict[str, Any]] | None = None
 
 
+def _logged(entry_id, fields: dict) -> LoggedEvent | None:
+    """A stream entry as a :class:`LoggedEvent` (None: a labeled event, which has no action)."""
+    f = {as_str(k): v for k, v in fields.items()}
+    if "action" not in f:
+        return None
+    return LoggedEvent(
+        event_id=as_str(f.get("eventId", b"")),
+        time_ms=int(as_str(entry_id).split("-")[0]),
+        context=codec.unpack(f["context"]) if "context" in f else {},
+        action=as_str(f["action"]),
+        reward=float(f["reward"]),
+        probability=float(f["probability"]),
+        offered=tuple(codec.unpack(f["offered"])) if "offered" in f else None,
+        action_features=(codec.unpack(f["actionFeatures"])
+                         if "actionFeatures" in f else None),
+    )
+
+
 def read_window(
     client: redis.Redis, app: str, start_ms: int, end_ms: int, limit: int
 ) -> Iterator[LoggedEvent]:
     """The reward events of ``app`` joined in ``[start_ms, end_ms]``, oldest first, at most
     ``limit`` (labeled events of supervised apps are skipped: they have no action)."""
-    low, seen = f"{start_ms}-0", 0
-    while seen < limit:
-        page = client.xrange(keys.stream(app), min=low, max=end_ms, count=min(_PAGE, limit - seen))
+    seen = 0
+    for _, event in read_range(client, app, f"{start_ms}-0", str(end_ms)):
+        if event is None:
+            continue
+        yield event
+        seen += 1
+        if seen >= limit:
+            return
+
+
+def read_range(
+    client: redis.Redis, app: str, low: str, high: str
+) -> Iterator[tuple[str, LoggedEvent | None]]:
+    """Every entry of ``app``'s stream with an id in ``[low, high]`` (XRANGE's bounds: ``(`` for
+    an exclusive one), oldest first, read a page at a time: its id and its event (None for a
+    labeled event)."""
+    while True:
+        page = client.xrange(keys.stream(app), min=low, max=high, count=_PAGE)
         if not page:
             return
         for entry_id, fields in page:
-            f = {as_str(k): v for k, v in fields.items()}
-            if "action" not in f:
-                continue
-            seen += 1
-            yield LoggedEvent(
-                event_id=as_str(f.get("eventId", b"")),
-                time_ms=int(as_str(entry_id).split("-")[0]),
-                context=codec.unpack(f["context"]) if "context" in f else {},
-                action=as_str(f["action"]),
-                reward=float(f["reward"]),
-                probability=float(f["probability"]),
-                offered=tuple(codec.unpack(f["offered"])) if "offered" in f else None,
-                action_features=(codec.unpack(f["actionFeatures"])
-                                 if "actionFeatures" in f else None),
-            )
+            yield as_str(entry_id), _logged(entry_id, fields)
         low = "(" + as_str(page[-1][0])

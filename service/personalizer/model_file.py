@@ -22,12 +22,20 @@ in one transaction: version + 1, the old snapshot's stream offset (so the new mo
 events that come after the old one's), its own state. The trainer then fails to publish over it
 (the snapshot's version moved), drops its learner and takes the app again from the new snapshot;
 API processes load the new version at their next request. Events already learned by the old
-model are not re-learned.
+model are not re-learned. Each replacement names its model with a new ``modelId`` in the
+snapshot (its identity: publications keep it).
+
+**A replayed model** (:func:`install_replayed`: the ``warm-start`` job, run after an
+evaluation's policy is applied) is installed the same way, with the offset it has learned up
+to instead of the old snapshot's: only while that is still the served snapshot's offset (else
+the job learns the events since and tries again), and only while the app's model is still the
+one the job started from (its ``modelId``) with the same policy.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 import redis
@@ -150,9 +158,71 @@ def replace(client: redis.Redis, name: str, learner: Any, **config_changes: Any)
                         "stateOffset": offset or "0-0",
                         "stateLearned": 0,
                         "stateRejected": 0,
+                        "modelId": uuid.uuid4().hex,
                     },
                 )
                 pipe.execute()
                 return config
+            except redis.WatchError:
+                continue
+
+
+def model_id(client: redis.Redis, name: str) -> str:
+    """The identity of the app's current model ('' for one never replaced)."""
+    return (client.hget(keys.snapshot(name), "modelId") or b"").decode()
+
+
+def install_replayed(client: redis.Redis, name: str, learner: Any, replayed: dict[str, Any]
+                     ) -> tuple[str, str]:
+    """Install ``learner``, which learned the app's stream up to ``replayed["offset"]``
+    (``learned`` events, ``rejected`` refused) with the policy ``kind``/``params``, as the
+    model of the app whose model is ``replayed["model_id"]`` (see the module doc).
+
+    Returns ``("installed", offset)``; ``("moved", offset)``: the served snapshot is now at
+    ``offset``, learn the events up to it and call again; ``("superseded", why)``: the app's
+    model or policy changed since, nothing is written (nor is anything if the app is gone).
+    """
+    config_key, snapshot_key = keys.config(name), keys.snapshot(name)
+    with client.pipeline(transaction=True) as pipe:
+        while True:
+            try:
+                pipe.watch(config_key, snapshot_key)
+                raw = pipe.hget(config_key, "json")
+                version, offset, current, *done = pipe.hmget(
+                    snapshot_key, "version", "offset", "modelId", "eventsLearned",
+                    "eventsRejected", "eventsBefore")
+                if raw is None or version is None:
+                    return "superseded", f"app {name!r} is gone"
+                config = AppConfig.from_json(raw)
+                if (config.policy_kind, config.policy_params) != (replayed["kind"],
+                                                                  replayed["params"]):
+                    return "superseded", "the app's policy changed"
+                if (current or b"").decode() != replayed["model_id"]:
+                    return "superseded", "the app's model was replaced (reset, import, policy)"
+                offset = (offset or b"0-0").decode()
+                if offset != replayed["offset"]:
+                    return "moved", offset
+                kind = model_kind(config.policy_kind)
+                learned, rejected = replayed["learned"], replayed["rejected"]
+                state = codec.encode(kind.dump(learner))
+                serving = codec.encode(kind.dump_for_serving(learner))
+                pipe.multi()
+                pipe.hset(snapshot_key, mapping={
+                    "version": int(version) + 1,
+                    "eventsLearned": learned,
+                    "eventsRejected": rejected,
+                    # the stream's events up to the offset this model did not see (trimmed,
+                    # labeled, beyond the replay's limit)
+                    "eventsBefore": max(0, sum(int(n or 0) for n in done) - learned - rejected),
+                    "updatedAt": int(time.time() * 1000),
+                    "state": state,
+                    "serving": serving,
+                    "stateOffset": offset,
+                    "stateLearned": learned,
+                    "stateRejected": rejected,
+                    "modelId": uuid.uuid4().hex,
+                })
+                pipe.execute()
+                return "installed", offset
             except redis.WatchError:
                 continue

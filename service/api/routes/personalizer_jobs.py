@@ -7,7 +7,9 @@
   ``intervalInMinutes``, ``Expanding`` or ``Rolling``); ``DELETE`` forgets it (and cancels a
   job still running). What is estimated, and how: :mod:`service.personalizer.evaluation`.
 - ``POST /configurations/applyFromEvaluation`` switches the app to a policy the evaluation
-  valued (its learning settings; the model starts fresh, :mod:`.personalizer_admin`).
+  valued (its learning settings); its new model then learns the app's log in a ``warm-start``
+  job (:mod:`service.jobs.warm_start`; its id is the evaluation's ``warmStartJobId``) and
+  replaces the fresh one when done, as Personalizer applied the evaluation's model too.
 - ``/featureImportances`` do the same for ``personalizer-feature-importance`` jobs
   (:mod:`service.personalizer.importance`).
 
@@ -37,7 +39,7 @@ from service.api.routes.jobs import JobsDep
 from service.api.routes.personalizer import CallerDep
 from service.api.usecases import Caller, Services
 from service.jobs.queue import JobQueue
-from service.personalizer import learning_settings
+from service.personalizer import learning_settings, model_file
 from service.personalizer.errors import PersonalizerError, bad_request
 from service.personalizer.evaluation import BUCKET_MS, Candidate, default_candidates
 from service.personalizer.versions import PREFIX, legacy_shapes
@@ -379,17 +381,26 @@ def _apply(services, jobs, caller, body: dict) -> None:
     parsed = learning_settings.parse(chosen["arguments"], config.policy_kind)
     kind = parsed.kind or config.policy_kind
     params = parsed.params if (parsed.kind or parsed.params) else dict(config.policy_params)
-    set_policy(services, config, policy_name, kind, params, parsed.exploration,
-               chosen["arguments"])
-    _save(services, config, EVALUATIONS, {**record, "status": "OptimalPolicyApplied",
-                                          "applied": policy_name})
+    applied = set_policy(services, config, policy_name, kind, params, parsed.exploration,
+                         chosen["arguments"])
+    record = {**record, "status": "OptimalPolicyApplied", "applied": policy_name}
+    if (applied.policy_kind, applied.policy_params) != (config.policy_kind,
+                                                        config.policy_params):
+        # a new model: it learns the app's log (service.jobs.warm_start), as Personalizer
+        # applied an evaluation's model with its settings
+        token = model_file.model_id(services.store.redis, config.name)
+        record["warmStartJobId"] = jobs.submit(
+            "warm-start", {"model_id": token}, {"type": "app", "app": config.name},
+            app=config.name)
+    _save(services, config, EVALUATIONS, record)
 
 
 @router.post("/configurations/applyFromEvaluation", status_code=204, response_class=Response)
 async def apply_from_evaluation(
     request: Request, caller: CallerDep, services: ServicesDep, jobs: JobsDep
 ) -> Response:
-    """Switch the app to a policy of a finished evaluation (its model starts fresh)."""
+    """Switch the app to a policy of a finished evaluation (its model learns the app's log in
+    a ``warm-start`` job)."""
     body = await json_body(request)
     await run_in_threadpool(_apply, services, jobs, caller, body)
     return Response(status_code=204)

@@ -365,3 +365,32 @@ def test_a_job_process_killed_under_a_live_worker_is_requeued_at_once(grove):
     follow(http, job_id, until=("running",), timeout=30)
     assert http.delete(f"/jobs/{job_id}", headers=ADMIN).status_code == 202
     assert follow(http, job_id, timeout=15)[0]["state"] == "cancelled"
+
+
+def test_warm_start_from_the_api_after_a_policy_change(grove):
+    """``POST /jobs/warm-start`` with the app's key: the app's new policy (set through
+    Personalizer's policy route, a fresh model) learns the events its trainer had learned."""
+    http, *_ = grove
+    name = f"warm-{uuid.uuid4().hex[:6]}"
+    created = http.post("/apps", json=app_body(name, actions=["a", "b"]), headers=ADMIN)
+    key = {"Authorization": f"Bearer {created.json()['apiKey']}"}
+    for i in range(60):
+        decided = http.post(f"/apps/{name}/decide", json={"context": {"x": i % 2}},
+                            headers=key).json()
+        body = {"eventId": decided["eventId"], "reward": float(decided["action"] == "a")}
+        assert http.post(f"/apps/{name}/reward", json=body, headers=key).status_code == 200
+    wait_until(lambda: http.get(f"/apps/{name}", headers=key).json()["eventsLearned"] == 60,
+               timeout=60, what="the trainer")
+    policy = {"name": "linucb", "arguments": "--cb_explore_adf --kind linucb"}
+    personalizer = {"Ocp-Apim-Subscription-Key": created.json()["apiKey"]}
+    assert http.put("/personalizer/v1.0/configurations/policy", json=policy,
+                    headers=personalizer).status_code == 200
+    assert http.get(f"/apps/{name}", headers=key).json()["eventsLearned"] == 0  # fresh
+    answer = http.post("/jobs/warm-start", json={"app": name, "last": 1000, "params": {}},
+                       headers=key)
+    assert answer.status_code == 202, answer.text
+    final, _ = follow(http, answer.json()["id"], headers=key)
+    assert final["state"] == "done", final
+    assert final["result"]["installed"] and final["result"]["eventsLearned"] == 60, final
+    wait_until(lambda: http.get(f"/apps/{name}", headers=key).json()["eventsLearned"] == 60,
+               timeout=60, what="the replayed model served")

@@ -3,6 +3,7 @@ jobs run on a real ``grove worker`` process (rq) against the fixtures' redis-ser
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from datetime import UTC, datetime, timedelta
@@ -11,6 +12,8 @@ import httpx
 import pytest
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 
+from service import keys
+from tests.helpers.factories import ADMIN
 from tests.helpers.processes import service_env, spawn, stop_all, wait_until
 
 ACTIONS = [{"id": f"a{i}", "features": [{"arm": f"a{i}"}]} for i in range(3)]
@@ -54,7 +57,7 @@ def _until_done(read, worker_log, timeout: float = 120.0) -> dict:
 
 
 @pytest.mark.slow
-def test_evaluation_create_get_list_apply_delete(admin, client, worker):  # noqa: F811
+def test_evaluation_create_get_list_apply_delete(admin, client, worker, store, server):  # noqa: F811
     _play(client, 400)
     window = _window()
     admin.create_evaluation(
@@ -105,6 +108,18 @@ def test_evaluation_create_get_list_apply_delete(admin, client, worker):  # noqa
     assert admin.get_evaluation("ev-1", start_time=start, end_time=end)["status"] == (
         "OptimalPolicyApplied"
     )
+    # its model learns the app's log in a warm-start job (here no trainer ever published a
+    # model, so there is nothing up to the served offset to learn: the job says so)
+    stored = store.redis.hget(keys.personalizer_records("news", "evaluations"), "ev-1")
+    job = json.loads(stored)["warmStartJobId"]
+
+    def finished():
+        answer = httpx.get(f"{server}/jobs/{job}", headers=ADMIN).json()
+        return answer if answer["state"] in ("done", "failed", "cancelled") else None
+
+    done = wait_until(finished, timeout=120, what="the warm start")
+    assert done["kind"] == "warm-start" and done["state"] == "done", done
+    assert done["result"]["installed"] is False and "no logged event" in done["result"]["reason"]
     with pytest.raises(ResourceNotFoundError):
         admin.apply_from_evaluation({"evaluationId": "ev-1", "policyName": "nope"})
     admin.delete_evaluation("ev-1")
