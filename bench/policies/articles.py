@@ -22,7 +22,8 @@ sa`` with the features in its action namespace; and Personalizer's default learn
 (``--cb_explore_adf --epsilon 0.2 --power_t 0 -l 0.001 --cb_type mtr -q ::``) run by VW
 (``vw_personalizer``) and by ``adf`` with the parameters Grove's Personalizer API maps them
 onto (``adf_personalizer``: ``service/personalizer/learning_settings.py``); the same with
-``--cb_type ips`` (``vw_personalizer_ips``, ``adf_personalizer_ips``). Printed: each
+``--cb_type ips`` (``vw_personalizer_ips``, ``adf_personalizer_ips``) and ``--cb_type dr``
+(``vw_personalizer_dr``, ``adf_personalizer_dr``). Printed: each
 player's mean reward over the whole run and its second half, and the best and a uniform
 player's, in expectation.
 
@@ -52,6 +53,8 @@ PERSONALIZER_ADF = {"epsilon": 0.2, "power_t": 0, "learning_rate": 0.001, "cb_ty
                     "interactions": ["::"]}
 #: the same with VW's inverse propensity estimates (microsoft/learning-loop's sample settings)
 PERSONALIZER_IPS = PERSONALIZER.replace("--cb_type mtr", "--cb_type ips")
+#: and with VW's doubly robust estimates
+PERSONALIZER_DR = PERSONALIZER.replace("--cb_type mtr", "--cb_type dr")
 
 
 class Stream:
@@ -153,6 +156,11 @@ def player(name: str, seed: int):
     if name == "adf_personalizer_ips":
         return KindPlayer("adf", seed, features=True, params={**PERSONALIZER_ADF,
                                                               "cb_type": "ips"})
+    if name == "vw_personalizer_dr":
+        return VWPlayer(seed, PERSONALIZER_DR)
+    if name == "adf_personalizer_dr":
+        return KindPlayer("adf", seed, features=True, params={**PERSONALIZER_ADF,
+                                                              "cb_type": "dr"})
     return KindPlayer(name, seed, features=True)
 
 

@@ -30,9 +30,8 @@ __all__ = ["ActionFeaturePolicy"]
 # action's id never share a weight because they are spelled alike
 CONTEXT_SEED, ACTION_SEED, ID_SEED = 0x1F3D5B79, 0x2545F491, 0x68E31DA4
 #: how an event is learned (VW's --cb_type): the played action with weight 1 or 1 / its
-#: probability; or every offered action, toward its IPS estimate (VW's "dr" trains a reward
-#: regressor of its own beside the policy, which adf has not: refused)
-CB_TYPES = ("dm", "mtr", "ips")
+#: probability; or every offered action, toward its IPS or doubly robust estimate
+CB_TYPES = ("dm", "mtr", "ips", "dr")
 BIAS = np.uint64(0xFFFFFFFF)  # the constant feature's key
 FIB = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio: Fibonacci hashing of a key
 
@@ -296,9 +295,16 @@ class ActionFeaturePolicy(Policy):
       learned, in the offer's order, toward reward / probability for the played action and 0 for
       the others, the labels set before any line is learned (VW's ``csoaa_ldf``). Where it differs
       from VW: a line whose error is 0 (an unplayed action while the weights are still 0) counts in
-      NAG's ``t`` and ``N`` here, VW skips it; VW's ``--clip_p`` is not taken. VW's ``dr`` is
-      refused: it learns a separate reward regressor (its own weights and normalizer) whose
-      predictions label the lines, which ``adf`` does not have. ``ignore`` drops the features of
+      NAG's ``t`` and ``N`` here, VW skips it; VW's ``--clip_p`` is not taken. ``"dr"`` is VW's
+      doubly robust ``cb_adf``: a reward regressor of its own (its own weights over the same
+      features, VW's second weight of ``feature_width`` 2; NAG's ``t``, ``N`` and the l1 gravity
+      shared, as VW's one ``gd`` shares them) learns the played line toward the reward with
+      importance 1 / probability (VW's ``get_cost_pred``), and every offered action's line is
+      learned toward its estimate: the regressor's prediction q, and for the played action q +
+      (reward - q) / probability, q read before the regressor learned the event. The lines are
+      labelled in the offer's order, the regressor learning when the played line comes (the
+      lines before it read the regressor before, those after it after), as VW's
+      ``gen_cs_example_dr`` does. ``ignore`` drops the features of
       the namespaces whose first letter it names (VW's ``--ignore``; an action's id is never
       dropped). ``l1`` is VW's ``--l1``, the truncated gradient (Langford, Li & Zhang 2009) as VW's
       ``gd`` keeps it: each update adds ``l1`` times its step size (the update over the loss's
@@ -328,8 +334,8 @@ class ActionFeaturePolicy(Policy):
         VW's ``-q`` pairs of namespaces (``["ut"]``, ``["::"]``); None: all (see above).
     cb_type
         ``"dm"`` (direct regression), ``"mtr"`` (events weighed by 1 / probability, over the
-        mean offer's size) or ``"ips"``
-        (every offered action learned toward its IPS estimate).
+        mean offer's size), ``"ips"`` or ``"dr"`` (every offered action learned toward its IPS
+        or doubly robust estimate).
     epsilon
         The share of uniform draws mixed into the distribution (0 to 1).
     ignore
@@ -420,6 +426,9 @@ class ActionFeaturePolicy(Policy):
         self._ignored = ignored_namespaces(ignore) if ignore else None
         size = 1 << bits
         self._weights = Weights(np.zeros(size), np.zeros(size), np.zeros(size))
+        # dr's reward regressor (VW's second weight of each feature), None for the other types
+        self._regressor = (Weights(np.zeros(size), np.zeros(size), np.zeros(size))
+                           if cb_type == "dr" else None)
         # NAG's t (examples), N (normalizer), --l1's gravity; mtr's events and the actions
         # they were drawn among (VW's event_sum and action_sum)
         self._totals = np.zeros(5)
@@ -576,9 +585,9 @@ class ActionFeaturePolicy(Policy):
         context = self._context(x)
         features = self._learned_features(action, given)
         tokens = self._action_tokens(action, features)  # (checked before anything changes)
-        lines = [(tokens, reward)]
-        if self.cb_type == "ips":
-            lines = self._ips_lines(action, tokens, reward / probability, offered, given)
+        offer = None
+        if self.cb_type in ("ips", "dr"):  # (every offered line, checked before any change)
+            offer = self._offer_tokens(action, tokens, offered, given)
         self._forget_stale()
         k = self._action_index(action)
         if given is not None and given.get(action) is not None:
@@ -589,6 +598,12 @@ class ActionFeaturePolicy(Policy):
             self._totals[4] += len(self._offer(action, offered))
             importance = self._totals[3] / (probability * self._totals[4])
         rule = Rule(self.learning_rate, self.power_t, importance, self.l1)
+        if self.cb_type == "ips":
+            lines = [(t, reward / probability if a == action else 0.0) for a, t in offer]
+        elif self.cb_type == "dr":
+            lines = self._dr_lines(context, action, offer, reward, probability)
+        else:
+            lines = [(tokens, reward)]
         for line, label in lines:
             nag_step(context, line, label, self._weights, self._totals, rule, self._cross,
                      self._shift)
@@ -601,15 +616,29 @@ class ActionFeaturePolicy(Policy):
         features = given.get(action) if given is not None else None
         return self._features_of(action, None) if features is None else features
 
-    def _ips_lines(self, action, tokens: Tokens, estimate: float, offered,
-                   given) -> list[tuple[Tokens, float]]:
-        """VW's ``ips`` (its ``cb_adf``): every offered action (``offered``: None for the
-        inventory; ``given``: the features given) with the label it is learned toward, in the
-        offer's order: ``estimate`` (reward / probability) for the played action, 0 for the
-        others. (An action offered twice is learned once.)"""
-        return [(tokens, estimate) if a == action
-                else (self._action_tokens(a, self._learned_features(a, given)), 0.0)
+    def _offer_tokens(self, action, tokens: Tokens, offered, given) -> list[tuple]:
+        """VW's ``cb_adf`` lines (``ips``, ``dr``): every offered action (``offered``: None for
+        the inventory; ``given``: the features given) with its tokens, in the offer's order
+        (``tokens``: the played action's). (An action offered twice is learned once.)"""
+        return [(a, tokens if a == action else
+                 self._action_tokens(a, self._learned_features(a, given)))
                 for a in self._offer(action, offered)]
+
+    def _dr_lines(self, context: Tokens, action, offer: list[tuple], reward: float,
+                  probability: float) -> list[tuple[Tokens, float]]:
+        """VW's ``gen_cs_example_dr``: each offered line with its doubly robust label, the
+        regressor learning the played line (importance 1 / probability) when it comes."""
+        regressor, totals, lines = self._regressor, self._totals, []
+        learn = Rule(self.learning_rate, self.power_t, 1.0 / probability, self.l1)
+        for a, tokens in offer:
+            if a == action:  # (the prediction before the update: VW's get_cost_pred's)
+                q = nag_step(context, tokens, reward, regressor, totals, learn, self._cross,
+                             self._shift)
+                lines.append((tokens, q + (reward - q) / probability))
+            else:
+                lines.append((tokens, linear_predict(context, tokens, regressor.w, totals[2],
+                                                     self._cross, self._shift)))
+        return lines
 
     def _offer(self, action, offered) -> list:
         """The actions an event was drawn among, once each: ``offered`` (None: the inventory),
@@ -660,6 +689,10 @@ class ActionFeaturePolicy(Policy):
                  "plays": self._plays[:K].copy(), "features": list(self._features[:K])}
         if statistics:
             state.update(G=G[used], s=s[used], totals=self._totals.copy())
+            if self._regressor is not None:  # (decisions never read it: not in a serving copy)
+                r = np.flatnonzero(self._regressor.s)
+                state["regressor"] = {"index": r, **{name: array[r] for name, array in zip(
+                    Weights._fields, self._regressor)}}
         return state
 
     def _scoring_weights(self) -> np.ndarray:
@@ -676,7 +709,7 @@ class ActionFeaturePolicy(Policy):
             self._truncated = (key, np.sign(w) * np.maximum(np.abs(w) - gravity, 0.0))
         return self._truncated[1]
 
-    def _load_model_state(self, state: dict) -> None:
+    def _weights_from(self, state: dict) -> Weights:
         size = 1 << self.bits
         used = np.asarray(state["index"], np.int64).reshape(-1)
         if used.size and (used.min() < 0 or used.max() >= size):
@@ -687,7 +720,14 @@ class ActionFeaturePolicy(Policy):
                 array[used] = np.asarray(state[name], float).reshape(-1)
         if "s" not in state:  # (a serving copy: decides, never learns)
             weights.s[used] = 1.0
-        self._weights = weights
+        return weights
+
+    def _load_model_state(self, state: dict) -> None:
+        self._weights = self._weights_from(state)
+        if self.cb_type == "dr":  # (a serving copy has none: it never learns)
+            given = state.get("regressor")
+            self._regressor = (self._weights_from(given) if isinstance(given, dict) else
+                               Weights(*(np.zeros(1 << self.bits) for _ in range(3))))
         totals = np.zeros(5)  # (states written before --l1 hold t and N only, before mtr's
         given = np.asarray(state.get("totals", (0.0, 0.0)), float).reshape(-1)[:5]  # 3)
         totals[: given.size] = given
@@ -760,14 +800,10 @@ def _rate_decay(G, s, power_t):
     return (4.0 * G) ** -power_t * s ** (2.0 * power_t - 2.0)
 
 
-@numba.njit(cache=True, nogil=True)
-def nag_step(context, action, reward, weights, totals, rule, cross, shift):
-    """One NAG update (Ross, Mineiro & Langford 2013) of ``weights`` on the squared loss of
-    ``phi(x, a)`` (``context``'s and ``action``'s :class:`Tokens`, multiplied where
-    ``cross`` says) against ``reward``, as VW's ``gd`` takes it with ``--adaptive
-    --normalized --invariant`` and ``rule``'s (:class:`Rule`) eta, power_t, importance
-    weight and l1; ``totals`` holds t, N and the l1 gravity (VW's ``sd->gravity``). Returns
-    the prediction before the update."""
+@numba.njit(cache=True, nogil=True, inline="always")
+def _phi(context, action, cross, shift):
+    """phi(x, a): the weight slots and values of the constant, ``context``'s and ``action``'s
+    :class:`Tokens` and their products where ``cross`` says (``n`` of them)."""
     xk, xv, xs = context.keys, context.values, context.spaces
     nx, nz = xk.shape[0], action.keys.shape[0]
     n = 1 + nx + nz + nx * nz
@@ -787,7 +823,38 @@ def nag_step(context, action, reward, weights, totals, rule, cross, shift):
                 slots[m] = _slot((xk[i] << np.uint64(32)) | zk, shift)
                 values[m] = xv[i] * zv
                 m += 1
-    n = m
+    return slots, values, m
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _predicted(w, slots, values, n, gravity):
+    """w . phi, each weight read shrunk toward 0 by ``gravity`` (--l1's, VW's ``sd->gravity``)."""
+    predicted = 0.0
+    for m in range(n):
+        wk = w[slots[m]]
+        if gravity > 0.0:
+            wk = math.copysign(max(abs(wk) - gravity, 0.0), wk)
+        predicted += wk * values[m]
+    return predicted
+
+
+@numba.njit(cache=True, nogil=True)
+def linear_predict(context, action, w, gravity, cross, shift):
+    """The prediction of one line (``context``, ``action``: :class:`Tokens`) by weights ``w``
+    read through ``gravity``: what :func:`nag_step` predicts before it updates."""
+    slots, values, n = _phi(context, action, cross, shift)
+    return _predicted(w, slots, values, n, gravity)
+
+
+@numba.njit(cache=True, nogil=True)
+def nag_step(context, action, reward, weights, totals, rule, cross, shift):
+    """One NAG update (Ross, Mineiro & Langford 2013) of ``weights`` on the squared loss of
+    ``phi(x, a)`` (``context``'s and ``action``'s :class:`Tokens`, multiplied where
+    ``cross`` says) against ``reward``, as VW's ``gd`` takes it with ``--adaptive
+    --normalized --invariant`` and ``rule``'s (:class:`Rule`) eta, power_t, importance
+    weight and l1; ``totals`` holds t, N and the l1 gravity (VW's ``sd->gravity``). Returns
+    the prediction before the update."""
+    slots, values, n = _phi(context, action, cross, shift)
     w, G, s = weights
     p, importance = rule.power_t, rule.importance
     # a weight is in the units of its feature's largest |value| to the power 2p - 2 (its
@@ -800,13 +867,7 @@ def nag_step(context, action, reward, weights, totals, rule, cross, shift):
             if s[k] > 0.0:
                 w[k] *= s[k] / v if p == 0.5 else (s[k] / v) ** (2.0 - 2.0 * p)
             s[k] = v
-    predicted = 0.0
-    gravity = totals[2]  # (--l1: predictions read each weight shrunk toward 0 by it)
-    for m in range(n):
-        wk = w[slots[m]]
-        if gravity > 0.0:
-            wk = math.copysign(max(abs(wk) - gravity, 0.0), wk)
-        predicted += wk * values[m]
+    predicted = _predicted(w, slots, values, n, totals[2])
     totals[0] += importance
     for m in range(n):
         if s[slots[m]] > 0.0:

@@ -28,9 +28,9 @@ anything else is refused with a message listing what Grove accepts. The choices:
   (its docstring says where the two differ). Without ``--kind`` they choose ``adf`` whatever the
   app's kind was; with another ``--kind`` they are a 400 (the tree policies find interactions
   themselves and have no such rates). ``--learning_rate``, VW's long ``-l``, is a parameter by name
-  of whichever kind is chosen. ``--cb_type`` takes ``dm``, ``mtr`` and ``ips`` (which learns every
-  offered action); ``dr`` is a 400 (VW's trains a reward regressor of its own, which ``adf`` has
-  not), and ``--ignore`` drops the namespaces it names, as the SDKs' own sample policy has them
+  of whichever kind is chosen. ``--cb_type`` takes ``dm``, ``mtr``, ``ips`` and ``dr`` (the last two
+  learn every offered action; ``dr`` with a reward regressor of its own, as VW's), and
+  ``--ignore`` drops the namespaces it names, as the SDKs' own sample policy has them
   (``--quadratic GT ... --ignore A --cb_type ips --epsilon 0.2``); ``--l1`` is VW's truncated
   gradient (the SDKs' sample evaluation policy: ``--cb_type ips -l 0.5 --l1 1E-07 --power_t 0.5``).
 - VW's other options (``--ignore_linear``, ``--l2``, ``--bag``, ``--cover``, ``--softmax``,

@@ -494,7 +494,7 @@ def test_epsilon_mixes_in_uniform_draws():
 
 @pytest.mark.parametrize("params, says", [
     ({"interactions": ["ut", "abc"]}, "two characters"), ({"interactions": "ut"}, "a list"),
-    ({"cb_type": "ipsx"}, "cb_type"), ({"cb_type": "dr"}, "cb_type"), ({"power_t": 1.5}, "power_t"),
+    ({"cb_type": "ipsx"}, "cb_type"), ({"cb_type": "DR"}, "cb_type"), ({"power_t": 1.5}, "power_t"),
     ({"epsilon": -0.1}, "epsilon"),
     ({"ignore": "A"}, "ignore"), ({"ignore": [""]}, "ignore"), ({"ignore": [1]}, "ignore"),
     ({"l1": -1e-7}, "l1"), ({"l1": math.inf}, "l1"), ({"l1": True}, "l1"),
@@ -608,3 +608,56 @@ def test_l1_shrinks_the_model_and_its_copies_decide_the_same():
     for state in (policy.to_state(), policy.to_state(statistics=False)):
         copy = ActionFeaturePolicy.from_state(state)
         assert np.array_equal(copy.scores(x, list(today), today), scores[1e-3])
+
+
+def test_dr_learns_a_regressor_as_vws_get_cost_pred_does():
+    """VW's ``dr``: the regressor learns the played line with importance 1 / p, first in its
+    own weights (the same numbers as an ``mtr`` learner offered that action alone: importance
+    1 / p), and the policy's lines are learned toward the doubly robust labels: for the played
+    action q + (r - q) / p with q read before the regressor learned, 0 + 1 / 0.5 = 2 here."""
+    x = {"likes": "sport"}
+    policy = ActionFeaturePolicy(seed=0, cb_type="dr")
+    twin = ActionFeaturePolicy(seed=0, cb_type="mtr")
+    policy.learn_many([(x, "a", 1.0, 0.5, ("a", "b"))])
+    twin.learn_many([(x, "a", 1.0, 0.5, ("a",))])
+    assert np.array_equal(policy._regressor.w, twin._weights.w)
+    lines = ActionFeaturePolicy(seed=0, cb_type="dr")
+    offer = lines._offer_tokens("a", lines._action_tokens("a", None), ("b", "a"), None)
+    labels = [label for _, label in lines._dr_lines(lines._context(x), "a", offer, 1.0, 0.5)]
+    assert labels == [0.0, 2.0]  # b came first: the regressor had learned nothing yet
+    lines = ActionFeaturePolicy(seed=0, cb_type="dr")
+    offer = lines._offer_tokens("a", lines._action_tokens("a", None), ("a", "b"), None)
+    labels = [label for _, label in lines._dr_lines(lines._context(x), "a", offer, 1.0, 0.5)]
+    q = twin.scores(x, ["b"])[0]  # b after a: what the regressor predicts once it learned
+    assert labels[1] == pytest.approx(q, rel=1e-12) and q != 0.0
+    assert labels[0] == 2.0
+
+
+@pytest.mark.parametrize("p_a", [0.5, 0.9])
+def test_dr_recovers_each_actions_reward_from_a_skewed_log(p_a):
+    """Rewards 0.8 (a) and 0.2 (b), Bernoulli, logged with probability p_a for a: the policy's
+    scores come near both, the one rarely played too."""
+    rng = random.Random(4)
+    x = {"likes": "sport"}
+    events = []
+    for _ in range(4000):
+        a = "a" if rng.random() < p_a else "b"
+        reward = float(rng.random() < (0.8 if a == "a" else 0.2))
+        events.append((x, a, reward, p_a if a == "a" else 1 - p_a, ("a", "b")))
+    policy = ActionFeaturePolicy(seed=0, cb_type="dr", learning_rate=0.05)  # (less noise:
+    policy.learn_many(events)  # at 0.25 the last events move every cb_type's scores by ~0.1)
+    a, b = policy.scores(x, ["a", "b"])
+    assert a == pytest.approx(0.8, abs=0.06) and b == pytest.approx(0.2, abs=0.06)
+
+
+def test_dr_state_round_trips_with_its_regressor():
+    x = {"likes": "sport"}
+    policy = ActionFeaturePolicy(seed=0, cb_type="dr")
+    policy.learn_many([(x, "a", 1.0, 0.5, ("a", "b")), (x, "b", 0.0, 0.5, ("a", "b"))])
+    again = ActionFeaturePolicy.from_state(policy.to_state())
+    for learner in (policy, again):
+        learner.learn_many([(x, "b", 1.0, 0.25, ("a", "b"))])
+    assert np.array_equal(again._regressor.w, policy._regressor.w)
+    assert np.array_equal(again._weights.w, policy._weights.w)
+    serving = ActionFeaturePolicy.from_state(policy.to_state(statistics=False))
+    assert np.array_equal(serving.scores(x, ["a", "b"]), policy.scores(x, ["a", "b"]))
