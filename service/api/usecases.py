@@ -388,8 +388,10 @@ def _check_size(what: str, n: int, max_features: int) -> None:
 
 # -- decide ---------------------------------------------------------------------------------------
 def _decide_one(
-    config: AppConfig, model: ServedModel, query: DecideQuery, max_features: int
+    config: AppConfig, model: ServedModel, query: DecideQuery, max_features: int,
+    baseline: str | None = None,
 ) -> tuple[NewDecision, Decision]:
+    """``baseline``: Apprentice mode's (:func:`_baseline`), None otherwise."""
     _check_size("the context", len(query.context), max_features)
     decide_fn = _require(config, "decide")
     actions = query.actions if query.actions is not None else config.action_id_tuple
@@ -428,18 +430,18 @@ def _decide_one(
         # (the request's own: the trainer has the app's, as the API)
         action_features=None if not query.action_features else
         {a: f for a, f in query.action_features.items() if a not in excluded} or None,
-        baseline=query.baseline,
+        baseline=baseline,
     )
     decision = Decision(event_id, choice.action, choice.probability, choice.ranking,
-                        model.version, query.deferred, query.baseline)
+                        model.version, query.deferred, baseline)
     return record, decision
 
 
-def _apprentice(config: AppConfig, query: DecideQuery) -> DecideQuery:
-    """The query with its baseline only if the app is in Apprentice mode (422 if that
-    baseline is not among its actions or is excluded: the client is told to show it)."""
+def _baseline(config: AppConfig, query: DecideQuery) -> str | None:
+    """The query's baseline if the app is in Apprentice mode, else None; 422 if that baseline
+    is not among its actions or is excluded (the client is told to show it)."""
     if query.baseline is None or not apprentice(config):
-        return replace(query, baseline=None) if query.baseline is not None else query
+        return None
     actions = query.actions if query.actions is not None else config.action_id_tuple
     if query.baseline not in actions or query.baseline in query.excluded:
         raise HTTPException(
@@ -447,7 +449,7 @@ def _apprentice(config: AppConfig, query: DecideQuery) -> DecideQuery:
             f"the baseline action {query.baseline!r} (Apprentice mode: the first action, or "
             "the slot's baselineAction) must be an action of the request and not excluded",
         )
-    return query
+    return query.baseline
 
 
 def _log_decision(config: AppConfig, decision: Decision) -> None:
@@ -482,7 +484,7 @@ def _decide_all(
                - set(q.excluded) for q in queries] if distinct else []
     for i, query in enumerate(queries):
         try:
-            query = _apprentice(config, query)  # (before the exclusions of earlier slots)
+            baseline = _baseline(config, query)  # (before the exclusions of earlier slots)
             if distinct:  # later queries exclude the actions shown before them (the chosen
                 # ones; Apprentice mode: the baselines), and each leaves the later ones one
                 chosen = {d.baseline or d.action for _, d in pairs}
@@ -490,7 +492,7 @@ def _decide_all(
                 if chosen or reserved & allowed[i]:  # (slots.py)
                     query = replace(query, excluded=(*query.excluded, *chosen,
                                                      *sorted(reserved & allowed[i])))
-            pairs.append(_decide_one(config, model, query, max_features))
+            pairs.append(_decide_one(config, model, query, max_features, baseline))
         except HTTPException as exc:
             if not batch:
                 raise

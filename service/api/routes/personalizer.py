@@ -205,6 +205,7 @@ def _query(
     actions: list[Offered],
     excluded: list[str],
     deferred: bool,
+    baseline: str | None,
 ) -> DecideQuery:
     """The use case's query, after the checks of the native body (``DecideRequest``) that the
     request's own model, :func:`_context` and :func:`_actions` did not make: the context's
@@ -226,6 +227,7 @@ def _query(
         event_id=event_id,
         deferred=deferred,
         action_features={a.id: a.features for a in actions if a.features} or None,
+        baseline=baseline,  # (Apprentice mode's: the use case drops it in Online mode)
     )
 
 
@@ -271,9 +273,8 @@ async def rank(body: RankRequest, caller: CallerDep, services: ServicesDep) -> d
         actions,
         body.excludedActions or [],
         bool(body.deferActivation),
+        actions[0].id,
     )
-    # (the baseline of Apprentice mode: the use case drops it for an app in Online mode)
-    query = dataclasses.replace(query, baseline=actions[0].id)
     with _rank_refusals():
         decision = await usecases.decide(services, caller, query)
     return {
@@ -303,10 +304,10 @@ async def rank_multi_slot(
     queries = []
     for slot, slot_features in zip(slots, contexts, strict=True):
         deferred = bool(body.deferActivation)
-        query = _query(None, slot_features, actions, list(slot.excluded), deferred)
+        query = _query(None, slot_features, actions, list(slot.excluded), deferred,
+                       slot.baseline)
         # the slot's own eventId ('#' is outside the pattern a client's eventId must match)
-        queries.append(dataclasses.replace(query, event_id=slot_event_id(event_id, slot.id),
-                                           baseline=slot.baseline))
+        queries.append(dataclasses.replace(query, event_id=slot_event_id(event_id, slot.id)))
     # slots in order, each excluding the earlier slots' actions; all recorded or none
     with _rank_refusals(" (requests[i] is slots[i])"):
         decisions = await usecases.decide_batch(services, caller, queries, distinct=True)
