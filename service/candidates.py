@@ -22,6 +22,7 @@ from service import codec, keys
 from service.models import model_kind
 from service.param_checks import check_candidate_params
 from service.records import AppConfig
+from service.redis_watch import read_app, watched
 
 #: every candidate learns every event, so each one costs the trainer a whole policy's time
 MAX_CANDIDATES = 8
@@ -81,46 +82,41 @@ def change(client: redis.Redis, name: str, candidates: list[dict] | None = None,
     Raises :class:`Gone`, :class:`NotAuto`, ``CandidateConflict`` (removing the serving
     candidate without naming another) or ``ValueError`` (unknown kinds, bad params).
     """
-    config_key, snapshot_key = keys.config(name), keys.snapshot(name)
-    with client.pipeline(transaction=True) as pipe:
-        while True:
-            try:
-                pipe.watch(config_key, snapshot_key)
-                raw = pipe.hget(config_key, "json")
-                version, state, state_offset, state_learned, state_rejected = pipe.hmget(
-                    snapshot_key, "version", "state", "stateOffset", "stateLearned",
-                    "stateRejected")
-                if raw is None or version is None or state is None:
-                    raise Gone(name)
-                config = AppConfig.from_json(raw)
-                kind = model_kind(config.policy_kind)
-                learner = kind.load(codec.decode(state))
-                _require_auto(config, learner)
-                if candidates is not None:
-                    check_candidates(candidates)
-                    learner.set_candidates(candidates, serving=serving)
-                elif serving is not None:
-                    learner.serve(serving)
-                if floor is not None:
-                    learner.set_floor(floor)
-                params = {**config.policy_params, "candidates": learner.candidates,
-                          "floor": learner.floor}
-                config = config.replace(policy_params=params, updated_at=time.time())
-                pipe.multi()
-                pipe.hset(config_key, "json", config.to_json())
-                pipe.hincrby(config_key, "rev", 1)  # API processes cache the config per rev
-                at_checkpoint = {}  # the served model is now the checkpoint's, at its offset
-                if state_offset is not None:  # (else the state is at 'offset' already)
-                    at_checkpoint = {"offset": state_offset, "eventsLearned": state_learned,
-                                     "eventsRejected": state_rejected}
-                pipe.hset(snapshot_key, mapping={
-                    "version": int(version) + 1,
-                    "updatedAt": int(time.time() * 1000),
-                    "state": codec.encode(kind.dump(learner)),
-                    "serving": codec.encode(kind.dump_for_serving(learner)),
-                    **at_checkpoint,
-                })
-                pipe.execute()
-                return _figures(learner)
-            except redis.WatchError:
-                continue
+
+    def attempt(pipe) -> dict:
+        raw, (version, state, state_offset, state_learned, state_rejected) = read_app(
+            pipe, name, "version", "state", "stateOffset", "stateLearned", "stateRejected")
+        if raw is None or version is None or state is None:
+            raise Gone(name)
+        config = AppConfig.from_json(raw)
+        kind = model_kind(config.policy_kind)
+        learner = kind.load(codec.decode(state))
+        _require_auto(config, learner)
+        if candidates is not None:
+            check_candidates(candidates)
+            learner.set_candidates(candidates, serving=serving)
+        elif serving is not None:
+            learner.serve(serving)
+        if floor is not None:
+            learner.set_floor(floor)
+        params = {**config.policy_params, "candidates": learner.candidates,
+                  "floor": learner.floor}
+        config = config.replace(policy_params=params, updated_at=time.time())
+        pipe.multi()
+        pipe.hset(keys.config(name), "json", config.to_json())
+        pipe.hincrby(keys.config(name), "rev", 1)  # API processes cache the config per rev
+        at_checkpoint = {}  # the served model is now the checkpoint's, at its offset
+        if state_offset is not None:  # (else the state is at 'offset' already)
+            at_checkpoint = {"offset": state_offset, "eventsLearned": state_learned,
+                             "eventsRejected": state_rejected}
+        pipe.hset(keys.snapshot(name), mapping={
+            "version": int(version) + 1,
+            "updatedAt": int(time.time() * 1000),
+            "state": codec.encode(kind.dump(learner)),
+            "serving": codec.encode(kind.dump_for_serving(learner)),
+            **at_checkpoint,
+        })
+        pipe.execute()
+        return _figures(learner)
+
+    return watched(client, name, attempt)

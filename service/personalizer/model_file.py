@@ -44,6 +44,7 @@ from service import codec, keys
 from service.models import model_kind
 from service.param_checks import check_params
 from service.records import AppConfig
+from service.redis_watch import read_app, watched
 
 FORMAT = "grove.personalizer-model"
 VERSION = 1
@@ -125,46 +126,38 @@ def fresh(kind_name: str, params: dict[str, Any], actions: list[str]) -> Any:
 def replace(client: redis.Redis, name: str, learner: Any, **config_changes: Any) -> AppConfig:
     """Write ``learner`` as the app's new model and ``config_changes`` into its config, in one
     transaction (see the module doc). Returns the new config; KeyError if the app is gone."""
-    config_key, snapshot_key = keys.config(name), keys.snapshot(name)
-    with client.pipeline(transaction=True) as pipe:
-        while True:
-            try:
-                pipe.watch(config_key, snapshot_key)
-                raw = pipe.hget(config_key, "json")
-                version, offset, *done = pipe.hmget(
-                    snapshot_key, "version", "offset", "eventsLearned", "eventsRejected",
-                    "eventsBefore")
-                if raw is None or version is None:
-                    raise KeyError(name)
-                config = AppConfig.from_json(raw).replace(updated_at=time.time(), **config_changes)
-                kind = model_kind(config.policy_kind)
-                state = codec.encode(kind.dump(learner))
-                serving = codec.encode(kind.dump_for_serving(learner))
-                pipe.multi()
-                pipe.hset(config_key, "json", config.to_json())
-                pipe.hincrby(config_key, "rev", 1)  # as service.candidates: config caches
-                pipe.hset(
-                    snapshot_key,
-                    mapping={
-                        "version": int(version) + 1,
-                        "eventsLearned": 0,
-                        "eventsRejected": 0,
-                        # the stream's events before now: not this model's (the app's lag)
-                        "eventsBefore": sum(int(n or 0) for n in done),
-                        "updatedAt": int(time.time() * 1000),
-                        "state": state,
-                        "serving": serving,
-                        # the new model learns from the events after the current offset
-                        "stateOffset": offset or "0-0",
-                        "stateLearned": 0,
-                        "stateRejected": 0,
-                        "modelId": uuid.uuid4().hex,
-                    },
-                )
-                pipe.execute()
-                return config
-            except redis.WatchError:
-                continue
+
+    def attempt(pipe) -> AppConfig:
+        raw, (version, offset, *done) = read_app(
+            pipe, name, "version", "offset", "eventsLearned", "eventsRejected", "eventsBefore")
+        if raw is None or version is None:
+            raise KeyError(name)
+        config = AppConfig.from_json(raw).replace(updated_at=time.time(), **config_changes)
+        kind = model_kind(config.policy_kind)
+        state = codec.encode(kind.dump(learner))
+        serving = codec.encode(kind.dump_for_serving(learner))
+        pipe.multi()
+        pipe.hset(keys.config(name), "json", config.to_json())
+        pipe.hincrby(keys.config(name), "rev", 1)  # as service.candidates: config caches
+        pipe.hset(keys.snapshot(name), mapping={
+            "version": int(version) + 1,
+            "eventsLearned": 0,
+            "eventsRejected": 0,
+            # the stream's events before now: not this model's (the app's lag)
+            "eventsBefore": sum(int(n or 0) for n in done),
+            "updatedAt": int(time.time() * 1000),
+            "state": state,
+            "serving": serving,
+            # the new model learns from the events after the current offset
+            "stateOffset": offset or "0-0",
+            "stateLearned": 0,
+            "stateRejected": 0,
+            "modelId": uuid.uuid4().hex,
+        })
+        pipe.execute()
+        return config
+
+    return watched(client, name, attempt)
 
 
 def model_id(client: redis.Redis, name: str) -> str:
@@ -182,47 +175,42 @@ def install_replayed(client: redis.Redis, name: str, learner: Any, replayed: dic
     ``offset``, learn the events up to it and call again; ``("superseded", why)``: the app's
     model or policy changed since, nothing is written (nor is anything if the app is gone).
     """
-    config_key, snapshot_key = keys.config(name), keys.snapshot(name)
-    with client.pipeline(transaction=True) as pipe:
-        while True:
-            try:
-                pipe.watch(config_key, snapshot_key)
-                raw = pipe.hget(config_key, "json")
-                version, offset, current, *done = pipe.hmget(
-                    snapshot_key, "version", "offset", "modelId", "eventsLearned",
-                    "eventsRejected", "eventsBefore")
-                if raw is None or version is None:
-                    return "superseded", f"app {name!r} is gone"
-                config = AppConfig.from_json(raw)
-                if (config.policy_kind, config.policy_params) != (replayed["kind"],
-                                                                  replayed["params"]):
-                    return "superseded", "the app's policy changed"
-                if (current or b"").decode() != replayed["model_id"]:
-                    return "superseded", "the app's model was replaced (reset, import, policy)"
-                offset = (offset or b"0-0").decode()
-                if offset != replayed["offset"]:
-                    return "moved", offset
-                kind = model_kind(config.policy_kind)
-                learned, rejected = replayed["learned"], replayed["rejected"]
-                state = codec.encode(kind.dump(learner))
-                serving = codec.encode(kind.dump_for_serving(learner))
-                pipe.multi()
-                pipe.hset(snapshot_key, mapping={
-                    "version": int(version) + 1,
-                    "eventsLearned": learned,
-                    "eventsRejected": rejected,
-                    # the stream's events up to the offset this model did not see (trimmed,
-                    # labeled, beyond the replay's limit)
-                    "eventsBefore": max(0, sum(int(n or 0) for n in done) - learned - rejected),
-                    "updatedAt": int(time.time() * 1000),
-                    "state": state,
-                    "serving": serving,
-                    "stateOffset": offset,
-                    "stateLearned": learned,
-                    "stateRejected": rejected,
-                    "modelId": uuid.uuid4().hex,
-                })
-                pipe.execute()
-                return "installed", offset
-            except redis.WatchError:
-                continue
+
+    def attempt(pipe) -> tuple[str, str]:
+        raw, (version, offset, current, *done) = read_app(
+            pipe, name, "version", "offset", "modelId", "eventsLearned", "eventsRejected",
+            "eventsBefore")
+        if raw is None or version is None:
+            return "superseded", f"app {name!r} is gone"
+        config = AppConfig.from_json(raw)
+        if (config.policy_kind, config.policy_params) != (replayed["kind"], replayed["params"]):
+            return "superseded", "the app's policy changed"
+        if (current or b"").decode() != replayed["model_id"]:
+            return "superseded", "the app's model was replaced (reset, import, policy)"
+        offset = (offset or b"0-0").decode()
+        if offset != replayed["offset"]:
+            return "moved", offset
+        kind = model_kind(config.policy_kind)
+        learned, rejected = replayed["learned"], replayed["rejected"]
+        state = codec.encode(kind.dump(learner))
+        serving = codec.encode(kind.dump_for_serving(learner))
+        pipe.multi()
+        pipe.hset(keys.snapshot(name), mapping={
+            "version": int(version) + 1,
+            "eventsLearned": learned,
+            "eventsRejected": rejected,
+            # the stream's events up to the offset this model did not see (trimmed, labeled,
+            # beyond the replay's limit)
+            "eventsBefore": max(0, sum(int(n or 0) for n in done) - learned - rejected),
+            "updatedAt": int(time.time() * 1000),
+            "state": state,
+            "serving": serving,
+            "stateOffset": offset,
+            "stateLearned": learned,
+            "stateRejected": rejected,
+            "modelId": uuid.uuid4().hex,
+        })
+        pipe.execute()
+        return "installed", offset
+
+    return watched(client, name, attempt)
