@@ -295,10 +295,15 @@ class ActionFeaturePolicy(Policy):
       learned, in the offer's order, toward reward / probability for the played action and 0 for
       the others, the labels set before any line is learned (VW's ``csoaa_ldf``). Where it differs
       from VW: a line whose error is 0 (an unplayed action while the weights are still 0) counts in
-      NAG's ``t`` and ``N`` here, VW skips it; VW's ``--clip_p`` is not taken. ``"dr"`` is VW's
-      doubly robust ``cb_adf``: a reward regressor of its own (its own weights over the same
-      features, VW's second weight of ``feature_width`` 2; NAG's ``t``, ``N`` and the l1 gravity
-      shared, as VW's one ``gd`` shares them) learns the played line toward the reward with
+      NAG's ``t`` and ``N`` and the features' scales here (any cb_type's lines, the ``dr``
+      regressor's too), VW's ``gd`` skips it; a feature whose |value| grows rescales its weight
+      before the prediction here, after it in VW (the same with values of 1, as Personalizer's
+      categorical features are); VW's ``--clip_p`` is not taken; VW clamps predictions to the
+      labels' range, ``adf`` does not; VW's squarecb takes ``mtr`` only, ``adf``'s IGW any type.
+      ``"dr"`` is VW's doubly robust ``cb_adf``: a reward regressor of its own (its own
+      weights over the same features, VW's second weight of ``feature_width`` 2, and its own
+      NAG ``t`` and ``N``, as VW's ``gd`` keeps them per weight offset since 9.8; the l1
+      gravity shared, VW's ``sd->gravity``) learns the played line toward the reward with
       importance 1 / probability (VW's ``get_cost_pred``), and every offered action's line is
       learned toward its estimate: the regressor's prediction q, and for the played action q +
       (reward - q) / probability, q read before the regressor learned the event. The lines are
@@ -429,6 +434,7 @@ class ActionFeaturePolicy(Policy):
         # dr's reward regressor (VW's second weight of each feature), None for the other types
         self._regressor = (Weights(np.zeros(size), np.zeros(size), np.zeros(size))
                            if cb_type == "dr" else None)
+        self._regressor_totals = np.zeros(3)  # its t and N (VW >= 9.8: per weight offset)
         # NAG's t (examples), N (normalizer), --l1's gravity; mtr's events and the actions
         # they were drawn among (VW's event_sum and action_sum)
         self._totals = np.zeros(5)
@@ -629,11 +635,14 @@ class ActionFeaturePolicy(Policy):
         """VW's ``gen_cs_example_dr``: each offered line with its doubly robust label, the
         regressor learning the played line (importance 1 / probability) when it comes."""
         regressor, totals, lines = self._regressor, self._totals, []
+        own = self._regressor_totals  # (its own t and N; the l1 gravity is the policy's)
         learn = Rule(self.learning_rate, self.power_t, 1.0 / probability, self.l1)
         for a, tokens in offer:
             if a == action:  # (the prediction before the update: VW's get_cost_pred's)
-                q = nag_step(context, tokens, reward, regressor, totals, learn, self._cross,
+                own[2] = totals[2]
+                q = nag_step(context, tokens, reward, regressor, own, learn, self._cross,
                              self._shift)
+                totals[2] = own[2]
                 lines.append((tokens, q + (reward - q) / probability))
             else:
                 lines.append((tokens, linear_predict(context, tokens, regressor.w, totals[2],
@@ -692,7 +701,8 @@ class ActionFeaturePolicy(Policy):
             if self._regressor is not None:  # (decisions never read it: not in a serving copy)
                 r = np.flatnonzero(self._regressor.s)
                 state["regressor"] = {"index": r, **{name: array[r] for name, array in zip(
-                    Weights._fields, self._regressor)}}
+                    Weights._fields, self._regressor)},
+                    "totals": self._regressor_totals[:2].copy()}
         return state
 
     def _scoring_weights(self) -> np.ndarray:
@@ -728,6 +738,9 @@ class ActionFeaturePolicy(Policy):
             given = state.get("regressor")
             self._regressor = (self._weights_from(given) if isinstance(given, dict) else
                                Weights(*(np.zeros(1 << self.bits) for _ in range(3))))
+            self._regressor_totals = np.zeros(3)
+            if isinstance(given, dict) and "totals" in given:
+                self._regressor_totals[:2] = np.asarray(given["totals"], float).reshape(-1)[:2]
         totals = np.zeros(5)  # (states written before --l1 hold t and N only, before mtr's
         given = np.asarray(state.get("totals", (0.0, 0.0)), float).reshape(-1)[:5]  # 3)
         totals[: given.size] = given

@@ -621,6 +621,10 @@ def test_dr_learns_a_regressor_as_vws_get_cost_pred_does():
     policy.learn_many([(x, "a", 1.0, 0.5, ("a", "b"))])
     twin.learn_many([(x, "a", 1.0, 0.5, ("a",))])
     assert np.array_equal(policy._regressor.w, twin._weights.w)
+    # its own t (1 / p = 2) and N, as VW's gd keeps them per weight offset; the policy's t
+    # counts its two lines (importance 1 each)
+    assert policy._regressor_totals[0] == 2.0 and policy._totals[0] == 2.0
+    assert np.array_equal(policy._regressor_totals[:2], twin._totals[:2])
     lines = ActionFeaturePolicy(seed=0, cb_type="dr")
     offer = lines._offer_tokens("a", lines._action_tokens("a", None), ("b", "a"), None)
     labels = [label for _, label in lines._dr_lines(lines._context(x), "a", offer, 1.0, 0.5)]
@@ -658,6 +662,7 @@ def test_dr_state_round_trips_with_its_regressor():
     for learner in (policy, again):
         learner.learn_many([(x, "b", 1.0, 0.25, ("a", "b"))])
     assert np.array_equal(again._regressor.w, policy._regressor.w)
+    assert np.array_equal(again._regressor_totals, policy._regressor_totals)
     assert np.array_equal(again._weights.w, policy._weights.w)
     serving = ActionFeaturePolicy.from_state(policy.to_state(statistics=False))
     assert np.array_equal(serving.scores(x, ["a", "b"]), policy.scores(x, ["a", "b"]))
