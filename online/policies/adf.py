@@ -429,11 +429,9 @@ class ActionFeaturePolicy(Policy):
         self._truncated: tuple | None = None  # (key, the weights truncated by the gravity)
         self._cross = crossings(interactions)
         self._ignored = ignored_namespaces(ignore) if ignore else None
-        size = 1 << bits
-        self._weights = Weights(np.zeros(size), np.zeros(size), np.zeros(size))
+        self._weights = self._zero_weights()
         # dr's reward regressor (VW's second weight of each feature), None for the other types
-        self._regressor = (Weights(np.zeros(size), np.zeros(size), np.zeros(size))
-                           if cb_type == "dr" else None)
+        self._regressor = self._zero_weights() if cb_type == "dr" else None
         self._regressor_totals = np.zeros(3)  # its t and N (VW >= 9.8: per weight offset)
         # NAG's t (examples), N (normalizer), --l1's gravity; mtr's events and the actions
         # they were drawn among (VW's event_sum and action_sum)
@@ -719,12 +717,15 @@ class ActionFeaturePolicy(Policy):
             self._truncated = (key, np.sign(w) * np.maximum(np.abs(w) - gravity, 0.0))
         return self._truncated[1]
 
-    def _weights_from(self, state: dict) -> Weights:
+    def _zero_weights(self) -> Weights:
         size = 1 << self.bits
+        return Weights(np.zeros(size), np.zeros(size), np.zeros(size))
+
+    def _weights_from(self, state: dict) -> Weights:
         used = np.asarray(state["index"], np.int64).reshape(-1)
-        if used.size and (used.min() < 0 or used.max() >= size):
-            raise ValueError(f"weight indices must be in [0, {size})")
-        weights = Weights(np.zeros(size), np.zeros(size), np.zeros(size))
+        if used.size and (used.min() < 0 or used.max() >= 1 << self.bits):
+            raise ValueError(f"weight indices must be in [0, {1 << self.bits})")
+        weights = self._zero_weights()
         for name, array in zip(Weights._fields, weights):
             if name in state:
                 array[used] = np.asarray(state[name], float).reshape(-1)
@@ -737,7 +738,7 @@ class ActionFeaturePolicy(Policy):
         if self.cb_type == "dr":  # (a serving copy has none: it never learns)
             given = state.get("regressor")
             self._regressor = (self._weights_from(given) if isinstance(given, dict) else
-                               Weights(*(np.zeros(1 << self.bits) for _ in range(3))))
+                               self._zero_weights())
             self._regressor_totals = np.zeros(3)
             if isinstance(given, dict) and "totals" in given:
                 self._regressor_totals[:2] = np.asarray(given["totals"], float).reshape(-1)[:2]

@@ -59,8 +59,11 @@ class WarmStartParams(JobParams):
 
 
 def _start(client, app: str, offset: str, limit: int) -> str:
-    """The XRANGE lower bound of the newest ``limit`` entries at or before ``offset``."""
+    """The XRANGE lower bound of the newest ``limit`` entries at or before ``offset`` (a
+    stream no longer than ``limit`` is read from its start, not paged back through first)."""
     stream, high, seen, low = keys.stream(app), offset, 0, "-"
+    if client.xlen(stream) <= limit:
+        return "-"
     while seen < limit:
         page = client.xrevrange(stream, max=high, count=min(5_000, limit - seen))
         if not page:
@@ -80,18 +83,14 @@ class _Replay:
         self.learned = self.rejected = 0
 
     def events(self, client, app: str, low: str, high: str, progress, total: int):
-        listed = self.config.action_features  # (the app's actions', as the trainer's)
         for i, (_, event) in enumerate(read_range(client, app, low, high)):
             if i % 2_000 == 1_999:
                 progress(min(0.99, (self.learned + self.rejected) / max(total, 1)),
                          f"{self.learned} events learned")
             if event is None:
                 continue
-            features = {**(listed or {}), **(event.action_features or {})} or None
             try:
-                self.kind.learn_run(self.learner, [(
-                    dict(event.context), event.action, self.config.rescale(event.reward),
-                    event.probability, event.offered, features)])
+                self.kind.learn_run(self.learner, [event.learned(self.config)])
                 self.learned += 1
             except Exception:  # noqa: BLE001 - as the trainer: counted, the replay goes on
                 self.rejected += 1

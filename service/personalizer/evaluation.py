@@ -142,22 +142,19 @@ def evaluate(
         dr_low, dr_low_c = np.zeros(n), np.zeros(n)
         sums, counts = np.zeros(k), np.zeros(k)
         for i, event in enumerate(events):
-            # the app's actions' features, and over them those the event's request gave
-            features = {**(config.action_features or {}), **(event.action_features or {})}
+            features = event.features(config)
             if candidate.source == "Online":
                 pi = None
                 target[i] = propensity[i]
             else:
-                pi = _probabilities(candidate, learner, event, actions, features or None)
+                pi = _probabilities(candidate, learner, event, actions, features)
                 target[i] = pi[logged[i]]
                 q = (sums + 0.5) / (counts + 1.0)  # earlier events only: predictable
                 q_logged[i], q_policy[i] = q[logged[i]], float(pi @ q)
                 lo, lo_c = dr_lower_bounds(pi[None, :], q[None, :], p_min)
                 dr_low[i], dr_low_c[i] = lo[0], lo_c[0]
             if learner is not None:
-                model_kind(candidate.kind).learn_run(learner, [(
-                    dict(event.context), event.action, rewards[i], propensity[i],
-                    event.offered, features or None)])
+                model_kind(candidate.kind).learn_run(learner, [event.learned(config)])
             sums[logged[i]] += rewards[i]
             counts[logged[i]] += 1
             if i % 500 == 499:

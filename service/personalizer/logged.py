@@ -14,6 +14,7 @@ from typing import Any
 import redis
 
 from service import codec, keys
+from service.records import AppConfig
 from service.redis_text import as_str
 
 _PAGE = 5_000
@@ -32,6 +33,17 @@ class LoggedEvent:
     offered: tuple[str, ...] | None = None
     # the offered actions' features by id, when the request (or the app) gave any
     action_features: dict[str, dict[str, Any]] | None = None
+
+    def features(self, config: AppConfig) -> dict[str, dict[str, Any]] | None:
+        """The offered actions' features as the trainer learns them: the app's actions', and
+        over them those the event's request gave (None: none)."""
+        return {**(config.action_features or {}), **(self.action_features or {})} or None
+
+    def learned(self, config: AppConfig) -> tuple:
+        """The event as a kind's ``learn_run`` takes it, as the app's trainer hands it over:
+        ``(context, action, reward rescaled into [0, 1], propensity, offer, features)``."""
+        return (dict(self.context), self.action, config.rescale(self.reward), self.probability,
+                self.offered, self.features(config))
 
 
 def _logged(entry_id, fields: dict) -> LoggedEvent | None:
