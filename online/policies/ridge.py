@@ -41,7 +41,9 @@ Predicting for one context among several actions is one compiled loop over the c
 Each model also keeps what its prediction's uncertainty needs: LinUCB's width
 ``sqrt(z' A^-1 z)`` of the coded row z, with ``A = Z'Z + l2 I`` over the action's coded rows
 (Li et al. 2010, Algorithm 1; the bias is penalised here, as in LinUCB: the width only scales
-the policy's optimism). Stored as ``A^-1`` (float32: a width needs no more) for every model
+the policy's optimism). ``A`` takes each learned row at once (:func:`width_update`), as
+LinUCB's does at every play, not only at the refits. Stored as ``A^-1`` (float32: a width
+needs no more) for every model
 while ``n_models * D^2`` stays under ``FULL_COVARIANCE_FLOATS`` (4 MB: 26 actions up to D =
 200, 1,000 actions up to D = 32), else
 only its diagonal (the width then ignores the columns' correlations: it is exact for one set
@@ -372,12 +374,17 @@ class RidgeBase:
 
     def update(self, x: np.ndarray, model: int, target: float) -> None:
         """Add one row (the encoded vector ``x`` and its ``target``) to model ``model`` in place:
-        its weights become the ridge fit on its rows so far plus this one. Nothing happens to a
-        model without an ``A^-1`` (no events at the fit, or no updates kept)."""
+        its weights become the ridge fit on its rows so far plus this one, and its width's
+        ``A^-1`` takes the row too (:func:`width_update`). Nothing happens to a model without
+        an ``A^-1`` (no events at the fit, or no updates kept)."""
         if self.inverse.shape[1] and 0 <= model < len(self.weights) and \
                 self.inverse[model, 0, 0] != 0.0:
-            self.events[model] += ridge_update(x, model, target, self._coding, self.weights,
-                                               self.inverse)
+            learned = ridge_update(x, model, target, self._coding, self.weights, self.inverse)
+            self.events[model] += learned
+            if learned and self.covariance.shape[1]:
+                c = self.covariance
+                width_update(x, model, self._coding, c if c.ndim == 3 else c[:, :, None],
+                             c.ndim == 2)
 
     @classmethod
     def fit(cls, X: np.ndarray, actions: np.ndarray, rewards: np.ndarray, n_actions: int,
@@ -626,6 +633,39 @@ def linear_widths(x, models, coding, covariance, diagonal, out):
                     row += covariance[m, index[p], index[q]] * value[q]
                 s += value[p] * row
         out[j] = np.sqrt(max(s, 0.0))
+
+
+@numba.njit(cache=True, nogil=True)
+def width_update(x, m, coding, covariance, diagonal):
+    """LinUCB's ``A^-1`` of model ``m`` after one more row, the coded row z of ``x``:
+    ``A^-1 -= u u' / (1 + z'u)``, ``u = A^-1 z`` (Sherman-Morrison, Li et al. 2010's ``A_a +=
+    x x'`` at every play), so that a width shrinks as its action is played and not only at the
+    next refit. With ``diagonal`` (``covariance[m, i, 0]`` is entry (i, i), the rest taken as
+    0, as :func:`linear_widths` reads it) the same update of that diagonal matrix, of which
+    only the diagonal is kept."""
+    index = np.empty(1 + coding[0].shape[0] + coding[2].shape[0], np.int64)
+    value = np.empty(index.shape[0])
+    nnz = coded_entries(x, coding, index, value)
+    denominator = 1.0
+    if diagonal:
+        for p in range(nnz):
+            denominator += value[p] * value[p] * covariance[m, index[p], 0]
+        for p in range(nnz):
+            u = covariance[m, index[p], 0] * value[p]
+            covariance[m, index[p], 0] -= u * u / denominator
+        return
+    D = covariance.shape[1]
+    u = np.zeros(D)
+    for p in range(nnz):  # A^-1 is symmetric: its rows are its columns
+        row, v = index[p], value[p]
+        for i in range(D):
+            u[i] += covariance[m, row, i] * v
+    for p in range(nnz):
+        denominator += value[p] * u[index[p]]
+    for i in range(D):
+        ui = u[i] / denominator
+        for j in range(D):
+            covariance[m, i, j] -= ui * u[j]
 
 
 @numba.njit(cache=True, nogil=True)

@@ -110,8 +110,8 @@ class TreeEnsemblePolicy(Policy):
       -> 0.411) and Adult (0.241 -> 0.245), where the trees of most actions weigh less than 1.
     - *No optimism by default* (``optimism = 0``; the option: IGW weighs ``s_a(x) =
       prediction_a(x) + optimism * w_a(x)``, ``w_a(x) = sqrt(z' A_a^-1 z)`` LinUCB's width of
-      the linear base's coded row z, ``A_a`` from the action's window rows,
-      :mod:`~online.policies.ridge`). The bonus shrinks per action and per context as events
+      the linear base's coded row z, ``A_a`` from the action's window rows at the refit and
+      every row it learns since, :mod:`~online.policies.ridge`). The bonus shrinks per action and per context as events
       come, like LinUCB's (Li et al. 2010) and RegCB-opt's upper bounds (Foster et al. 2018),
       and the probabilities stay exact (IGW of the optimistic scores). Held-out streams, mean
       of seeds 0-1, reward at 10k steps, optimism 0 / 0.5 / 1 / 2: vowel (11 actions) 0.675 /

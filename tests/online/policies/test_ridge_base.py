@@ -222,6 +222,37 @@ def test_updates_between_refits_give_the_refit_on_every_row():
     assert (base.weights[2] == 0).all() and (base.inverse[2] == 0).all()
 
 
+def test_widths_shrink_with_each_update_as_a_refit_on_every_row_would_give(monkeypatch):
+    """LinUCB's A_a takes every played row (Li et al. 2010), not only the refit's: after
+    updates the widths are those of the fit on all the rows; with only the diagonal kept, the
+    same update of the diagonal matrix (its diagonal)."""
+    import online.policies.ridge as ridge
+
+    kinds = ["number", "number", "code"]
+    X, r = linear_rows(600, seed=3)
+    actions = np.tile(np.array([0, 1], np.int32), 300)
+    base = RidgeBase.fit(X[:200], actions[:200], r[:200], 3, kinds, l2=2.0)
+    T = linear_rows(30, seed=9)[0]
+    before = np.array([base.widths(t, np.arange(3)) for t in T])
+    for i in range(200, 600):
+        base.update(X[i], int(actions[i]), r[i])
+    refit = RidgeBase.fit(X, actions, r, 3, kinds, l2=2.0)
+    after = np.array([base.widths(t, np.arange(3)) for t in T])
+    np.testing.assert_allclose(after, [refit.widths(t, np.arange(3)) for t in T], rtol=1e-4)
+    assert (after[:, :2] < before[:, :2]).all() and (after[:, 2] == before[:, 2]).all()
+
+    full = RidgeBase.fit(X[:200], actions[:200], r[:200], 3, kinds, l2=2.0)
+    monkeypatch.setattr(ridge, "FULL_COVARIANCE_FLOATS", 10)
+    diagonal = RidgeBase.fit(X[:200], actions[:200], r[:200], 3, kinds, l2=2.0)
+    assert diagonal.covariance.ndim == 2
+    diagonal.inverse = full.inverse  # (the ridge's own updates kept, the widths' diagonal)
+    c = diagonal.covariance[0].astype(np.float64)
+    z = diagonal.design(X[200][None])[0]
+    diagonal.update(X[200], 0, r[200])
+    expected = np.diag(np.linalg.inv(np.diag(1.0 / c) + np.outer(z, z)))
+    np.testing.assert_allclose(diagonal.covariance[0], expected, rtol=1e-5)
+
+
 def test_without_room_for_the_inverses_the_base_waits_for_refits(monkeypatch):
     import online.policies.ridge as ridge
 
