@@ -1,5 +1,6 @@
-"""What several Personalizer route modules share: reading a JSON object body, and switching an
-app to another policy (``/configurations/policy`` and an evaluation's apply both do).
+"""What several Personalizer route modules share: reading a JSON object body, switching an
+app to another policy (``/configurations/policy`` and an evaluation's apply both do), and the
+``warm-start`` job a new model then learns the app's log in.
 
 Routes import these from here, never from one another's private functions.
 """
@@ -7,6 +8,7 @@ Routes import these from here, never from one another's private functions.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from fastapi import HTTPException, Request
@@ -16,6 +18,12 @@ from service.feature_checks import check_json_text
 from service.personalizer import configuration, learning_settings, model_file
 from service.personalizer.errors import bad_request
 from service.records import AppConfig
+
+#: what a policy change retrains on: Personalizer reset the model on a change of its reward or
+#: exploration settings and "retrain[ed] it with the last 2 days of data" (its how-to-settings
+#: page); an evaluation's apply replays the whole log instead (the evaluation's model was
+#: trained on its window, which can be far longer)
+RETRAIN_MS = 2 * 24 * 3600 * 1000
 
 
 async def json_body(request: Request) -> dict[str, Any]:
@@ -76,6 +84,29 @@ def set_policy(
         )
     except KeyError:
         raise HTTPException(404, f"app {config.name!r} not found") from None
+
+
+def new_model(before: AppConfig, after: AppConfig) -> bool:
+    """Whether a :func:`set_policy` from ``before`` to ``after`` gave the app a fresh model."""
+    return (after.policy_kind, after.policy_params) != (before.policy_kind, before.policy_params)
+
+
+def warm_start(services: Services, jobs, config: AppConfig,
+               since_ms: int | None = None) -> str:
+    """Submit the ``warm-start`` job in which the app's new (fresh) model learns its log
+    (:mod:`service.jobs.warm_start`; ``since_ms``: only the events logged since); its id. The
+    job installs nothing if the model is replaced again before it is done."""
+    token = model_file.model_id(services.store.redis, config.name)
+    params: dict[str, Any] = {"model_id": token}
+    if since_ms is not None:
+        params["since_ms"] = since_ms
+    return jobs.submit("warm-start", params, {"type": "app", "app": config.name},
+                       app=config.name)
+
+
+def retrain_since() -> int:
+    """The ``since_ms`` of a policy change's retraining: :data:`RETRAIN_MS` ago."""
+    return int(time.time() * 1000) - RETRAIN_MS
 
 
 def policy_arguments(config: AppConfig) -> str:

@@ -14,7 +14,9 @@ What it does, in order:
 2. builds a fresh learner of that policy and has it learn the app's logged reward events in
    the stream's order, as the app's trainer learned them (the reward rescaled into [0, 1], the
    logged propensity, the actions each decision was drawn among and their features), the
-   newest ``max_events`` of them up to the served snapshot's offset;
+   newest ``max_events`` of them up to the served snapshot's offset (and with ``since_ms``
+   only those logged since then: a Personalizer policy change retrains on the last two days,
+   as Personalizer did);
 3. installs it at that offset (:func:`service.personalizer.model_file.install_replayed`): if
    the trainer has published since, it first learns the events up to the new offset, and tries
    again; the trainer then learns what comes after from this model (exactly once: it rewinds
@@ -52,10 +54,23 @@ MAX_ATTEMPTS = 1_000
 
 class WarmStartParams(JobParams):
     """``model_id``: the model to replace (None: the app's model when the job starts);
-    ``max_events``: the newest events replayed at most."""
+    ``max_events``: the newest events replayed at most; ``since_ms``: only the events the
+    stream took at or after this time (ms since the epoch: a stream entry's id is the time it
+    was added, when its reward came or its deadline passed); None: no bound."""
 
     model_id: str | None = Field(default=None, max_length=64)
     max_events: int = Field(default=1_000_000, ge=1, le=MAX_EVENTS)
+    since_ms: int | None = Field(default=None, ge=0)
+
+
+def _later(low: str, since_ms: int | None) -> str:
+    """The later of an XRANGE lower bound and ``since_ms``'s first entry id."""
+    if since_ms is None:
+        return low
+    if low == "-":
+        return f"{since_ms}-0"
+    first = low.lstrip("(")
+    return low if tuple(map(int, first.split("-"))) >= (since_ms, 0) else f"{since_ms}-0"
 
 
 def _start(client, app: str, offset: str, limit: int) -> str:
@@ -113,7 +128,7 @@ def run(params: WarmStartParams, dataset: Dataset, progress) -> dict[str, Any]:
     limit = params.max_events
     if dataset.source.get("type") == "events":  # (POST /jobs/warm-start {"app", "last"})
         limit = min(limit, int(dataset.source["last"]))
-    low = _start(client, app, offset, limit)
+    low = _later(_start(client, app, offset, limit), params.since_ms)
     total = min(limit, int(client.xlen(keys.stream(app))))
     progress(0.0, f"replaying up to {total} events")
     for _ in range(MAX_ATTEMPTS):

@@ -17,7 +17,15 @@ from fastapi.concurrency import run_in_threadpool
 from service import candidates, keys
 from service.api import usecases
 from service.api.deps import ServicesDep
-from service.api.personalizer_policy import json_body, policy_arguments, set_policy
+from service.api.personalizer_policy import (
+    json_body,
+    new_model,
+    policy_arguments,
+    retrain_since,
+    set_policy,
+    warm_start,
+)
+from service.api.routes.jobs import JobsDep
 from service.api.routes.personalizer import CallerDep
 from service.api.schemas import PolicySpec
 from service.api.usecases import Caller, Services
@@ -27,6 +35,9 @@ from service.personalizer.versions import PREFIX
 from service.records import AppConfig
 
 router = APIRouter(prefix=PREFIX, tags=["personalizer"])
+
+#: the response header that names the ``warm-start`` job a policy change submitted
+WARM_START_HEADER = "Grove-Warm-Start-Job"
 
 
 def _iso_ms(ms: int | float) -> str:
@@ -85,7 +96,18 @@ async def get_policy(caller: CallerDep, services: ServicesDep) -> dict:
     return _policy(await run_in_threadpool(_app, services, caller))
 
 
-def _update_policy(services: Services, caller: Caller, body: dict) -> dict:
+def _retrained(services: Services, jobs, before: AppConfig, after: AppConfig,
+               response: Response) -> dict:
+    """The policy answer of a change from ``before`` to ``after``; a new model retrains on
+    the last two days of the app's log, as Personalizer's did (a ``warm-start`` job, whose id
+    the ``Grove-Warm-Start-Job`` header gives)."""
+    if new_model(before, after):
+        response.headers[WARM_START_HEADER] = warm_start(services, jobs, after, retrain_since())
+    return _policy(after)
+
+
+def _update_policy(services: Services, jobs, caller: Caller, body: dict,
+                   response: Response) -> dict:
     config = _app(services, caller)
     name, arguments = body.get("name"), body.get("arguments")
     if not isinstance(name, str) or not isinstance(arguments, str):
@@ -102,20 +124,22 @@ def _update_policy(services: Services, caller: Caller, body: dict) -> dict:
         raise bad_request(str(exc), "InvalidPolicyConfiguration") from None
     kind = parsed.kind or config.policy_kind
     params = parsed.params if parsed.kind or parsed.params else config.policy_params
-    return _policy(set_policy(services, config, name, kind, params, parsed.exploration,
-                              arguments))
+    changed = set_policy(services, config, name, kind, params, parsed.exploration, arguments)
+    return _retrained(services, jobs, config, changed, response)
 
 
 @router.put("/configurations/policy")
 @router.patch("/configurations/policy", include_in_schema=False)
-async def update_policy(request: Request, caller: CallerDep, services: ServicesDep) -> dict:
-    """Set the app's policy from learning settings; a new kind or params start a fresh model."""
+async def update_policy(request: Request, response: Response, caller: CallerDep,
+                        services: ServicesDep, jobs: JobsDep) -> dict:
+    """Set the app's policy from learning settings; a new kind or params give a new model,
+    which learns the last two days of the app's log."""
     body = await json_body(request)
-    return await run_in_threadpool(_update_policy, services, caller, body)
+    return await run_in_threadpool(_update_policy, services, jobs, caller, body, response)
 
 
-def _reset_policy(services: Services, caller: Caller) -> dict:
-    config = _app(services, caller)
+def _reset_policy(services: Services, jobs, caller: Caller, response: Response) -> dict:
+    before = config = _app(services, caller)
     default = PolicySpec()  # what POST /apps gives an app that names no policy
     extra = configuration.stored(config)
     config = set_policy(
@@ -127,13 +151,15 @@ def _reset_policy(services: Services, caller: Caller) -> dict:
         config = services.store.update_app(
             config.name, extra={**config.extra, configuration.EXTRA: rest}
         )
-    return _policy(config)
+    return _retrained(services, jobs, before, config, response)
 
 
 @router.delete("/configurations/policy")
-async def reset_policy(caller: CallerDep, services: ServicesDep) -> dict:
-    """Back to Grove's default policy (a fresh model) and the default exploration floor."""
-    return await run_in_threadpool(_reset_policy, services, caller)
+async def reset_policy(response: Response, caller: CallerDep, services: ServicesDep,
+                       jobs: JobsDep) -> dict:
+    """Back to Grove's default policy and the default exploration floor; a new model learns
+    the last two days of the app's log."""
+    return await run_in_threadpool(_reset_policy, services, jobs, caller, response)
 
 
 # -- model --------------------------------------------------------------------------------------

@@ -34,12 +34,12 @@ from fastapi.concurrency import run_in_threadpool
 from service import keys
 from service.api import usecases
 from service.api.deps import ServicesDep
-from service.api.personalizer_policy import json_body, set_policy
+from service.api.personalizer_policy import json_body, new_model, set_policy, warm_start
 from service.api.routes.jobs import JobsDep
 from service.api.routes.personalizer import CallerDep
 from service.api.usecases import Caller, Services
 from service.jobs.queue import JobQueue
-from service.personalizer import learning_settings, model_file
+from service.personalizer import learning_settings
 from service.personalizer.errors import PersonalizerError, bad_request
 from service.personalizer.evaluation import BUCKET_MS, Candidate, default_candidates
 from service.personalizer.versions import PREFIX, legacy_shapes
@@ -384,14 +384,10 @@ def _apply(services, jobs, caller, body: dict) -> None:
     applied = set_policy(services, config, policy_name, kind, params, parsed.exploration,
                          chosen["arguments"])
     record = {**record, "status": "OptimalPolicyApplied", "applied": policy_name}
-    if (applied.policy_kind, applied.policy_params) != (config.policy_kind,
-                                                        config.policy_params):
+    if new_model(config, applied):
         # a new model: it learns the app's log (service.jobs.warm_start), as Personalizer
         # applied an evaluation's model with its settings
-        token = model_file.model_id(services.store.redis, config.name)
-        record["warmStartJobId"] = jobs.submit(
-            "warm-start", {"model_id": token}, {"type": "app", "app": config.name},
-            app=config.name)
+        record["warmStartJobId"] = warm_start(services, jobs, applied)
     _save(services, config, EVALUATIONS, record)
 
 

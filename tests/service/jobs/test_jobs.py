@@ -367,9 +367,10 @@ def test_a_job_process_killed_under_a_live_worker_is_requeued_at_once(grove):
     assert follow(http, job_id, timeout=15)[0]["state"] == "cancelled"
 
 
-def test_warm_start_from_the_api_after_a_policy_change(grove):
-    """``POST /jobs/warm-start`` with the app's key: the app's new policy (set through
-    Personalizer's policy route, a fresh model) learns the events its trainer had learned."""
+def test_a_policy_change_retrains_on_the_log_and_the_api_starts_a_warm_start(grove):
+    """Personalizer's policy route gives the app a new model and submits the ``warm-start`` job
+    in which it learns the app's last two days (named by the ``Grove-Warm-Start-Job`` header);
+    ``POST /jobs/warm-start`` with the app's key runs one natively, ``last`` bounding it."""
     http, *_ = grove
     name = f"warm-{uuid.uuid4().hex[:6]}"
     created = http.post("/apps", json=app_body(name, actions=["a", "b"]), headers=ADMIN)
@@ -383,14 +384,20 @@ def test_warm_start_from_the_api_after_a_policy_change(grove):
                timeout=60, what="the trainer")
     policy = {"name": "linucb", "arguments": "--cb_explore_adf --kind linucb"}
     personalizer = {"Ocp-Apim-Subscription-Key": created.json()["apiKey"]}
-    assert http.put("/personalizer/v1.0/configurations/policy", json=policy,
-                    headers=personalizer).status_code == 200
-    assert http.get(f"/apps/{name}", headers=key).json()["eventsLearned"] == 0  # fresh
-    answer = http.post("/jobs/warm-start", json={"app": name, "last": 1000, "params": {}},
+    changed = http.put("/personalizer/v1.0/configurations/policy", json=policy,
+                       headers=personalizer)
+    assert changed.status_code == 200 and changed.json()["name"] == "linucb"
+    final, _ = follow(http, changed.headers["Grove-Warm-Start-Job"], headers=key)
+    assert final["kind"] == "warm-start" and final["state"] == "done", final
+    assert final["result"]["installed"] and final["result"]["eventsLearned"] == 60, final
+    wait_until(lambda: http.get(f"/apps/{name}", headers=key).json()["eventsLearned"] == 60,
+               timeout=60, what="the replayed model served")
+    same = http.put("/personalizer/v1.0/configurations/policy", json=policy,
+                    headers=personalizer)  # the same settings: the model stays, no job
+    assert same.status_code == 200 and "Grove-Warm-Start-Job" not in same.headers
+    answer = http.post("/jobs/warm-start", json={"app": name, "last": 10, "params": {}},
                        headers=key)
     assert answer.status_code == 202, answer.text
     final, _ = follow(http, answer.json()["id"], headers=key)
     assert final["state"] == "done", final
-    assert final["result"]["installed"] and final["result"]["eventsLearned"] == 60, final
-    wait_until(lambda: http.get(f"/apps/{name}", headers=key).json()["eventsLearned"] == 60,
-               timeout=60, what="the replayed model served")
+    assert final["result"]["installed"] and final["result"]["eventsLearned"] == 10, final

@@ -5,6 +5,7 @@ is called in process on the fixtures' redis-server, beside a real trainer."""
 from __future__ import annotations
 
 import random
+import time
 
 import pandas as pd
 
@@ -135,3 +136,17 @@ def test_max_events_replays_the_newest(client, store, trainer):
     assert result["installed"] and result["eventsLearned"] == 50
     info = store.snapshot_info("fav")
     assert (info.events_learned, info.events_before) == (50, 70)
+
+
+def test_since_ms_replays_only_the_events_logged_since(client, store, trainer):
+    headers = create(client, "fav", actions=ACTIONS)
+    _play(client, headers, 40, random.Random(0))
+    seconds, micros = store.redis.time()
+    since = seconds * 1000 + micros // 1000 + 1
+    time.sleep(0.005)
+    _play(client, headers, 30, random.Random(1))
+    drain(trainer)
+    _switch(store, "fav", "linucb")
+    result = _run(store, "fav", since_ms=since)
+    assert result["installed"] and result["eventsLearned"] == 30, result
+    assert _run(store, "fav", since_ms=since + 10 ** 9)["installed"] is False  # none since
