@@ -28,6 +28,16 @@ ADMIN_KEY = "bench-admin-key"
 CONTEXT = {"f0": 0.3, "f1": 0.2, "f2": 0.1, "f3": 0.5, "site": "a"}
 
 
+def rank_body(n_actions: int) -> dict:
+    """Personalizer's rank as load.lua's ``rank`` workload sends it: the context as
+    ``contextFeatures``, each action with two features."""
+    return {"contextFeatures": [{k: v for k, v in CONTEXT.items() if k != "site"},
+                                {"site": CONTEXT["site"]}],
+            "actions": [{"id": f"ad{i}", "features": [{"topic": f"t{i % 8}"},
+                                                      {"words": 3 + i % 5}]}
+                        for i in range(n_actions)]}
+
+
 async def call(app, path: str, body: dict, headers: dict) -> tuple[int, bytes]:
     """One POST through the ASGI app."""
     raw = json.dumps(body).encode()
@@ -57,7 +67,18 @@ async def call(app, path: str, body: dict, headers: dict) -> tuple[int, bytes]:
     return out[0]["status"], b"".join(m.get("body", b"") for m in out[1:])
 
 
-async def loop(app, headers: dict, pairs: int) -> None:
+async def loop(app, headers: dict, pairs: int, rank: dict | None = None) -> None:
+    """``pairs`` decisions, each rewarded: native decide and reward, or with ``rank`` (its
+    body) Personalizer's rank and reward."""
+    if rank is not None:
+        for _ in range(pairs):
+            status, body = await call(app, "/personalizer/v1.0/rank", rank, headers)
+            assert status == 201, body
+            event = json.loads(body)["eventId"]
+            status, body = await call(app, f"/personalizer/v1.0/events/{event}/reward",
+                                      {"value": 1.0}, headers)
+            assert status == 204, body
+        return
     for _ in range(pairs):
         status, body = await call(app, "/apps/b/decide", {"context": CONTEXT}, headers)
         assert status == 200, body
@@ -84,25 +105,31 @@ async def measure(args) -> None:
             app = create_app(Settings(redis_url=redis.url, admin_key=ADMIN_KEY))
             context = app.router.lifespan_context(app)
             await context.__aenter__()
+            policy = {"kind": "bandit-forest", "params": {"n_trees": 100, "seed": 1}} \
+                if args.kind == "bandit-forest" else {"kind": args.kind}
             status, body = await call(app, "/apps", {
                 "name": "b", "actions": [f"ad{k}" for k in range(args.actions)],
-                "policy": {"kind": "bandit-forest", "params": {"n_trees": 100, "seed": 1}},
+                "policy": policy,
             }, {"authorization": f"Bearer {ADMIN_KEY}"})
             assert status == 201, body
-            headers = {"authorization": f"Bearer {json.loads(body)['apiKey']}"}
-        await loop(app, headers, 200)  # warm: numba kernels, caches
+            key = json.loads(body)["apiKey"]
+            headers = {"ocp-apim-subscription-key": key} if args.rank else \
+                {"authorization": f"Bearer {key}"}
+        rank = rank_body(args.actions) if args.rank else None
+        await loop(app, headers, 200, rank)  # warm: numba kernels, caches
         profile = cProfile.Profile() if args.profile else None
         wall, cpu = time.perf_counter(), time.process_time()
         if profile:
             profile.enable()
-        await loop(app, headers, args.pairs)
+        await loop(app, headers, args.pairs, rank)
         if profile:
             profile.disable()
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         n = 2 * args.pairs
-        what = "bare app" if args.bare else f"Grove, {args.actions} actions"
+        what = "bare app" if args.bare else f"Grove, {args.kind}, {args.actions} actions"
+        pair = "rank and reward" if args.rank else "decide and reward"
         print(f"{what}: {cpu / n * 1e6:.0f} us CPU per request, {wall / n * 1e6:.0f} us wall "
-              f"({n} requests, decide and reward alternating)")
+              f"({n} requests, {pair} alternating)")
         if profile:
             pstats.Stats(profile).sort_stats(args.profile).print_stats(40)
         if context is not None:
@@ -115,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--pairs", type=int, default=2000, help="decide+reward pairs measured")
     p.add_argument("--actions", type=int, default=10)
+    p.add_argument("--kind", default="bandit-forest",
+                   help="the app's policy kind (bandit-forest: 100 trees, seed 1)")
+    p.add_argument("--rank", action="store_true",
+                   help="Personalizer's rank and reward (load.lua's rank body) instead")
     p.add_argument("--bare", action="store_true", help="the bare app instead of Grove")
     p.add_argument("--profile", choices=["tottime", "cumulative"], default=None,
                    help="cProfile the measured pairs, sorted so (wall time, inflated)")

@@ -293,13 +293,17 @@ class ActionFeaturePolicy(Policy):
       (the default) by 1. ``"ips"`` is VW's ``cb_adf`` reduction: every action the
       decision was drawn among (a ``learn_many`` event's offer; ``learn_one``'s: the inventory) is
       learned, in the offer's order, toward reward / probability for the played action and 0 for
-      the others, the labels set before any line is learned (VW's ``csoaa_ldf``). Where it differs
-      from VW: a line whose error is 0 (an unplayed action while the weights are still 0) counts in
-      NAG's ``t`` and ``N`` and the features' scales here (any cb_type's lines, the ``dr``
-      regressor's too), VW's ``gd`` skips it; a feature whose |value| grows rescales its weight
-      before the prediction here, after it in VW (the same with values of 1, as Personalizer's
-      categorical features are); VW's ``--clip_p`` is not taken; VW clamps predictions to the
-      labels' range, ``adf`` does not; VW's squarecb takes ``mtr`` only, ``adf``'s IGW any type.
+      the others, the labels set before any line is learned (VW's ``csoaa_ldf``). Each line is
+      learned in VW's ``gd`` order: the error is the prediction's with the weights as they are,
+      a line predicted exactly changes nothing (not ``t``, ``N`` nor the scales: at first, a
+      reward of 0 and weights of 0), then a feature whose |value| grows rescales its weight,
+      then the step. Given VW's lines, ``adf``'s scores are VW 9.11's to its float32 weights'
+      precision with ``mtr``, ``ips`` and ``dr`` (``test_scores_are_vws_after_the_same_events``).
+      Where it differs from VW: ``"dm"`` learns the played line only (a direct regression);
+      VW's ``cb_adf`` with ``--cb_type dm`` also learns every other offered line toward 0 (its
+      ips labels with probability 1); VW's ``--clip_p`` is not taken; VW clamps predictions to
+      the labels' range, ``adf`` does not; VW's squarecb takes ``mtr`` only, ``adf``'s IGW any
+      type.
       ``"dr"`` is VW's doubly robust ``cb_adf``: a reward regressor of its own (its own
       weights over the same features, VW's second weight of ``feature_width`` 2, and its own
       NAG ``t`` and ``N``, as VW's ``gd`` keeps them per weight offset since 9.8; the l1
@@ -871,9 +875,16 @@ def nag_step(context, action, reward, weights, totals, rule, cross, shift):
     slots, values, n = _phi(context, action, cross, shift)
     w, G, s = weights
     p, importance = rule.power_t, rule.importance
-    # a weight is in the units of its feature's largest |value| to the power 2p - 2 (its
-    # steps are ~ s^(2p - 2)): a larger value rescales it by (s / |x|)^(2 - 2p), s / |x| for
-    # AdaGrad's p = 1/2 (the normalized gradient alone, p = 0, by (s / |x|)^2)
+    # VW's order: the prediction (the error's) with the weights as they are; a line it
+    # predicts exactly changes nothing, not t, N nor the scales (gd's compute_update skips a
+    # zero loss: the first events of a fresh model, predicting 0 for a reward of 0)
+    predicted = _predicted(w, slots, values, n, totals[2])
+    error = predicted - reward
+    if error == 0.0:
+        return predicted
+    # then a weight is put in the units of its feature's largest |value| to the power 2p - 2
+    # (its steps are ~ s^(2p - 2)): a larger value rescales it by (s / |x|)^(2 - 2p), s / |x|
+    # for AdaGrad's p = 1/2 (the normalized gradient alone, p = 0, by (s / |x|)^2)
     for m in range(n):
         v = abs(values[m])
         k = slots[m]
@@ -881,7 +892,6 @@ def nag_step(context, action, reward, weights, totals, rule, cross, shift):
             if s[k] > 0.0:
                 w[k] *= s[k] / v if p == 0.5 else (s[k] / v) ** (2.0 - 2.0 * p)
             s[k] = v
-    predicted = _predicted(w, slots, values, n, totals[2])
     totals[0] += importance
     for m in range(n):
         if s[slots[m]] > 0.0:
@@ -891,9 +901,6 @@ def nag_step(context, action, reward, weights, totals, rule, cross, shift):
     # the global normalizer, (t / N)^(1 - p): sqrt(t / N) for p = 1/2
     ratio = totals[0] / totals[1]
     multiplier = math.sqrt(ratio) if p == 0.5 else ratio ** (1.0 - p)
-    error = predicted - reward
-    if error == 0.0:
-        return predicted
     for m in range(n):
         k = slots[m]
         g = error * values[m]

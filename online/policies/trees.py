@@ -108,32 +108,31 @@ class TreeEnsemblePolicy(Policy):
       german-numeric 0.872 / 0.916 -> 0.871 / 0.917, credit-a 0.873 / 0.921 -> 0.871 / 0.921,
       the MOOC stream 0.056 / 0.063 -> 0.059 / 0.066) and gains on Letter (10k, 3 seeds: 0.390
       -> 0.411) and Adult (0.241 -> 0.245), where the trees of most actions weigh less than 1.
-    - *No optimism by default* (``optimism = 0``; the option: IGW weighs ``s_a(x) =
-      prediction_a(x) + optimism * w_a(x)``, ``w_a(x) = sqrt(z' A_a^-1 z)`` LinUCB's width of
-      the linear base's coded row z, ``A_a`` from the action's window rows at the refit and
-      every row it learns since, :mod:`~online.policies.ridge`). The bonus shrinks per action and per context as events
-      come, like LinUCB's (Li et al. 2010) and RegCB-opt's upper bounds (Foster et al. 2018),
-      and the probabilities stay exact (IGW of the optimistic scores). Held-out streams, mean
-      of seeds 0-1, reward at 10k steps, optimism 0 / 0.5 / 1 / 2: vowel (11 actions) 0.675 /
-      0.719 / 0.721 / 0.706; vehicle (4) 0.832 / 0.835 / 0.830 / 0.827; waveform-40 (3) 0.815 /
-      0.812 / 0.811 / 0.809; splice (3) 0.915 / 0.915 / 0.910 / 0.900; german-numeric (2)
-      0.872 / 0.873 / 0.877 / 0.875; credit-a (2) 0.872 / 0.871 / - / -; and the one large,
-      low-signal stream (a MOOC enrolment's course, 31 actions, 57k rows, no row replayed
-      within 50k steps) 0.050 / 0.039 / 0.037 at 10k, 0.052 / 0.041 / 0.037 at 30k. Where the
-      signal is strong and the actions many it gains (vowel +0.044; Letter +0.035 at 10k); where
-      the actions' rewards differ by little, a bonus of the width's size outweighs the gaps and
-      buys exploration that never pays back (the MOOC stream -0.011, -22 %; Adult -0.02 at 10k
-      and -0.01 per window at 200k). Re-measured with today's oracle (the base's updates and
-      penalty, the weighed trees): Letter +0.043 and Adult -0.003 at 10k (8 seeds), the
-      held-out streams even on average, the MOOC stream -0.007 (-10 %) over the last 10k of
-      30k. Scaling the bonus by the rewards' noise did not tell the two kinds of stream apart:
-      per action it lost on Letter too, pooled over the actions it kept a quarter of the gain
-      and most of the loss (bench/policies/README.md). Ad traffic is the low-signal kind, so
-      it is off by default; an app whose actions differ clearly can set 0.5 (the largest
-      standard deviation of a reward in [0, 1], the unit the width is in). With optimism the
-      base keeps ``A_a^-1`` per action (float32; only its diagonal when the actions times the
-      coded columns squared pass 2^20 floats: 4 MB); the bonus reads z's non-zero entries
-      (nnz^2 per candidate).
+    - *No optimism by default* (``optimism = 0``; the option: IGW weighs ``s_a(x) = prediction_a(x)
+      + optimism * w_a(x)``, ``w_a(x) = sqrt(z' A_a^-1 z)`` LinUCB's width of the linear base's
+      coded row z, ``A_a`` from the action's window rows at the refit and every row it learns since,
+      :mod:`~online.policies.ridge`). The bonus shrinks per action and per context as events come,
+      like LinUCB's (Li et al. 2010) and RegCB-opt's upper bounds (Foster et al. 2018), and the
+      probabilities stay exact (IGW of the optimistic scores). Held-out streams, mean of seeds 0-1,
+      reward at 10k steps, optimism 0 / 0.5 / 1 / 2: vowel (11 actions) 0.675 / 0.719 / 0.721 /
+      0.706; vehicle (4) 0.832 / 0.835 / 0.830 / 0.827; waveform-40 (3) 0.815 / 0.812 / 0.811 /
+      0.809; splice (3) 0.915 / 0.915 / 0.910 / 0.900; german-numeric (2) 0.872 / 0.873 / 0.877 /
+      0.875; credit-a (2) 0.872 / 0.871 / - / -; and the one large, low-signal stream (a MOOC
+      enrolment's course, 31 actions, 57k rows, no row replayed within 50k steps) 0.050 / 0.039 /
+      0.037 at 10k, 0.052 / 0.041 / 0.037 at 30k. Where the signal is strong and the actions many it
+      gains (vowel +0.044; Letter +0.035 at 10k); where the actions' rewards differ by little, a
+      bonus of the width's size outweighs the gaps and buys exploration that never pays back (the
+      MOOC stream -0.011, -22 %; Adult -0.02 at 10k and -0.01 per window at 200k). Re-measured with
+      today's oracle (the base's updates and penalty, the weighed trees): Letter +0.043 and Adult
+      -0.003 at 10k (8 seeds), the held-out streams even on average, the MOOC stream -0.007 (-10 %)
+      over the last 10k of 30k (seeds 0-1; seeds 4-11: -0.0024, -3.5 %, 7 of 8 seeds lower). Scaling
+      the bonus by the rewards' noise did not tell the two kinds of stream apart: per action it lost
+      on Letter too, pooled over the actions it kept a quarter of the gain and most of the loss
+      (bench/policies/README.md). Ad traffic is the low-signal kind, so it is off by default; an app
+      whose actions differ clearly can set 0.5 (the largest standard deviation of a reward in [0,
+      1], the unit the width is in). With optimism the base keeps ``A_a^-1`` per action (float32;
+      only its diagonal when the actions times the coded columns squared pass 2^20 floats: 4 MB);
+      the bonus reads z's non-zero entries (nnz^2 per candidate).
     - *One regressor per action* (not one model with the action as a categorical feature, the
       issue's prototype): adding or removing an action stays local, and each action's trees
       spend no split on separating actions.

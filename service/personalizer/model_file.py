@@ -25,11 +25,11 @@ API processes load the new version at their next request. Events already learned
 model are not re-learned. Each replacement names its model with a new ``modelId`` in the
 snapshot (its identity: publications keep it).
 
-**A replayed model** (:func:`install_replayed`: the ``warm-start`` job, run after an
-evaluation's policy is applied or the policy is changed through ``/configurations/policy``) is installed the same way, with the offset it has learned up
-to instead of the old snapshot's: only while that is still the served snapshot's offset (else
-the job learns the events since and tries again), and only while the app's model is still the
-one the job started from (its ``modelId``) with the same policy.
+**A replayed model** (:func:`install_replayed`: the ``warm-start`` job, run after an evaluation's
+policy is applied or the policy is changed through ``/configurations/policy``) is installed the same
+way, with the offset it has learned up to instead of the old snapshot's: only while that is still
+the served snapshot's offset (else the job learns the events since and tries again), and only while
+the app's model is still the one the job started from (its ``modelId``) with the same policy.
 """
 
 from __future__ import annotations
