@@ -67,16 +67,26 @@ async def call(app, path: str, body: dict, headers: dict) -> tuple[int, bytes]:
     return out[0]["status"], b"".join(m.get("body", b"") for m in out[1:])
 
 
+MULTI = "/personalizer/v1.1-preview.1/multislot"
+
+
 async def loop(app, headers: dict, pairs: int, rank: dict | None = None) -> None:
     """``pairs`` decisions, each rewarded: native decide and reward, or with ``rank`` (its
-    body) Personalizer's rank and reward."""
+    body) Personalizer's rank and reward (its multi-slot rank and reward if it has slots)."""
     if rank is not None:
+        multi = "slots" in rank
         for _ in range(pairs):
-            status, body = await call(app, "/personalizer/v1.0/rank", rank, headers)
+            path = f"{MULTI}/rank" if multi else "/personalizer/v1.0/rank"
+            status, body = await call(app, path, rank, headers)
             assert status == 201, body
             event = json.loads(body)["eventId"]
-            status, body = await call(app, f"/personalizer/v1.0/events/{event}/reward",
-                                      {"value": 1.0}, headers)
+            if multi:
+                status, body = await call(app, f"{MULTI}/events/{event}/reward",
+                                          {"reward": [{"slotId": "main", "value": 1.0}]},
+                                          headers)
+            else:
+                status, body = await call(app, f"/personalizer/v1.0/events/{event}/reward",
+                                          {"value": 1.0}, headers)
             assert status == 204, body
         return
     for _ in range(pairs):
@@ -113,9 +123,12 @@ async def measure(args) -> None:
             }, {"authorization": f"Bearer {ADMIN_KEY}"})
             assert status == 201, body
             key = json.loads(body)["apiKey"]
-            headers = {"ocp-apim-subscription-key": key} if args.rank else \
+            headers = {"ocp-apim-subscription-key": key} if args.rank or args.multislot else \
                 {"authorization": f"Bearer {key}"}
-        rank = rank_body(args.actions) if args.rank else None
+        rank = rank_body(args.actions) if args.rank or args.multislot else None
+        if args.multislot:  # load.lua's multislot body: two slots
+            rank["slots"] = [{"id": "main", "baselineAction": "ad0"},
+                             {"id": "side", "baselineAction": "ad1"}]
         await loop(app, headers, 200, rank)  # warm: numba kernels, caches
         profile = cProfile.Profile() if args.profile else None
         wall, cpu = time.perf_counter(), time.process_time()
@@ -127,7 +140,8 @@ async def measure(args) -> None:
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         n = 2 * args.pairs
         what = "bare app" if args.bare else f"Grove, {args.kind}, {args.actions} actions"
-        pair = "rank and reward" if args.rank else "decide and reward"
+        pair = ("multi-slot rank and reward" if args.multislot else
+                "rank and reward" if args.rank else "decide and reward")
         print(f"{what}: {cpu / n * 1e6:.0f} us CPU per request, {wall / n * 1e6:.0f} us wall "
               f"({n} requests, {pair} alternating)")
         if profile:
@@ -146,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="the app's policy kind (bandit-forest: 100 trees, seed 1)")
     p.add_argument("--rank", action="store_true",
                    help="Personalizer's rank and reward (load.lua's rank body) instead")
+    p.add_argument("--multislot", action="store_true",
+                   help="Personalizer's multi-slot rank (two slots) and reward instead")
     p.add_argument("--bare", action="store_true", help="the bare app instead of Grove")
     p.add_argument("--profile", choices=["tottime", "cumulative"], default=None,
                    help="cProfile the measured pairs, sorted so (wall time, inflated)")

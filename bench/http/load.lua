@@ -1,6 +1,7 @@
 -- wrk script of bench/http: decide only, or decide then reward (BENCH_MODE=decide|reward), or
 -- Personalizer's rank (BENCH_MODE=rank: the same context as contextFeatures, the app's actions
--- with two features each, the key in Ocp-Apim-Subscription-Key, as the SDKs send them).
+-- with two features each, the key in Ocp-Apim-Subscription-Key, as the SDKs send them), or its
+-- multi-slot rank (BENCH_MODE=multislot: the same body with two slots, baselines ad0 and ad1).
 -- Run by bench/http/wrk.py; environment: BENCH_APP, BENCH_KEY, BENCH_MODE, BENCH_ACTIONS, BENCH_RUN.
 -- One wrk thread: every connection shares this state. In "reward" mode every other request
 -- rewards a decision whose answer has arrived (its eventId was chosen by this script), reward 1
@@ -11,7 +12,7 @@ local n_actions = tonumber(os.getenv("BENCH_ACTIONS") or "10")
 local run = os.getenv("BENCH_RUN") or tostring(os.time())
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
-if mode == "rank" then
+if mode == "rank" or mode == "multislot" then
   wrk.headers["Ocp-Apim-Subscription-Key"] = os.getenv("BENCH_KEY") or "unused"
 else
   wrk.headers["Authorization"] = "Bearer " .. (os.getenv("BENCH_KEY") or "unused")
@@ -26,6 +27,8 @@ local head, tail = 1, 0
 local turn = 0
 local decide_path = "/apps/" .. app .. "/decide"
 local rank_path = "/personalizer/v1.0/rank"
+local multislot_path = "/personalizer/v1.1-preview.1/multislot/rank"
+local slots = '[{"id":"main","baselineAction":"ad0"},{"id":"side","baselineAction":"ad1"}]'
 local offered = {}
 for i = 0, n_actions - 1 do
   offered[#offered + 1] = string.format(
@@ -51,6 +54,13 @@ request = function()
       '{"site":"%s"}],"actions":%s}',
       run, counter, f0, math.random(), math.random(), math.random(), sites[math.random(5)],
       offered))
+  end
+  if mode == "multislot" then
+    return wrk.format(nil, multislot_path, nil, string.format(
+      '{"eventId":"%s-%d","contextFeatures":[{"f0":%.5f,"f1":%.5f,"f2":%.5f,"f3":%.5f},' ..
+      '{"site":"%s"}],"actions":%s,"slots":%s}',
+      run, counter, f0, math.random(), math.random(), math.random(), sites[math.random(5)],
+      offered, slots))
   end
   local id = run .. "-" .. counter
   if mode == "reward" then best[id] = "ad" .. math.floor(f0 * n_actions) end

@@ -10,7 +10,8 @@ file, access log off) and, per action count, the bare app (``bench/http/bare.py`
 answering the same paths with constants) under uvicorn with the same loop and HTTP parser.
 Then, for each action count, workload (``decide``: decide only; ``reward``: every decision
 rewarded, decide and reward alternating; ``rank``: Personalizer's rank, the same context as its
-``contextFeatures`` and the actions with two features each) and connection count, it runs
+``contextFeatures`` and the actions with two features each; ``multislot``: the same body with
+two slots, Personalizer's multi-slot rank) and connection count, it runs
 wrk (one thread, keep-alive, ``bench/http/load.lua``) against bare and Grove in turn,
 ``--rounds`` times alternating, and reports medians of requests/s and p99, the ratios, and
 the trainer's pace (rewards/s against learned events/s, lag at the end of each round). Figures:
@@ -255,8 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--conns", type=int, nargs="+", default=[16, 64])
     p.add_argument("--actions", type=int, nargs="+", default=[10, 1000])
     p.add_argument("--modes", nargs="+", default=["decide", "reward"],
-                   choices=["decide", "reward", "rank"],
-                   help="rank: Personalizer's rank (v1.0 path, actions with features)")
+                   choices=["decide", "reward", "rank", "multislot"],
+                   help="rank: Personalizer's rank (v1.0 path, actions with features); "
+                        "multislot: its multi-slot rank (v1.1-preview.1, two slots)")
     p.add_argument("--rounds", type=int, default=2, help="alternating bare/Grove rounds")
     p.add_argument("--seconds", type=float, default=10.0, help="per wrk run")
     p.add_argument("--trees", type=int, default=100, help="n_trees of the Bandit Forest")
@@ -373,7 +375,8 @@ def main(argv: list[str] | None = None) -> int:
                     pace = (f"{line['rewards_per_s']:9.0f} {line['learned_per_s']:9.0f} "
                             f"{line['trainer_lag']:5d}")
                 summary.append(line)
-                workload = {"reward": "decide+reward", "rank": "Personalizer rank"}.get(mode, mode)
+                workload = {"reward": "decide+reward", "rank": "Personalizer rank",
+                            "multislot": "multi-slot rank"}.get(mode, mode)
                 print(f"{n:7d} {workload:15} {conns:5d} {line['bare_rps']:10.0f} "
                       f"{line['grove_rps']:11.0f} {line['rps_ratio']:5.2f}x "
                       f"{line['bare_p99_ms']:7.1f}ms {line['grove_p99_ms']:7.1f}ms "
