@@ -55,7 +55,9 @@ def walk_only(e: CompiledEnsemble) -> tuple[np.ndarray, np.ndarray]:
         leaf0=np.full(e.n_trees, -1, np.int64), slot_nodes=np.zeros_like(qs.slot_nodes),
         threshold=qs.threshold[:0], tree=qs.tree[:0], mask=qs.mask[:0],
         cat_groups=qs.cat_groups[:0], cat_code=qs.cat_code[:0], cat_tree=qs.cat_tree[:0],
-        cat_mask=qs.cat_mask[:0])))
+        cat_mask=qs.cat_mask[:0], level_start=np.zeros_like(qs.level_start),
+        level_threshold=qs.level_threshold[:0], level_row=qs.level_row[:0],
+        dense=qs.dense[:0])))
 
 
 # -- measuring -----------------------------------------------------------------------------------

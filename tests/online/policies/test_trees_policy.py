@@ -311,6 +311,40 @@ def test_quickscorer_past_65536_trees():
     np.testing.assert_array_equal(got, np.repeat(booster.predict(T)[:, None], 700, axis=1))
 
 
+def test_dense_groups_give_lightgbm_s_predictions():
+    """Groups of few thresholds with entries for many of their block's trees are dense (a row
+    per threshold): 0/1 variables (one threshold), a 3-valued one (two), NaN (every row), in
+    both blocks of 70,000 trees; a many-valued number stays sparse. LightGBM's numbers, from
+    QuickScorer, the rows' kernel and the walk alike."""
+    rng = np.random.default_rng(5)
+    n = 3000
+    X = np.column_stack([rng.integers(0, 2, (n, 3)), rng.integers(0, 3, n), rng.random(n)])
+    y = X[:, 0] + 2 * X[:, 1] * X[:, 2] - (X[:, 3] == 1) + np.sin(6 * X[:, 4])
+    booster = lightgbm.train({"objective": "regression", "verbose": -1, "num_leaves": 15,
+                              "min_data_in_leaf": 5}, lightgbm.Dataset(X, y), 100)
+    ens = CompiledEnsemble.concatenate([parse_lightgbm(booster.model_to_string())] * 700)
+    qs = ens._packed.qs
+    levels = np.diff(qs.level_start)
+    assert ens.n_trees == 70_000 and (qs.leaf0 >= 0).all()
+    n_slots = len(levels) // 2
+    for block in (0, 1):
+        dense = levels[block * n_slots:(block + 1) * n_slots]
+        assert (dense == 1).sum() >= 3 and (dense == 2).sum() >= 1  # the 0/1 and 3-valued
+    assert len(qs.tree) > 0  # the number's entries: sparse
+    T = np.column_stack([rng.integers(0, 2, (200, 3)), rng.integers(-1, 4, 200),
+                         rng.random(200)]).astype(float)
+    T[rng.random(200) < 0.1, 0] = np.nan
+    T[rng.random(200) < 0.1, 3] = np.nan
+    T[:20, 3] = rng.choice(ens.threshold[ens.feature == 3], 20)  # equal to a threshold: left
+    expected = booster.predict(T)
+    models = np.array([0, 699, 350])
+    np.testing.assert_array_equal(ens.predict_rows(T, np.arange(700))[:, models],
+                                  np.repeat(expected[:, None], 3, axis=1))
+    for t, want in zip(T[:40], expected[:40]):
+        assert (ens.predict(t, np.arange(700)) == want).all()
+        assert ens.predict(t, np.array([699]))[0] == want  # one model: walked
+
+
 def _plain(value):
     """numpy arrays -> lists; fails on anything that is not arrays + JSON values (no pickle)."""
     if isinstance(value, np.ndarray):
