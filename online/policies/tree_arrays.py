@@ -412,8 +412,8 @@ MAX_QUICK_CODES = 64
 TREE_BITS = 16  # QuickScorer's blocks of trees
 # a group is dense (one row per threshold, one word per tree of its block) with at most this
 # many thresholds and when its rows take at most 4 words per entry (entries * 4 >= levels *
-# trees: the rows' bytes at most 3.2x the entries'); Letter's groups (one threshold, entries
-# for 29-73 % of the trees) are all dense, 1.5x the entries' bytes
+# trees: the rows' bytes at most 1.8x its entries', 18 bytes each); Letter's groups (one
+# threshold, entries for 29-73 % of the trees) are all dense, 0.8x the entries' bytes
 DENSE_MAX_LEVELS = 4
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 # the lowest set bit's index: (w & -w) * _DE_BRUIJN >> 58 indexes _LOWEST (Leiserson et al. 1998)
