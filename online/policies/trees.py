@@ -30,6 +30,9 @@ __all__ = ["TreeEnsemblePolicy", "MAX_COLUMNS"]
 MAX_COLUMNS = 1024
 
 
+CANDIDATE_SETS = 8  # candidate sets whose models a policy keeps at once (_candidate_models)
+
+
 class _CandidateModels(NamedTuple):
     """Per candidate of a decision (``known``: their action indices), for ``ensemble``: the
     model index (-1: none fitted yet), whether the oracle has no data for it, the weight of its
@@ -481,7 +484,8 @@ class TreeEnsemblePolicy(Policy):
         self._fit_rows = 0  # events the current models were fitted on: sum(plays), gamma's n
         self._refits = 0
         self._drift = ActionChanges.start(drift_delta)
-        self._candidate_cache: _CandidateModels | None = None
+        # _candidate_models' answers by candidate set (a multi-slot rank alternates two)
+        self._candidate_cache: dict[bytes, _CandidateModels] = {}
         self._scored: _ScoredRows | None = None  # the last distribution_rows' trees, reused
         # the last single context's trees (ensemble, vector, action indices, sums): a decide
         # followed by learning its event (river's pull then update) reads its action's sum
@@ -501,13 +505,17 @@ class TreeEnsemblePolicy(Policy):
     # -- deciding --------------------------------------------------------------------------
 
     def _candidate_models(self, known: np.ndarray) -> _CandidateModels:
-        """What deciding among ``known`` needs of the fitted models, kept until the models or
-        the candidates change, or a new action's linear base learns its first event (the
-        inventory's ``known`` is the same array from one decision to the next: ~5 us a decision
-        saved). Unseen: no event at the last fit nor since."""
-        cached = self._candidate_cache
-        if cached is not None and cached.known is known and cached.ensemble is self._ensemble:
+        """What deciding among ``known`` needs of the fitted models, kept per candidate set
+        (at most ``CANDIDATE_SETS``) until the models change or a new action's linear base
+        learns its first event (~5 us a decision saved; a multi-slot rank's slots alternate two
+        sets, a request's own actions come as a new array each time). Unseen: no event at the
+        last fit nor since."""
+        key = known.tobytes()
+        cached = self._candidate_cache.get(key)
+        if cached is not None and cached.ensemble is self._ensemble:
             return cached
+        if cached is not None or len(self._candidate_cache) >= CANDIDATE_SETS:
+            self._candidate_cache.clear()  # (a refit since: every set is stale)
         e = self._ensemble
         models = np.where(known < e.n_models, known, -1)
         linear = np.where(known < self._linear.n_models, known, -1)
@@ -517,8 +525,9 @@ class TreeEnsemblePolicy(Policy):
         else:
             unseen, blend = np.ones(len(models), np.bool_), np.zeros(len(models))
         unseen &= ~self._linear.has_events(linear)
-        self._candidate_cache = _CandidateModels(known, e, models, unseen, blend, linear)
-        return self._candidate_cache
+        cached = self._candidate_cache[key] = _CandidateModels(known, e, models, unseen, blend,
+                                                               linear)
+        return cached
 
     def _predicted(self, trees: np.ndarray, x: np.ndarray, c: _CandidateModels,
                    optimistic: bool) -> np.ndarray:
@@ -676,7 +685,7 @@ class TreeEnsemblePolicy(Policy):
         linear.extend(x, self._encoder.column_kinds if len(x) > linear.n_read else ())
         if not (k < self._ensemble.n_models and self._plays[k] > 0):
             if k >= self._ensemble.n_models and self._linear.learn_first(x, k, reward):
-                self._candidate_cache = None  # seen from now on
+                self._candidate_cache.clear()  # seen from now on
             elif k < self._linear.n_models:
                 self._linear.update(x, k, reward)  # (nothing for a model without events)
             return np.nan, np.nan
@@ -931,7 +940,8 @@ class TreeEnsemblePolicy(Policy):
         if self._drift is not None:
             self._drift.select(keep)
         self._offers.select(keep)
-        self._candidate_cache = self._scored = self._returned_for = self._last_sums = None
+        self._candidate_cache.clear()
+        self._scored = self._returned_for = self._last_sums = None
 
     # -- introspection and state -----------------------------------------------------------
 

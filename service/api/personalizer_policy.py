@@ -8,7 +8,6 @@ Routes import these from here, never from one another's private functions.
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 from fastapi import HTTPException, Request
@@ -104,9 +103,11 @@ def warm_start(services: Services, jobs, config: AppConfig,
                        app=config.name)
 
 
-def retrain_since() -> int:
-    """The ``since_ms`` of a policy change's retraining: :data:`RETRAIN_MS` ago."""
-    return int(time.time() * 1000) - RETRAIN_MS
+def retrain_since(services: Services) -> int:
+    """The ``since_ms`` of a policy change's retraining: :data:`RETRAIN_MS` ago by Redis's
+    clock (the one a stream entry's id reads)."""
+    seconds, micros = services.store.redis.time()
+    return int(seconds) * 1000 + int(micros) // 1000 - RETRAIN_MS
 
 
 def policy_arguments(config: AppConfig) -> str:

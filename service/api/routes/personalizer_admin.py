@@ -102,7 +102,8 @@ def _retrained(services: Services, jobs, before: AppConfig, after: AppConfig,
     the last two days of the app's log, as Personalizer's did (a ``warm-start`` job, whose id
     the ``Grove-Warm-Start-Job`` header gives)."""
     if new_model(before, after):
-        response.headers[WARM_START_HEADER] = warm_start(services, jobs, after, retrain_since())
+        response.headers[WARM_START_HEADER] = warm_start(services, jobs, after,
+                                                         retrain_since(services))
     return _policy(after)
 
 

@@ -345,6 +345,23 @@ def test_dense_groups_give_lightgbm_s_predictions():
         assert ens.predict(t, np.array([699]))[0] == want  # one model: walked
 
 
+def test_each_candidate_set_decides_as_a_fresh_policy_would():
+    """The models a decision among a candidate set needs are kept per set (a multi-slot rank
+    alternates two, a request's own actions come as a new list each time): alternating sets,
+    and a refit between, give the probabilities of a policy that never kept any."""
+    policy = small()
+    play(policy, favorite_stream(400, seed=3))
+    sets = [dict(excluded=["a1"]), dict(actions=["a3", "a1", "a5"]), dict(), dict(excluded=["a2"]),
+            dict(actions=["a3", "a1", "a5"], excluded=["a5"])]
+    contexts = list(favorite_stream(30, seed=4))
+    for round_ in range(2):
+        for x in contexts:
+            for given in sets:
+                fresh = TreeEnsemblePolicy.from_state(policy.to_state())
+                assert policy.probabilities(x, **given) == fresh.probabilities(x, **given)
+        play(policy, favorite_stream(300, seed=5 + round_))  # (refits: the kept sets go stale)
+
+
 def _plain(value):
     """numpy arrays -> lists; fails on anything that is not arrays + JSON values (no pickle)."""
     if isinstance(value, np.ndarray):
