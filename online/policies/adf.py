@@ -297,13 +297,16 @@ class ActionFeaturePolicy(Policy):
       learned in VW's ``gd`` order: the error is the prediction's with the weights as they are,
       a line predicted exactly changes nothing (not ``t``, ``N`` nor the scales: at first, a
       reward of 0 and weights of 0), then a feature whose |value| grows rescales its weight,
-      then the step. Given VW's lines, ``adf``'s scores are VW 9.11's to its float32 weights'
-      precision with ``mtr``, ``ips`` and ``dr`` (``test_scores_are_vws_after_the_same_events``).
+      then the step; the error's prediction is clamped to the range of the labels learned so
+      far, this one's included (VW's ``set_minmax`` and ``finalize_prediction``: from [0, 0];
+      a state written before this learns unclamped), the decisions' scores are not. Given
+      VW's lines, ``adf``'s scores are VW 9.11's (run with its defaults) to its float32
+      weights' precision with ``mtr``, ``ips`` and ``dr``
+      (``test_scores_are_vws_after_the_same_events``).
       Where it differs from VW: ``"dm"`` learns the played line only (a direct regression);
       VW's ``cb_adf`` with ``--cb_type dm`` also learns every other offered line toward 0 (its
-      ips labels with probability 1); VW's ``--clip_p`` is not taken; VW clamps predictions to
-      the labels' range, ``adf`` does not; VW's squarecb takes ``mtr`` only, ``adf``'s IGW any
-      type.
+      ips labels with probability 1); VW's ``--clip_p`` is not taken; VW's squarecb takes
+      ``mtr`` only, ``adf``'s IGW any type.
       ``"dr"`` is VW's doubly robust ``cb_adf``: a reward regressor of its own (its own
       weights over the same features, VW's second weight of ``feature_width`` 2, and its own
       NAG ``t`` and ``N``, as VW's ``gd`` keeps them per weight offset since 9.8; the l1
@@ -436,10 +439,10 @@ class ActionFeaturePolicy(Policy):
         self._weights = self._zero_weights()
         # dr's reward regressor (VW's second weight of each feature), None for the other types
         self._regressor = self._zero_weights() if cb_type == "dr" else None
-        self._regressor_totals = np.zeros(3)  # its t and N (VW >= 9.8: per weight offset)
+        self._regressor_totals = np.zeros(7)  # its t and N (VW >= 9.8: per weight offset)
         # NAG's t (examples), N (normalizer), --l1's gravity; mtr's events and the actions
         # they were drawn among (VW's event_sum and action_sum)
-        self._totals = np.zeros(5)
+        self._totals = np.zeros(7)
         self._plays = np.zeros(0, np.int64)  # events learned per action index
         self._features: list = []  # per action index: the last features it came with, or None
         self._tokens: dict = {}  # action -> (its features, Tokens of its id and features)
@@ -640,15 +643,16 @@ class ActionFeaturePolicy(Policy):
         own = self._regressor_totals  # (its own t and N; the l1 gravity is the policy's)
         learn = Rule(self.learning_rate, self.power_t, 1.0 / probability, self.l1)
         for a, tokens in offer:
-            if a == action:  # (the prediction before the update: VW's get_cost_pred's)
-                own[2] = totals[2]
+            if a == action:  # (the prediction before the update, clamped: get_cost_pred's)
+                own[2], own[5:7] = totals[2], totals[5:7]
                 q = nag_step(context, tokens, reward, regressor, own, learn, self._cross,
                              self._shift)
-                totals[2] = own[2]
+                totals[2], totals[5:7] = own[2], own[5:7]
                 lines.append((tokens, q + (reward - q) / probability))
-            else:
-                lines.append((tokens, linear_predict(context, tokens, regressor.w, totals[2],
-                                                     self._cross, self._shift)))
+            else:  # (VW's prediction: clamped to the labels' range)
+                q = linear_predict(context, tokens, regressor.w, totals[2], self._cross,
+                                   self._shift)
+                lines.append((tokens, min(max(q, totals[5]), totals[6])))
         return lines
 
     def _offer(self, action, offered) -> list:
@@ -743,12 +747,14 @@ class ActionFeaturePolicy(Policy):
             given = state.get("regressor")
             self._regressor = (self._weights_from(given) if isinstance(given, dict) else
                                self._zero_weights())
-            self._regressor_totals = np.zeros(3)
+            self._regressor_totals = np.zeros(7)
             if isinstance(given, dict) and "totals" in given:
                 self._regressor_totals[:2] = np.asarray(given["totals"], float).reshape(-1)[:2]
-        totals = np.zeros(5)  # (states written before --l1 hold t and N only, before mtr's
-        given = np.asarray(state.get("totals", (0.0, 0.0)), float).reshape(-1)[:5]  # 3)
+        totals = np.zeros(7)  # (states written before --l1 hold t and N only, before mtr's
+        given = np.asarray(state.get("totals", (0.0, 0.0)), float).reshape(-1)[:7]  # 3)
         totals[: given.size] = given
+        if given.size < 7:  # (learned unclamped: it carries on so, its range never binding)
+            totals[5:7] = -np.finfo(float).max, np.finfo(float).max
         self._totals = totals
         self._truncated = None
         K = len(self._actions)
@@ -859,7 +865,7 @@ def _predicted(w, slots, values, n, gravity):
 @numba.njit(cache=True, nogil=True)
 def linear_predict(context, action, w, gravity, cross, shift):
     """The prediction of one line (``context``, ``action``: :class:`Tokens`) by weights ``w``
-    read through ``gravity``: what :func:`nag_step` predicts before it updates."""
+    read through ``gravity``: what :func:`nag_step` predicts before it updates (unclamped)."""
     slots, values, n = _phi(context, action, cross, shift)
     return _predicted(w, slots, values, n, gravity)
 
@@ -870,8 +876,9 @@ def nag_step(context, action, reward, weights, totals, rule, cross, shift):
     ``phi(x, a)`` (``context``'s and ``action``'s :class:`Tokens`, multiplied where
     ``cross`` says) against ``reward``, as VW's ``gd`` takes it with ``--adaptive
     --normalized --invariant`` and ``rule``'s (:class:`Rule`) eta, power_t, importance
-    weight and l1; ``totals`` holds t, N and the l1 gravity (VW's ``sd->gravity``). Returns
-    the prediction before the update."""
+    weight and l1; ``totals`` holds t, N, the l1 gravity (VW's ``sd->gravity``), mtr's two
+    counts (unused here) and the labels' range (VW's ``sd->min_label``, ``max_label``). Returns
+    the prediction before the update, clamped to that range (VW's ``ec.pred.scalar``)."""
     slots, values, n = _phi(context, action, cross, shift)
     w, G, s = weights
     p, importance = rule.power_t, rule.importance
@@ -879,6 +886,12 @@ def nag_step(context, action, reward, weights, totals, rule, cross, shift):
     # predicts exactly changes nothing, not t, N nor the scales (gd's compute_update skips a
     # zero loss: the first events of a fresh model, predicting 0 for a reward of 0)
     predicted = _predicted(w, slots, values, n, totals[2])
+    # VW's scorer widens the labels' range by this label (``set_minmax``, from [0, 0]) and gd
+    # takes the error from the prediction clamped to it (``finalize_prediction``); the scores
+    # decisions read are not clamped (``csoaa_ldf`` ranks by the raw partial predictions)
+    totals[5] = min(totals[5], reward)
+    totals[6] = max(totals[6], reward)
+    predicted = min(max(predicted, totals[5]), totals[6])
     error = predicted - reward
     if error == 0.0:
         return predicted
