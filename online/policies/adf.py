@@ -439,7 +439,9 @@ class ActionFeaturePolicy(Policy):
         self._weights = self._zero_weights()
         # dr's reward regressor (VW's second weight of each feature), None for the other types
         self._regressor = self._zero_weights() if cb_type == "dr" else None
-        self._regressor_totals = np.zeros(7)  # its t and N (VW >= 9.8: per weight offset)
+        # its t and N (VW >= 9.8: per weight offset); the policy's gravity and labels' range
+        # copied in and out around each of its steps (VW's shared_data: one for both)
+        self._regressor_totals = np.zeros(7)
         # NAG's t (examples), N (normalizer), --l1's gravity; mtr's events and the actions
         # they were drawn among (VW's event_sum and action_sum)
         self._totals = np.zeros(7)
