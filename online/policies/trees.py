@@ -486,6 +486,7 @@ class TreeEnsemblePolicy(Policy):
         self._drift = ActionChanges.start(drift_delta)
         # _candidate_models' answers by candidate set (a multi-slot rank alternates two)
         self._candidate_cache: dict[bytes, _CandidateModels] = {}
+        self._candidate_last: _CandidateModels | None = None  # the one last returned
         self._scored: _ScoredRows | None = None  # the last distribution_rows' trees, reused
         # the last single context's trees (ensemble, vector, action indices, sums): a decide
         # followed by learning its event (river's pull then update) reads its action's sum
@@ -510,12 +511,16 @@ class TreeEnsemblePolicy(Policy):
         learns its first event (~5 us a decision saved; a multi-slot rank's slots alternate two
         sets, a request's own actions come as a new array each time). Unseen: no event at the
         last fit nor since."""
+        cached = self._candidate_last  # (the same array again: the inventory's, no key made)
+        if cached is not None and cached.known is known and cached.ensemble is self._ensemble:
+            return cached
         key = known.tobytes()
         cached = self._candidate_cache.get(key)
         if cached is not None and cached.ensemble is self._ensemble:
+            self._candidate_last = cached
             return cached
         if cached is not None or len(self._candidate_cache) >= CANDIDATE_SETS:
-            self._candidate_cache.clear()  # (a refit since: every set is stale)
+            self._forget_candidates()  # (a refit since: every set is stale)
         e = self._ensemble
         models = np.where(known < e.n_models, known, -1)
         linear = np.where(known < self._linear.n_models, known, -1)
@@ -527,7 +532,12 @@ class TreeEnsemblePolicy(Policy):
         unseen &= ~self._linear.has_events(linear)
         cached = self._candidate_cache[key] = _CandidateModels(known, e, models, unseen, blend,
                                                                linear)
+        self._candidate_last = cached
         return cached
+
+    def _forget_candidates(self) -> None:
+        self._candidate_cache.clear()
+        self._candidate_last = None
 
     def _predicted(self, trees: np.ndarray, x: np.ndarray, c: _CandidateModels,
                    optimistic: bool) -> np.ndarray:
@@ -685,7 +695,7 @@ class TreeEnsemblePolicy(Policy):
         linear.extend(x, self._encoder.column_kinds if len(x) > linear.n_read else ())
         if not (k < self._ensemble.n_models and self._plays[k] > 0):
             if k >= self._ensemble.n_models and self._linear.learn_first(x, k, reward):
-                self._candidate_cache.clear()  # seen from now on
+                self._forget_candidates()  # seen from now on
             elif k < self._linear.n_models:
                 self._linear.update(x, k, reward)  # (nothing for a model without events)
             return np.nan, np.nan
@@ -940,7 +950,7 @@ class TreeEnsemblePolicy(Policy):
         if self._drift is not None:
             self._drift.select(keep)
         self._offers.select(keep)
-        self._candidate_cache.clear()
+        self._forget_candidates()
         self._scored = self._returned_for = self._last_sums = None
 
     # -- introspection and state -----------------------------------------------------------
