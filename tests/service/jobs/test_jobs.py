@@ -389,6 +389,8 @@ def test_a_policy_change_retrains_on_the_log_and_the_api_starts_a_warm_start(gro
     assert changed.status_code == 200 and changed.json()["name"] == "linucb"
     final, _ = follow(http, changed.headers["Grove-Warm-Start-Job"], headers=key)
     assert final["kind"] == "warm-start" and final["state"] == "done", final
+    two_days = 2 * 24 * 3600 * 1000
+    assert abs(final["params"]["since_ms"] - (time.time() * 1000 - two_days)) < 120_000
     assert final["result"]["installed"] and final["result"]["eventsLearned"] == 60, final
     wait_until(lambda: http.get(f"/apps/{name}", headers=key).json()["eventsLearned"] == 60,
                timeout=60, what="the replayed model served")
