@@ -305,8 +305,8 @@ class ActionFeaturePolicy(Policy):
       (``test_scores_are_vws_after_the_same_events``).
       Where it differs from VW: ``"dm"`` learns the played line only (a direct regression);
       VW's ``cb_adf`` with ``--cb_type dm`` also learns every other offered line toward 0 (its
-      ips labels with probability 1); VW's ``--clip_p`` is not taken; VW's squarecb takes
-      ``mtr`` only, ``adf``'s IGW any type.
+      ips labels with probability 1); VW's squarecb takes ``mtr`` only, ``adf``'s IGW any
+      type.
       ``"dr"`` is VW's doubly robust ``cb_adf``: a reward regressor of its own (its own
       weights over the same features, VW's second weight of ``feature_width`` 2, and its own
       NAG ``t`` and ``N``, as VW's ``gd`` keeps them per weight offset since 9.8; the l1
@@ -354,6 +354,9 @@ class ActionFeaturePolicy(Policy):
         VW's ``--ignore``: namespaces' first letters (``["A"]``) whose features are dropped.
     l1
         VW's ``--l1``: truncated-gradient L1 regularization (0: none; see above).
+    clip_p
+        VW's ``--clip_p``: a probability below it counts as it in ``mtr``'s importance weight
+        and ``ips``' and ``dr``'s labels (not in ``dr``'s regressor's weight, as VW's); 0: none.
     seed
         Seeds the decisions' draws.
 
@@ -389,11 +392,11 @@ class ActionFeaturePolicy(Policy):
                  horizon: int = 100_000, forget_after: int | None = 100_000,
                  power_t: float = 0.5, interactions: list[str] | None = None,
                  cb_type: str = "dm", epsilon: float = 0.0, ignore: list[str] | None = None,
-                 l1: float = 0.0, seed: int | None = None):
+                 l1: float = 0.0, clip_p: float = 0.0, seed: int | None = None):
         for name, value in (("gamma_scale", gamma_scale), ("learning_rate", learning_rate)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{name} must be a number > 0, got {value!r}")
-        for name, value in (("power_t", power_t), ("epsilon", epsilon)):
+        for name, value in (("power_t", power_t), ("epsilon", epsilon), ("clip_p", clip_p)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
                     0.0 <= value <= 1.0):
                 raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
@@ -433,6 +436,7 @@ class ActionFeaturePolicy(Policy):
         self.epsilon = float(epsilon)
         self.ignore = ignore
         self.l1 = float(l1)
+        self.clip_p = float(clip_p)
         self._truncated: tuple | None = None  # (key, the weights truncated by the gravity)
         self._cross = crossings(interactions)
         self._ignored = ignored_namespaces(ignore) if ignore else None
@@ -609,10 +613,11 @@ class ActionFeaturePolicy(Policy):
         if self.cb_type == "mtr":  # VW's learn_MTR: 1 / p over the mean offer's size so far
             self._totals[3] += 1.0
             self._totals[4] += len(self._offer(action, offered))
-            importance = self._totals[3] / (probability * self._totals[4])
+            importance = self._totals[3] / (max(probability, self.clip_p) * self._totals[4])
         rule = Rule(self.learning_rate, self.power_t, importance, self.l1)
         if self.cb_type == "ips":
-            lines = [(t, reward / probability if a == action else 0.0) for a, t in offer]
+            clipped = max(probability, self.clip_p)
+            lines = [(t, reward / clipped if a == action else 0.0) for a, t in offer]
         elif self.cb_type == "dr":
             lines = self._dr_lines(context, action, offer, reward, probability)
         else:
@@ -644,13 +649,14 @@ class ActionFeaturePolicy(Policy):
         regressor, totals, lines = self._regressor, self._totals, []
         own = self._regressor_totals  # (its own t and N; the l1 gravity is the policy's)
         learn = Rule(self.learning_rate, self.power_t, 1.0 / probability, self.l1)
+        clipped = max(probability, self.clip_p)  # (the label's, not the regressor's: VW's)
         for a, tokens in offer:
             if a == action:  # (the prediction before the update, clamped: get_cost_pred's)
                 own[2], own[5:7] = totals[2], totals[5:7]
                 q = nag_step(context, tokens, reward, regressor, own, learn, self._cross,
                              self._shift)
                 totals[2], totals[5:7] = own[2], own[5:7]
-                lines.append((tokens, q + (reward - q) / probability))
+                lines.append((tokens, q + (reward - q) / clipped))
             else:  # (VW's prediction: clamped to the labels' range)
                 q = linear_predict(context, tokens, regressor.w, totals[2], self._cross,
                                    self._shift)

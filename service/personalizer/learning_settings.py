@@ -32,7 +32,8 @@ anything else is refused with a message listing what Grove accepts. The choices:
   learn every offered action; ``dr`` with a reward regressor of its own, as VW's), and
   ``--ignore`` drops the namespaces it names, as the SDKs' own sample policy has them
   (``--quadratic GT ... --ignore A --cb_type ips --epsilon 0.2``); ``--l1`` is VW's truncated
-  gradient (the SDKs' sample evaluation policy: ``--cb_type ips -l 0.5 --l1 1E-07 --power_t 0.5``).
+  gradient (the SDKs' sample evaluation policy: ``--cb_type ips -l 0.5 --l1 1E-07 --power_t 0.5``),
+  ``--clip_p`` VW's floor on a logged probability in the importance weights.
 - VW's other options (``--ignore_linear``, ``--l2``, ``--bag``, ``--cover``, ``--softmax``,
   ``--first``...) have no Grove counterpart: 400.
 """
@@ -63,6 +64,7 @@ VW_LEARNER = {
     "-l": "learning_rate", "--power_t": "power_t", "-q": "interactions",
     "--quadratic": "interactions", "--interactions": "interactions", "--cb_type": "cb_type",
     "-b": "bits", "--bit_precision": "bits", "--ignore": "ignore", "--l1": "l1",
+    "--clip_p": "clip_p",
 }
 #: the ``adf`` parameters an option may give several times (VW's spelling: one per option)
 REPEATED = {"interactions": "-q", "ignore": "--ignore"}

@@ -185,6 +185,18 @@ VW_SCORES = {
                    [-0.04431, 0.141624, -0.144132], [-0.476057, 0.003822, -0.363713],
                    [-0.008556, 0.074017, 0.112198], [-0.440303, -0.063785, -0.107383]],
 }
+# the same with ``--clip_p 0.4`` (the probabilities 0.2 count as 0.4), power_t 0.5
+VW_SCORES_CLIPPED = {
+    "mtr": [[0.643492, 0.286264, 0.532277], [0.678578, 0.390444, 0.677944],
+            [0.39142, 0.514439, 0.439068], [0.426507, 0.618619, 0.584735],
+            [0.249194, 0.382775, 0.342608], [0.28428, 0.486955, 0.488275]],
+    "dr": [[0.731498, 0.240222, 0.642495], [0.738477, 0.36436, 0.817143],
+           [0.37875, 0.481456, 0.390744], [0.385729, 0.605594, 0.565392],
+           [0.162178, 0.433129, 0.349033], [0.169156, 0.557267, 0.523681]],
+    "ips": [[0.63645, 0.175701, 0.345494], [0.633468, 0.272129, 0.434998],
+            [0.158055, 0.366833, 0.159958], [0.155073, 0.463261, 0.249462],
+            [0.177471, 0.18352, 0.24567], [0.17449, 0.279948, 0.335173]],
+}
 
 
 def test_a_state_from_before_the_labels_range_learns_unclamped():
@@ -211,18 +223,21 @@ def _vw_events(n=30):
                float((13 * i) % 10 < 3 + 2 * (a == u)))
 
 
-@pytest.mark.parametrize("cb_type, power_t", list(VW_SCORES))
-def test_scores_are_vws_after_the_same_events(cb_type, power_t):
-    """``adf`` given VW's lines learns what VW's ``gd`` learns (its weights are float32: 1e-6)."""
+@pytest.mark.parametrize("cb_type, power_t, clip_p", [(*key, 0.0) for key in VW_SCORES] + [
+    (cb_type, 0.5, 0.4) for cb_type in VW_SCORES_CLIPPED])
+def test_scores_are_vws_after_the_same_events(cb_type, power_t, clip_p):
+    """``adf`` given VW's lines learns what VW's ``gd`` learns (its weights are float32: 1e-6),
+    with VW's ``--clip_p`` too (the importance weights and labels, not ``dr``'s regressor)."""
     features = {f"id{k}": {"a": {"f": float(k + 1)}} for k in range(3)}
     policy = ActionFeaturePolicy(seed=0, cb_type=cb_type, interactions=["sa"],
-                                 learning_rate=0.5, power_t=power_t)
+                                 learning_rate=0.5, power_t=power_t, clip_p=clip_p)
     for u, v, a, p, r in _vw_events():
         policy.learn_many([({"s": {"u": str(u), "v": v}}, f"id{a}", r, p, list(features),
                             features)])
     contexts = [{"s": {"u": str(u), "v": v}} for u in range(3) for v in (1.0, 4.0)]
     got = [policy.scores(x, list(features), features) for x in contexts]
-    np.testing.assert_allclose(got, VW_SCORES[cb_type, power_t], atol=1e-6)
+    want = VW_SCORES_CLIPPED[cb_type] if clip_p else VW_SCORES[cb_type, power_t]
+    np.testing.assert_allclose(got, want, atol=1e-6)
 
 
 def test_it_keeps_following_a_change():
@@ -569,6 +584,7 @@ def test_epsilon_mixes_in_uniform_draws():
     ({"epsilon": -0.1}, "epsilon"),
     ({"ignore": "A"}, "ignore"), ({"ignore": [""]}, "ignore"), ({"ignore": [1]}, "ignore"),
     ({"l1": -1e-7}, "l1"), ({"l1": math.inf}, "l1"), ({"l1": True}, "l1"),
+    ({"clip_p": 1.5}, "clip_p"), ({"clip_p": -0.1}, "clip_p"),
 ])
 def test_bad_vw_settings_are_refused(params, says):
     with pytest.raises(ValueError, match=says):

@@ -23,6 +23,9 @@ GIVEN = [
     ("the SDKs' evaluation test",
      "--cb_explore_adf --epsilon 0.2 --dsjson --cb_type ips -l 0.5 --l1 1E-07 --power_t 0.5",
      {"cb_type": "ips", "learning_rate": 0.5, "l1": 1e-07, "power_t": 0.5}),
+    ("VW's clipped importance weights",
+     "--cb_explore_adf --epsilon 0.2 --cb_type mtr --clip_p 0.05",
+     {"cb_type": "mtr", "clip_p": 0.05}),
 ]
 
 
