@@ -111,6 +111,32 @@ class ModelKind:
             for context, action, reward, probability, *_ in events:
                 self.learn(learner, context, action, reward, probability)
 
+    def learn_each(self, learner: Any, items: Sequence, as_event: Callable[[Any], tuple],
+                   refused: Callable[[int], None]) -> int:
+        """Learn ``items`` in order as runs (:meth:`learn_run`), each turned into an event by
+        ``as_event``; an item that fails (its event or its learning) is skipped, the run going
+        on after it, and ``refused(index)`` is called while its exception is handled. Returns
+        how many were learned."""
+        start = learned = 0
+        while start < len(items):
+            given = 0  # items handed to the learner: on an error, the last one is the bad one
+
+            def events(rest):
+                nonlocal given
+                for item in rest:
+                    given += 1
+                    yield as_event(item)
+
+            try:
+                self.learn_run(learner, events(items[start:]))
+                return learned + given
+            except Exception:
+                given = max(given, 1)  # a learner that fails before reading blames the first
+                learned += given - 1
+                refused(start + given - 1)
+                start += given
+        return learned
+
     def serves(self, operation: str) -> bool:
         """Whether ``operation`` (a callable field: decide, predict, ...) means something here."""
         fn = getattr(self, operation, None)

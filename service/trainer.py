@@ -494,37 +494,25 @@ class Trainer:
             log.exception("app %s: event %s not learned", name, entry_id)
 
     def _learn_rewards(self, name: str, owned: OwnedApp, run: list[tuple[str, dict]]) -> None:
-        start = 0
-        while start < len(run):
-            given = 0  # entries handed to the learner: on an error, the last one is the bad one
+        listed = owned.config.action_features  # (the app's actions')
 
-            def events(rest):
-                nonlocal given
-                for _, fields in rest:
-                    given += 1
-                    offered = fields.get("offered")
-                    features = fields.get("actionFeatures")
-                    listed = owned.config.action_features  # (the app's actions')
-                    yield (
-                        codec.unpack(fields["context"]),
-                        as_str(fields["action"]),
-                        owned.config.rescale(float(fields["reward"])),
-                        float(fields["probability"]),
-                        None if offered is None else codec.unpack(offered),
-                        listed if features is None else
-                        {**(listed or {}), **codec.unpack(features)},
-                    )
+        def event(entry: tuple[str, dict]) -> tuple:
+            fields = entry[1]
+            offered, features = fields.get("offered"), fields.get("actionFeatures")
+            return (
+                codec.unpack(fields["context"]),
+                as_str(fields["action"]),
+                owned.config.rescale(float(fields["reward"])),
+                float(fields["probability"]),
+                None if offered is None else codec.unpack(offered),
+                listed if features is None else {**(listed or {}), **codec.unpack(features)},
+            )
 
-            try:
-                owned.kind.learn_run(owned.learner, events(run[start:]))
-                owned.events_learned += given
-                return
-            except Exception:
-                given = max(given, 1)  # a learner that fails before reading blames the first
-                owned.events_learned += given - 1
-                owned.events_rejected += 1
-                log.exception("app %s: event %s not learned", name, run[start + given - 1][0])
-                start += given
+        def refused(i: int) -> None:
+            owned.events_rejected += 1
+            log.exception("app %s: event %s not learned", name, run[i][0])
+
+        owned.events_learned += owned.kind.learn_each(owned.learner, run, event, refused)
 
     def _note_switches(self, name: str, owned: OwnedApp) -> None:
         """An auto app's new switches, now published: logged with both candidates' estimates

@@ -50,6 +50,8 @@ from service.redis_text import as_str
 MAX_EVENTS = 10_000_000
 #: installs tried before giving up (each after learning the events the trainer published since)
 MAX_ATTEMPTS = 1_000
+#: events learned per run (the trainer's default batch, ``Settings.trainer_batch``)
+RUN = 500
 
 
 class WarmStartParams(JobParams):
@@ -98,17 +100,25 @@ class _Replay:
         self.learned = self.rejected = 0
 
     def events(self, client, app: str, low: str, high: str, progress, total: int):
-        for i, (_, event) in enumerate(read_range(client, app, low, high)):
-            if i % 2_000 == 1_999:
-                progress(min(0.99, (self.learned + self.rejected) / max(total, 1)),
-                         f"{self.learned} events learned")
-            if event is None:
-                continue
-            try:
-                self.kind.learn_run(self.learner, [event.learned(self.config)])
-                self.learned += 1
-            except Exception:  # noqa: BLE001 - as the trainer: counted, the replay goes on
-                self.rejected += 1
+        """Learn the reward events of ``[low, high]`` in runs of ``RUN`` (the trainer's
+        batches; a refused event counted, as the trainer counts it)."""
+        run = []
+        for _, event in read_range(client, app, low, high):
+            if event is not None:
+                run.append(event)
+            if len(run) == RUN:
+                self._learn(run, progress, total)
+                run = []
+        self._learn(run, progress, total)
+
+    def _learn(self, run: list, progress, total: int) -> None:
+        def refused(_: int) -> None:
+            self.rejected += 1
+
+        self.learned += self.kind.learn_each(self.learner, run,
+                                             lambda e: e.learned(self.config), refused)
+        progress(min(0.99, (self.learned + self.rejected) / max(total, 1)),
+                 f"{self.learned} events learned")
 
 
 def run(params: WarmStartParams, dataset: Dataset, progress) -> dict[str, Any]:
@@ -118,8 +128,8 @@ def run(params: WarmStartParams, dataset: Dataset, progress) -> dict[str, Any]:
     config = dataset.store.require_app(app)
     if not model_kind(config.policy_kind).uses_actions:
         raise DatasetError(f"a {config.policy_kind!r} app has no policy to warm-start")
-    token = params.model_id if params.model_id is not None else model_file.model_id(client, app)
-    if params.model_id is not None and params.model_id != model_file.model_id(client, app):
+    token = model_file.model_id(client, app)  # (the model the job replaces)
+    if params.model_id is not None and params.model_id != token:
         return {"installed": False, "reason": "the app's model was replaced before the job ran"}
     info = dataset.store.snapshot_info(app)
     offset = info.offset if info else "0-0"

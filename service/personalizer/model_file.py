@@ -44,6 +44,7 @@ from service import codec, keys
 from service.models import model_kind
 from service.param_checks import check_params
 from service.records import AppConfig
+from service.redis_text import as_str
 from service.redis_watch import read_app, watched
 
 FORMAT = "grove.personalizer-model"
@@ -133,36 +134,47 @@ def replace(client: redis.Redis, name: str, learner: Any, **config_changes: Any)
         if raw is None or version is None:
             raise KeyError(name)
         config = AppConfig.from_json(raw).replace(updated_at=time.time(), **config_changes)
-        kind = model_kind(config.policy_kind)
-        state = codec.encode(kind.dump(learner))
-        serving = codec.encode(kind.dump_for_serving(learner))
+        # the stream's events before now are not this model's (the app's lag); it learns from
+        # the events after the current offset
+        snapshot = _new_model(config, learner, version, as_str(offset or "0-0"), (0, 0),
+                              sum(int(n or 0) for n in done))
         pipe.multi()
         pipe.hset(keys.config(name), "json", config.to_json())
         pipe.hincrby(keys.config(name), "rev", 1)  # as service.candidates: config caches
-        pipe.hset(keys.snapshot(name), mapping={
-            "version": int(version) + 1,
-            "eventsLearned": 0,
-            "eventsRejected": 0,
-            # the stream's events before now: not this model's (the app's lag)
-            "eventsBefore": sum(int(n or 0) for n in done),
-            "updatedAt": int(time.time() * 1000),
-            "state": state,
-            "serving": serving,
-            # the new model learns from the events after the current offset
-            "stateOffset": offset or "0-0",
-            "stateLearned": 0,
-            "stateRejected": 0,
-            "modelId": uuid.uuid4().hex,
-        })
+        pipe.hset(keys.snapshot(name), mapping=snapshot)
         pipe.execute()
         return config
 
     return watched(client, name, attempt)
 
 
+def _new_model(config: AppConfig, learner: Any, version, offset: str,
+               counts: tuple[int, int], before: int) -> dict[str, Any]:
+    """The snapshot fields of ``learner`` installed as a new model (a new ``modelId``, the
+    snapshot's next version) that has learned the stream up to ``offset``: ``counts`` events
+    learned and rejected, ``before`` events of the stream up to there that it did not see."""
+    kind = model_kind(config.policy_kind)
+    learned, rejected = counts
+    state = codec.encode(kind.dump(learner))
+    serving = codec.encode(kind.dump_for_serving(learner))
+    return {
+        "version": int(version) + 1,
+        "eventsLearned": learned,
+        "eventsRejected": rejected,
+        "eventsBefore": before,
+        "updatedAt": int(time.time() * 1000),  # (once encoded: after the config's time)
+        "state": state,
+        "serving": serving,
+        "stateOffset": offset,
+        "stateLearned": learned,
+        "stateRejected": rejected,
+        "modelId": uuid.uuid4().hex,
+    }
+
+
 def model_id(client: redis.Redis, name: str) -> str:
     """The identity of the app's current model ('' for one never replaced)."""
-    return (client.hget(keys.snapshot(name), "modelId") or b"").decode()
+    return as_str(client.hget(keys.snapshot(name), "modelId") or "")
 
 
 def install_replayed(client: redis.Redis, name: str, learner: Any, replayed: dict[str, Any]
@@ -185,31 +197,18 @@ def install_replayed(client: redis.Redis, name: str, learner: Any, replayed: dic
         config = AppConfig.from_json(raw)
         if (config.policy_kind, config.policy_params) != (replayed["kind"], replayed["params"]):
             return "superseded", "the app's policy changed"
-        if (current or b"").decode() != replayed["model_id"]:
+        if as_str(current or "") != replayed["model_id"]:
             return "superseded", "the app's model was replaced (reset, import, policy)"
-        offset = (offset or b"0-0").decode()
+        offset = as_str(offset or "0-0")
         if offset != replayed["offset"]:
             return "moved", offset
-        kind = model_kind(config.policy_kind)
         learned, rejected = replayed["learned"], replayed["rejected"]
-        state = codec.encode(kind.dump(learner))
-        serving = codec.encode(kind.dump_for_serving(learner))
+        # the stream's events up to the offset this model did not see (trimmed, labeled,
+        # beyond the replay's limit)
+        before = max(0, sum(int(n or 0) for n in done) - learned - rejected)
+        snapshot = _new_model(config, learner, version, offset, (learned, rejected), before)
         pipe.multi()
-        pipe.hset(keys.snapshot(name), mapping={
-            "version": int(version) + 1,
-            "eventsLearned": learned,
-            "eventsRejected": rejected,
-            # the stream's events up to the offset this model did not see (trimmed, labeled,
-            # beyond the replay's limit)
-            "eventsBefore": max(0, sum(int(n or 0) for n in done) - learned - rejected),
-            "updatedAt": int(time.time() * 1000),
-            "state": state,
-            "serving": serving,
-            "stateOffset": offset,
-            "stateLearned": learned,
-            "stateRejected": rejected,
-            "modelId": uuid.uuid4().hex,
-        })
+        pipe.hset(keys.snapshot(name), mapping=snapshot)
         pipe.execute()
         return "installed", offset
 
