@@ -423,7 +423,7 @@ class TreeEnsemblePolicy(Policy):
                  refit_fraction: float = 0.25, refit_min: int = 32, n_trees: int = 100,
                  learning_rate: float = 0.1, num_leaves: int = 63, min_data_in_leaf: int = 5,
                  l2: float = 1.0, linear_l2: float | Sequence[float] | None = PENALTIES,
-                 optimism: float = 0.0,
+                 optimism: float = 0.0, optimism_explained: float = 1.0,
                  weigh_trees: bool = True, drift_delta: float | None = 0.01,
                  auto_refit: bool = True, max_columns: int = MAX_COLUMNS,
                  seed: int | None = None):
@@ -431,7 +431,8 @@ class TreeEnsemblePolicy(Policy):
                             ("learning_rate", learning_rate)):
             if not value > 0:
                 raise ValueError(f"{name} must be > 0, got {value!r}")
-        for name, value in (("l2", l2), ("optimism", optimism)):
+        for name, value in (("l2", l2), ("optimism", optimism),
+                            ("optimism_explained", optimism_explained)):
             if not value >= 0:
                 raise ValueError(f"{name} must be >= 0, got {value!r}")
         if linear_l2 is not None:
@@ -460,6 +461,7 @@ class TreeEnsemblePolicy(Policy):
         self.l2 = l2
         self.linear_l2 = linear_l2
         self.optimism = optimism
+        self.optimism_explained = optimism_explained
         self.weigh_trees = weigh_trees
         self.drift_delta = drift_delta
         self.auto_refit = auto_refit
@@ -480,6 +482,9 @@ class TreeEnsemblePolicy(Policy):
         # warrant): _returned's answer, kept until a refit or a change of inventory
         self._returned_for: tuple | None = None
         self._blend = np.ones(0)  # per action index: the weight of its trees (refit.tree_weights)
+        # the share of the rewards' variance the models explained at the last refit
+        # (refit.explained_share): the width's weight is optimism + optimism_explained times it
+        self._explained = 0.0
         self._fitted_events = 0  # window events the current ensemble was fitted up to
         self._fit_rows = 0  # events the current models were fitted on: sum(plays), gamma's n
         self._refits = 0
@@ -546,8 +551,9 @@ class TreeEnsemblePolicy(Policy):
         ``optimistic``: plus ``optimism`` times the linear base's width (what IGW weighs)."""
         scores = self._linear.predict(x, c.linear)
         scores += trees * c.blend
-        if optimistic and self.optimism:
-            scores += self.optimism * self._linear.widths(x, c.linear)
+        bonus = self.optimism + self.optimism_explained * self._explained
+        if optimistic and bonus:
+            scores += bonus * self._linear.widths(x, c.linear)
         return scores
 
     def _scores(self, x: np.ndarray, known: np.ndarray,
@@ -674,11 +680,20 @@ class TreeEnsemblePolicy(Policy):
         held_out = self._predict_then_learn_linear(x, k, reward)
         event = self._window.n_events
         self._window.append(x, k, reward, probability,
-                            held_out if self.weigh_trees else (np.nan, np.nan))
+                            held_out if self._holds_out() else (np.nan, np.nan))
         if self._drift is not None:
             self._watch(k, reward, held_out, event)
         if self.auto_refit and not self._refits_deferred and self.refit_due():
             self.finish_refit(self.start_refit()())
+
+    def _holds_out(self) -> bool:
+        """Whether the window keeps each event's held-out predictions (for the trees' weights,
+        or the share of the rewards the models explain)."""
+        return self.weigh_trees or self.optimism_explained > 0
+
+    def _widths(self) -> bool:
+        """Whether the scores may take the linear base's widths (its ``A^-1`` kept per action)."""
+        return self.optimism > 0 or self.optimism_explained > 0
 
     def _predict_then_learn_linear(self, x: np.ndarray, k: int,
                                    reward: float) -> tuple[float, float]:
@@ -699,7 +714,7 @@ class TreeEnsemblePolicy(Policy):
             elif k < self._linear.n_models:
                 self._linear.update(x, k, reward)  # (nothing for a model without events)
             return np.nan, np.nan
-        if not (self.weigh_trees or self._linear.inverse.shape[1]):
+        if not (self._holds_out() or self._linear.inverse.shape[1]):
             return np.nan, np.nan
         if not self._fitted[k]:  # out of the inventory at the last refit: no trees in use, so
             self._linear.update(x, k, reward)  # nothing to hold out (nor to test for a change)
@@ -777,6 +792,14 @@ class TreeEnsemblePolicy(Policy):
         return max(0, self._n_learned - self._fitted_events)
 
     @property
+    def explained(self) -> float:
+        """The share of the rewards' variance, beyond each action's mean, that the models
+        explained out of sample at the last refit (:func:`~online.policies.refit.explained_share`;
+        0 before one, or with ``optimism_explained`` 0): the width's weight in the scores IGW
+        weighs is ``optimism + optimism_explained * explained``."""
+        return self._explained
+
+    @property
     def n_changes(self) -> int:
         """Changes found in an action's rewards (see ``drift_delta``)."""
         return 0 if self._drift is None else self._drift.changes
@@ -822,7 +845,7 @@ class TreeEnsemblePolicy(Policy):
         self._refit_running = True  # its result is indexed as the actions are now
         X, a, r, _ = self._window.arrays(self._encoder.n_columns)
         events = self._window.n_events - len(a) + np.arange(len(a), dtype=np.int64)
-        held_out = self._window.held_out() if self.weigh_trees else None
+        held_out = self._window.held_out() if self._holds_out() else None
         recent = self._window.n_events - self._fitted_events
         # the whole window (the drift test's subset below may leave out a column's values or
         # codes): at the bound, the columns it leaves empty are freed when the fit is in use
@@ -845,8 +868,10 @@ class TreeEnsemblePolicy(Policy):
             # start from the grid's first, and a choice once made does not flip with the noise
             penalties = (self._linear.l2, *(p for p in penalties if p != self._linear.l2))
         return RefitJob(X, a, r, len(self._actions), categorical, params, self._window.n_events,
-                        self._encoder.column_kinds, penalties, self.optimism > 0, held_out,
-                        recent, active=self._active[:len(self._actions)].copy(),
+                        self._encoder.column_kinds, penalties, self._widths(), held_out,
+                        recent, weigh=self.weigh_trees,
+                        blend_in_use=self._blend.copy() if self.optimism_explained else None,
+                        active=self._active[:len(self._actions)].copy(),
                         silent=silent, events=events,
                         previous=PreviousFit(self._ensemble, self._spans, self._fitted,
                                              None if self.linear_l2 is None else self._linear.l2),
@@ -869,6 +894,7 @@ class TreeEnsemblePolicy(Policy):
         self._fit_inventory = result.inventory
         self._spans = np.zeros((0, 3), np.int64) if result.spans is None else result.spans
         self._blend = result.blend
+        self._explained = result.explained
         self._fitted_events = result.n_events
         self._fit_rows = int(result.plays.sum())
         if result.codes_seen is not None:
@@ -976,6 +1002,7 @@ class TreeEnsemblePolicy(Policy):
                  "linear": self._linear.to_state(inverse=statistics),
                  "plays": self._plays.copy(), "fitted": self._fitted.copy(),
                  "blend": self._blend.copy(), "spans": self._spans.copy(),
+                 "explained": self._explained,
                  "fitted_events": self._fitted_events, "fit_rows": self._fit_rows,
                  "refits": self._refits,
                  "n_changes": self.n_changes,
@@ -1010,6 +1037,10 @@ class TreeEnsemblePolicy(Policy):
             np.asarray(inventory, np.bool_).reshape(-1).copy()
         self._blend = np.asarray(state["blend"], np.float64).copy() if "blend" in state else \
             np.ones(self._ensemble.n_models)  # written before the trees were weighed: weight 1
+        # (written before the share was estimated: none until the next refit estimates it)
+        self._explained = float(state.get("explained", 0.0))
+        if not 0.0 <= self._explained <= 1.0:
+            raise ValueError(f"explained must be in [0, 1], got {self._explained!r}")
         # (written before refits kept trees: the next refit fits every action)
         self._spans = np.array(state.get("spans", np.zeros((0, 3))), np.int64).reshape(-1, 3)
         self._fitted_events = int(state["fitted_events"])

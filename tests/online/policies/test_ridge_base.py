@@ -170,7 +170,7 @@ def test_many_columns_keep_only_the_covariance_diagonal(monkeypatch):
 
 
 def test_optimism_adds_the_width_to_the_scores_it_weighs():
-    policy = small(optimism=0.5)
+    policy = small(optimism=0.5, optimism_explained=0.0)
     play(policy, favorite_stream(400, seed=3))
     for x in favorite_stream(20, seed=4):
         plain, upper = policy.scores(x), policy.scores(x, optimistic=True)
@@ -179,7 +179,7 @@ def test_optimism_adds_the_width_to_the_scores_it_weighs():
         assert (widths > 0).all()
         np.testing.assert_allclose([upper[a] - plain[a] for a in policy.actions],
                                    0.5 * widths, rtol=1e-9)
-    without = small(optimism=0.0)
+    without = small(optimism=0.0, optimism_explained=0.0)
     play(without, favorite_stream(400, seed=3))
     x = next(favorite_stream(1, seed=4))
     assert without.scores(x, optimistic=True) == without.scores(x)
@@ -190,7 +190,7 @@ def test_optimism_adds_the_width_to_the_scores_it_weighs():
 def test_a_state_without_widths_loads_and_decides_as_before():
     """A linear base written before the widths (ridge version 1) decides as it did: no bonus
     until the next refit, whatever ``optimism`` says."""
-    old = small(optimism=0.0)
+    old = small(optimism=0.0, optimism_explained=0.0)
     play(old, favorite_stream(500, seed=8))
     state = json.loads(json.dumps(_plain(old.to_state())))
     state["model"]["linear"]["version"] = 1
