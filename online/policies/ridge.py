@@ -223,6 +223,16 @@ class RidgeBase:
                           c.ndim == 2, out)
         return out
 
+    def upper(self, x: np.ndarray, models: np.ndarray, bonus: float) -> np.ndarray:
+        """:meth:`predict` plus ``bonus`` times :meth:`widths`, in one pass over the coded row."""
+        if not self.covariance.shape[1]:
+            return self.predict(x, models)
+        out = np.zeros(len(models))
+        c = self.covariance
+        upper_scores(x, models, self._coding, self.weights, c if c.ndim == 3 else c[:, :, None],
+                     c.ndim == 2, bonus, out)
+        return out
+
     def has_events(self, models: np.ndarray) -> np.ndarray:
         """Per model of ``models`` (-1: none): whether it has learned an event, at the fit or
         since."""
@@ -270,8 +280,8 @@ class RidgeBase:
         if self.covariance.shape[1]:  # LinUCB's A, the bias penalised
             penalty[0] = self.l2 if self.l2 > 0 else 1.0
             covariance = np.linalg.inv(np.outer(z, z) + np.diag(penalty))
-            self.covariance[model] = covariance if self.covariance.ndim == 3 else \
-                np.diag(covariance)
+            self.covariance[model] = (covariance + covariance.T) / 2.0 \
+                if self.covariance.ndim == 3 else np.diag(covariance)
         return True
 
     def _grow(self, n_models: int) -> None:
@@ -444,7 +454,8 @@ class RidgeBase:
             in_sample[rows] = Z[rows] @ base.weights[k]
             if widths:  # LinUCB's A, the bias penalised
                 inverse = fit.inverse(l2, bias_penalised=True)
-                base.covariance[k] = inverse if full else np.diag(inverse)
+                # (exactly symmetric: the widths read one triangle)
+                base.covariance[k] = (inverse + inverse.T) / 2.0 if full else np.diag(inverse)
             if full:  # the ridge's own A, the bias not penalised: what update carries on
                 base.inverse[k] = fit.inverse(l2, bias_penalised=False)
         return base, in_sample
@@ -620,19 +631,43 @@ def linear_widths(x, models, coding, covariance, diagonal, out):
     nnz = coded_entries(x, coding, index, value)
     for j in range(models.shape[0]):
         m = models[j]
+        out[j] = 0.0 if m < 0 else _width(index, value, nnz, m, covariance, diagonal)
+
+
+@numba.njit(cache=True, nogil=True)
+def upper_scores(x, models, coding, weights, covariance, diagonal, bonus, out):
+    """``out[j] = weights[models[j]] . z + bonus * sqrt(z' covariance[models[j]] z)`` (0 where
+    ``models[j] < 0``): :func:`linear_scores` plus ``bonus`` times :func:`linear_widths`, z
+    coded once."""
+    index = np.empty(1 + coding[0].shape[0] + coding[2].shape[0], np.int64)
+    value = np.empty(index.shape[0])
+    nnz = coded_entries(x, coding, index, value)
+    for j in range(models.shape[0]):
+        m = models[j]
         if m < 0:
             out[j] = 0.0
             continue
         s = 0.0
         for p in range(nnz):
-            if diagonal:
-                s += value[p] * value[p] * covariance[m, index[p], 0]
-            else:
-                row = 0.0
-                for q in range(nnz):
-                    row += covariance[m, index[p], index[q]] * value[q]
-                s += value[p] * row
-        out[j] = np.sqrt(max(s, 0.0))
+            s += weights[m, index[p]] * value[p]
+        out[j] = s + bonus * _width(index, value, nnz, m, covariance, diagonal)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _width(index, value, nnz, m, covariance, diagonal):
+    s = 0.0
+    if diagonal:
+        for p in range(nnz):
+            s += value[p] * value[p] * covariance[m, index[p], 0]
+    else:  # z'Cz = sum_p z_p (z_p C_pp + 2 sum_{q > p} C_pq z_q): C is symmetric (the fit's
+        for p in range(nnz):  # is made so, and updates keep it), half the reads
+            i, v = index[p], value[p]
+            row = 0.5 * covariance[m, i, i] * v
+            for q in range(p + 1, nnz):
+                row += covariance[m, i, index[q]] * value[q]
+            s += v * row
+        s *= 2.0
+    return np.sqrt(max(s, 0.0))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -662,10 +697,9 @@ def width_update(x, m, coding, covariance, diagonal):
             u[i] += covariance[m, row, i] * v
     for p in range(nnz):
         denominator += value[p] * u[index[p]]
-    for i in range(D):
-        ui = u[i] / denominator
+    for i in range(D):  # (u_i u_j / d: the same number at (i, j) and (j, i), kept symmetric)
         for j in range(D):
-            covariance[m, i, j] -= ui * u[j]
+            covariance[m, i, j] -= u[i] * u[j] / denominator
 
 
 @numba.njit(cache=True, nogil=True)
