@@ -697,9 +697,10 @@ def width_update(x, m, coding, covariance, diagonal):
             u[i] += covariance[m, row, i] * v
     for p in range(nnz):
         denominator += value[p] * u[index[p]]
+    scale = 1.0 / denominator
     for i in range(D):  # (u_i u_j / d: the same number at (i, j) and (j, i), kept symmetric)
         for j in range(D):
-            covariance[m, i, j] -= u[i] * u[j] / denominator
+            covariance[m, i, j] -= u[i] * u[j] * scale
 
 
 @numba.njit(cache=True, nogil=True)
