@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 
+import numpy as np
+
 from bench.common.streams import BanditStream
 from bench.policies.compare import TreesPlayer, load
 
@@ -26,15 +28,20 @@ def main() -> None:
     args = ap.parse_args()
     data = load(args.data)
     player = TreesPlayer(data, args.seed)
-    done = 0
+    done, block = 0, []
     print("events  reward  explained  refits")
     for X, y in BanditStream(data, seed=args.seed).chunks(args.events):
-        for start in range(0, len(y), args.block):
-            rewards = player.play(X[start:start + args.block], y[start:start + args.block])
-            done += len(rewards)
-            policy = player.policy
-            print(f"{done:6d}  {rewards.mean():.3f}   {policy.explained:.3f}     "
-                  f"{policy.n_refits}", flush=True)
+        start = 0
+        while start < len(y):  # up to the next multiple of the block (chunks are 4,096 long)
+            end = min(len(y), start + args.block - done % args.block)
+            block.append(player.play(X[start:end], y[start:end]))
+            done += end - start
+            start = end
+            if done % args.block == 0 or done == args.events:
+                policy = player.policy
+                print(f"{done:6d}  {np.concatenate(block).mean():.3f}   "
+                      f"{policy.explained:.3f}     {policy.n_refits}", flush=True)
+                block = []
 
 
 if __name__ == "__main__":
