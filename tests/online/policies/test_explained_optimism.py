@@ -9,6 +9,7 @@ import pytest
 
 from online.policies.refit import EXPLAINED_MIN_EVENTS, explained_share
 from online.policies.trees import TreeEnsemblePolicy
+from tests.online.policies.test_ridge_base import assert_bonus_is_the_width_times
 from tests.online.policies.test_trees_policy import ADS, favorite_stream, play, small
 
 
@@ -69,22 +70,11 @@ def test_the_bonus_is_the_width_weighed_by_the_share_the_models_explain():
     policy = small(refit_min=50)
     play(policy, favorite_stream(1500, seed=3))
     assert policy.n_refits > 3 and policy.explained > 0.3
-    for x in favorite_stream(20, seed=4):
-        plain, upper = policy.scores(x), policy.scores(x, optimistic=True)
-        xv, _ = policy._encoder.encode(x)
-        widths = policy._linear.widths(xv, np.arange(len(policy.actions)))
-        assert (widths > 0).all()
-        np.testing.assert_allclose([upper[a] - plain[a] for a in policy.actions],
-                                   policy.explained * widths, rtol=1e-9)
+    assert_bonus_is_the_width_times(policy.explained, policy, favorite_stream(20, seed=4))
     with_fixed = small(refit_min=50, optimism=0.25, optimism_explained=2.0)
     play(with_fixed, favorite_stream(1500, seed=3))
-    x = next(favorite_stream(1, seed=4))
-    xv, _ = with_fixed._encoder.encode(x)
-    plain, upper = with_fixed.scores(x), with_fixed.scores(x, optimistic=True)
-    np.testing.assert_allclose(
-        [upper[a] - plain[a] for a in ADS],
-        (0.25 + 2.0 * with_fixed.explained) * with_fixed._linear.widths(xv, np.arange(5)),
-        rtol=1e-9)
+    assert_bonus_is_the_width_times(0.25 + 2.0 * with_fixed.explained, with_fixed,
+                                    favorite_stream(5, seed=4))
 
     noise = small(refit_min=50)
     for x, rewards in _noise_stream(3000, seed=5):

@@ -169,16 +169,21 @@ def test_many_columns_keep_only_the_covariance_diagonal(monkeypatch):
             diagonal.widths(t, np.array([0]))[0]
 
 
-def test_optimism_adds_the_width_to_the_scores_it_weighs():
-    policy = small(optimism=0.5, optimism_explained=0.0)
-    play(policy, favorite_stream(400, seed=3))
-    for x in favorite_stream(20, seed=4):
+def assert_bonus_is_the_width_times(weight, policy, contexts):
+    """The scores IGW weighs are the predictions plus ``weight`` times each action's width."""
+    for x in contexts:
         plain, upper = policy.scores(x), policy.scores(x, optimistic=True)
         xv, _ = policy._encoder.encode(x)
         widths = policy._linear.widths(xv, np.arange(len(policy.actions)))
         assert (widths > 0).all()
         np.testing.assert_allclose([upper[a] - plain[a] for a in policy.actions],
-                                   0.5 * widths, rtol=1e-9)
+                                   weight * widths, rtol=1e-9)
+
+
+def test_optimism_adds_the_width_to_the_scores_it_weighs():
+    policy = small(optimism=0.5, optimism_explained=0.0)
+    play(policy, favorite_stream(400, seed=3))
+    assert_bonus_is_the_width_times(0.5, policy, favorite_stream(20, seed=4))
     without = small(optimism=0.0, optimism_explained=0.0)
     play(without, favorite_stream(400, seed=3))
     x = next(favorite_stream(1, seed=4))
