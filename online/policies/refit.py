@@ -364,8 +364,8 @@ def tree_weights(actions: np.ndarray, rewards: np.ndarray, held_out: np.ndarray,
 def explained_share(actions: np.ndarray, rewards: np.ndarray, held_out: np.ndarray,
                     blend: np.ndarray, newest: int) -> float:
     """The share of the rewards' variance, beyond each action's mean, that the models explain
-    out of sample: ``1 - SSE(models) / SSE(means)`` over the window's newest ``newest`` events
-    that models predicted, clipped to [0, 1].
+    out of sample: ``1 - SSE(models) / SSE(means)`` over those of the window's newest
+    ``newest`` events that models predicted, clipped to [0, 1].
 
     Each event is predicted as it was served: by its action's linear base plus its trees times
     their weight ``blend`` (``held_out``, made before the event was learned). The baseline is
