@@ -351,6 +351,13 @@ class AutoPolicy(Policy):
         return getattr(self._get(self._serving).policy, "events_since_refit", None)
 
     @property
+    def explained(self) -> float | None:
+        """The serving candidate's share of the rewards it explains (the trees'
+        :attr:`~online.policies.trees.TreeEnsemblePolicy.explained`; None for a kind without
+        it)."""
+        return getattr(self._get(self._serving).policy, "explained", None)
+
+    @property
     def feature_columns(self) -> int:
         """The serving candidate's feature columns."""
         return self._get(self._serving).policy.feature_columns

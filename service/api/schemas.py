@@ -174,6 +174,12 @@ class AppPublic(Schema):
         None, description="features of learned events that got no column because the policy's "
         "max_columns was reached, counted at each event (a key sent with every event counts "
         "every time), in the model this process serves; null as featureColumns")
+    explained_share: float | None = Field(
+        None, description="the share of the rewards' variance, beyond each action's mean, that "
+        "the served model's predictions explained out of sample at its last refit: the weight "
+        "of its optimism bonus with the default optimism_explained (for 'auto': its serving "
+        "candidate's); null for a kind without it (all but 'trees'), in the list of apps and in "
+        "the creation's answer")
     stats: dict[str, int] = Field(
         description="decisions, rewarded, defaulted (learned with defaultReward), "
         "dropped (deferred, never activated), labeled (events queued by POST /apps/{app}/learn)"

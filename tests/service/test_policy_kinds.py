@@ -58,10 +58,12 @@ def test_an_app_that_names_no_policy_gets_auto_with_the_tree_policy_serving(clie
     assert app["changesFound"] == 0  # the serving candidate's
     assert app["eventsSinceRefit"] == 0  # nothing learned yet
     assert app["featureColumns"] == 0 and app["featuresLeftOut"] == 0
+    assert app["explainedShare"] == 0.0  # no refit yet
     _create(client, "forest", {"kind": "bandit-forest", "params": {"n_trees": 5}})
     forest = client.get("/apps/forest", headers=ADMIN).json()
     assert forest["changesFound"] is None and forest["eventsSinceRefit"] is None
     assert forest["featureColumns"] is None and forest["featuresLeftOut"] is None
+    assert forest["explainedShare"] is None
     listed = client.get("/apps", headers=ADMIN).json()
     assert {a["name"] for a in listed} >= {"plain", "forest"}
     assert all(a["changesFound"] is None and a["featureColumns"] is None for a in listed)
@@ -98,6 +100,10 @@ def test_the_trainer_refits_the_tree_policy_and_serves_the_refitted_model(client
     assert {r["id"]: r["probability"] for r in decision["ranking"]} == expected
     assert decision["probability"] == expected[decision["action"]]
     assert codec.decode(codec.encode(state))["format"] == "grove.trees"
+    # the favourite is the context's: the served models explain much of the rewards, and the
+    # app's status says how much (the weight of the served snapshot's optimism bonus)
+    app = client.get("/apps/trees", headers=ADMIN).json()
+    assert app["explainedShare"] == served.explained > 0.2
 
 
 def test_the_tree_policy_in_the_service_earns_again_after_tastes_change(client, trainer):

@@ -100,6 +100,7 @@ def get_app(app_version: AppVersionDep, store: StoreDep, models: ModelsDep) -> d
         status_["events_since_refit"] = getattr(served.learner, "events_since_refit", None)
         status_["feature_columns"] = getattr(served.learner, "feature_columns", None)
         status_["features_left_out"] = getattr(served.learner, "features_left_out", None)
+        status_["explained_share"] = getattr(served.learner, "explained", None)
     return to_public(config, status_)
 
 
