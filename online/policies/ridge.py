@@ -382,16 +382,18 @@ class RidgeBase:
             self.covariance = np.concatenate(
                 [c, np.full((K, extra), 1.0 / self.l2, np.float32)], axis=1)
 
-    def update(self, x: np.ndarray, model: int, target: float) -> None:
+    def update(self, x: np.ndarray, model: int, target: float, widths: bool = True) -> None:
         """Add one row (the encoded vector ``x`` and its ``target``) to model ``model`` in place:
-        its weights become the ridge fit on its rows so far plus this one, and its width's
-        ``A^-1`` takes the row too (:func:`width_update`). Nothing happens to a model without
-        an ``A^-1`` (no events at the fit, or no updates kept)."""
+        its weights become the ridge fit on its rows so far plus this one, and with ``widths``
+        its width's ``A^-1`` takes the row too (:func:`width_update`; without, it is left as it
+        is, for a caller that will not read the widths before the next fit makes them anew).
+        Nothing happens to a model without an ``A^-1`` (no events at the fit, or no updates
+        kept)."""
         if self.inverse.shape[1] and 0 <= model < len(self.weights) and \
                 self.inverse[model, 0, 0] != 0.0:
             learned = ridge_update(x, model, target, self._coding, self.weights, self.inverse)
             self.events[model] += learned
-            if learned and self.covariance.shape[1]:
+            if learned and widths and self.covariance.shape[1]:
                 c = self.covariance
                 width_update(x, model, self._coding, c if c.ndim == 3 else c[:, :, None],
                              c.ndim == 2)

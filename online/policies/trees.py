@@ -567,7 +567,7 @@ class TreeEnsemblePolicy(Policy):
         """The oracle's prediction of each candidate at ``x`` from its trees' sums ``trees``:
         the trees weighed (weights of 1 without ``weigh_trees``) plus the linear base;
         ``optimistic``: plus ``optimism`` times the linear base's width (what IGW weighs)."""
-        bonus = self.optimism + self.optimism_explained * self._explained
+        bonus = self._bonus()
         scores = self._linear.upper(x, c.linear, bonus) if optimistic and bonus else \
             self._linear.predict(x, c.linear)
         scores += trees * c.blend
@@ -703,6 +703,13 @@ class TreeEnsemblePolicy(Policy):
         if self.auto_refit and not self._refits_deferred and self.refit_due():
             self.finish_refit(self.start_refit()())
 
+    def _bonus(self) -> float:
+        """The width's weight in the scores IGW weighs now. While it is 0 (until the next refit:
+        the share changes only there) the widths are neither read nor updated: the refit makes
+        them anew from the window, and the events learned while it ran are replayed into them
+        (:meth:`finish_refit`) with the share it found."""
+        return self.optimism + self.optimism_explained * self._explained
+
     def _holds_out(self) -> bool:
         """Whether the window keeps each event's held-out predictions (for the trees' weights,
         or the share of the rewards the models explain)."""
@@ -725,20 +732,22 @@ class TreeEnsemblePolicy(Policy):
         first event, not from the next fit on."""
         linear = self._linear
         linear.extend(x, self._encoder.column_kinds if len(x) > linear.n_read else ())
+        widths = self._bonus() > 0  # (the widths' A^-1 takes the row only if read before a refit)
         if not (k < self._ensemble.n_models and self._plays[k] > 0):
             if k >= self._ensemble.n_models and self._linear.learn_first(x, k, reward):
                 self._forget_candidates()  # seen from now on
             elif k < self._linear.n_models:
-                self._linear.update(x, k, reward)  # (nothing for a model without events)
+                self._linear.update(x, k, reward, widths)  # (nothing for a model without events)
             return np.nan, np.nan
         if not (self._holds_out() or self._linear.inverse.shape[1]):
             return np.nan, np.nan
         if not self._fitted[k]:  # out of the inventory at the last refit: no trees in use, so
-            self._linear.update(x, k, reward)  # nothing to hold out (nor to test for a change)
+            self._linear.update(x, k, reward, widths)  # nothing to hold out (nor to test for a
+            # change)
             return np.nan, np.nan
         model = np.array([k])
         held_out = (self._linear.predict(x, model)[0], self._tree_sum(x, k))
-        self._linear.update(x, k, reward - self._blend[k] * held_out[1])
+        self._linear.update(x, k, reward - self._blend[k] * held_out[1], widths)
         return held_out
 
     def _tree_sum(self, x: np.ndarray, k: int) -> float:

@@ -84,6 +84,20 @@ def test_the_bonus_is_the_width_weighed_by_the_share_the_models_explain():
     for x, _ in _noise_stream(20, seed=6):
         assert noise.scores(x, optimistic=True) == noise.scores(x)
 
+    # the widths' A^-1 takes each learned row while the bonus is read, and is left to the next
+    # refit while it is 0 (nothing reads it until that refit makes it anew)
+    for learner, rows in ((policy, [(x, {a: float(a == x["favorite"]) for a in ADS})
+                                    for x in favorite_stream(20, seed=8)]),
+                          (noise, list(_noise_stream(20, seed=8)))):
+        learner.auto_refit = False  # (no refit among these rows: what happens between two)
+        before, refits = learner._linear.covariance.copy(), learner.n_refits
+        for x, rewards in rows:
+            d = learner.decide(x)
+            learner.learn_one(x, d.action, rewards[d.action], d.probability)
+        assert learner.n_refits == refits
+        changed = (learner._linear.covariance != before).any()
+        assert changed == (learner is policy), learner.explained
+
     with pytest.raises(ValueError, match="optimism_explained"):
         TreeEnsemblePolicy(optimism_explained=-0.5)
 
