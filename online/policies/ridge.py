@@ -43,7 +43,8 @@ Each model also keeps what its prediction's uncertainty needs: LinUCB's width
 (Li et al. 2010, Algorithm 1; the bias is penalised here, as in LinUCB: the width only scales
 the policy's optimism). ``A`` takes each learned row at once (:func:`width_update`), as
 LinUCB's does at every play, not only at the refits. Stored as ``A^-1`` (float32: a width
-needs no more) for every model
+needs no more; laid out pair by pair, every model's entry (i, j) adjacent, as a decision reads
+them: :mod:`~online.policies.widths`) for every model
 while ``n_models * D^2`` stays under ``FULL_COVARIANCE_FLOATS`` (4 MB: 26 actions up to D =
 200, 1,000 actions up to D = 32), else
 only its diagonal (the width then ignores the columns' correlations: it is exact for one set
@@ -78,6 +79,7 @@ import numpy as np
 
 from online.policies.features import LARGEST_CODED, checked_scales, column_scales
 from online.policies.ridge_loo import CentredRidge, choose_penalty
+from online.policies.widths import Widths, squared_widths, update_model
 
 __all__ = ["RidgeBase", "MAX_CODES"]
 
@@ -125,9 +127,9 @@ class RidgeBase:
     codes: np.ndarray  # int64: category-code columns, one-hot
     n_codes: np.ndarray  # int64 per code column: codes with a one-hot column
     weights: np.ndarray  # float64 (n_models, D), D = 1 + len(numbers) + n_codes.sum(): bias first
-    # float32 A^-1 of each model, (n_models, D, D), or its diagonal, (n_models, D); (n_models, 0)
-    # for no widths (a version-1 state)
-    covariance: np.ndarray | None = None
+    # float32 A^-1 of each model (or its diagonal) for the widths, pair by pair (``Widths``;
+    # none kept: a version-1 state); :attr:`covariance` is the same, model by model
+    width_inverse: Widths | None = None
     # float64 (n_models, C, C), C >= D: the fit's A^-1 (bias unpenalised) that :meth:`update`
     # carries on, in its first D rows and columns (extend grows into the rest, zeros, without a
     # copy), all zeros for a model without events; (n_models, 0, 0): no updates between refits
@@ -156,8 +158,8 @@ class RidgeBase:
         if self.slots is None:
             self.slots = np.arange(1, 1 + len(self.numbers) + len(self.code_values),
                                    dtype=np.int64)
-        if self.covariance is None:
-            self.covariance = np.zeros((len(self.weights), 0), np.float32)
+        if self.width_inverse is None:
+            self.width_inverse = Widths.none(len(self.weights))
         if self.inverse is None:
             self.inverse = np.zeros((len(self.weights), 0, 0))
         if self.events is None:  # (a state before version 5: a model with A^-1 has events)
@@ -182,6 +184,12 @@ class RidgeBase:
     @property
     def n_models(self) -> int:
         return len(self.weights)
+
+    @property
+    def covariance(self) -> np.ndarray:
+        """The widths' ``A^-1`` model by model (a copy): float32 ``(n_models, D, D)``, or the
+        diagonals ``(n_models, D)``; ``(n_models, 0)`` for none."""
+        return self.width_inverse.matrices()
 
     @classmethod
     def empty(cls, n_models: int = 0) -> RidgeBase:
@@ -217,20 +225,19 @@ class RidgeBase:
         """LinUCB's width ``sqrt(z' A^-1 z)`` of each model in ``models`` for one vector (0 for
         -1, and for every model of a version-1 state)."""
         out = np.zeros(len(models))
-        if self.covariance.shape[1]:
-            c = self.covariance
-            linear_widths(x, models, self._coding, c if c.ndim == 3 else c[:, :, None],
-                          c.ndim == 2, out)
+        w = self.width_inverse
+        if w.kept:
+            linear_widths(x, models, self._coding, w.pairs, w.start, w.diagonal, out)
         return out
 
     def upper(self, x: np.ndarray, models: np.ndarray, bonus: float) -> np.ndarray:
         """:meth:`predict` plus ``bonus`` times :meth:`widths`, in one pass over the coded row."""
-        if not self.covariance.shape[1]:
+        w = self.width_inverse
+        if not w.kept:
             return self.predict(x, models)
         out = np.zeros(len(models))
-        c = self.covariance
-        upper_scores(x, models, self._coding, self.weights, c if c.ndim == 3 else c[:, :, None],
-                     c.ndim == 2, bonus, out)
+        upper_scores(x, models, self._coding, self.weights, w.pairs, w.start, w.diagonal, bonus,
+                     out)
         return out
 
     def has_events(self, models: np.ndarray) -> np.ndarray:
@@ -277,11 +284,11 @@ class RidgeBase:
         self.inverse[model, :D, :D] = inverse
         self.weights[model] = inverse @ z * target
         self.events[model] = 1
-        if self.covariance.shape[1]:  # LinUCB's A, the bias penalised
+        if self.width_inverse.kept:  # LinUCB's A, the bias penalised
             penalty[0] = self.l2 if self.l2 > 0 else 1.0
             covariance = np.linalg.inv(np.outer(z, z) + np.diag(penalty))
-            self.covariance[model] = (covariance + covariance.T) / 2.0 \
-                if self.covariance.ndim == 3 else np.diag(covariance)
+            self.width_inverse.set(model, np.diag(covariance) if self.width_inverse.diagonal
+                                   else covariance)
         return True
 
     def _grow(self, n_models: int) -> None:
@@ -291,8 +298,9 @@ class RidgeBase:
         def grown(array):
             return np.concatenate([array, np.zeros((extra, *array.shape[1:]), array.dtype)])
 
-        self.weights, self.covariance, self.inverse, self.events = (
-            grown(a) for a in (self.weights, self.covariance, self.inverse, self.events))
+        self.weights, self.inverse, self.events = (
+            grown(a) for a in (self.weights, self.inverse, self.events))
+        self.width_inverse = self.width_inverse.grown(n_models)
 
     def extend(self, x: np.ndarray, kinds: list[str]) -> bool:
         """Give the number columns and the codes of ``x`` that the coding does not read a
@@ -372,15 +380,8 @@ class RidgeBase:
         fitted = self.inverse[:, 0, 0] != 0.0
         new = np.arange(D, D + extra)
         self.inverse[np.ix_(fitted, new, new)] = np.eye(extra) / self.l2
-        c = self.covariance
-        if c.shape[1] and c.ndim == 3:
-            covariance = np.zeros((K, D + extra, D + extra), np.float32)
-            covariance[:, :D, :D] = c
-            covariance[:, new, new] = 1.0 / self.l2
-            self.covariance = covariance
-        elif c.shape[1]:
-            self.covariance = np.concatenate(
-                [c, np.full((K, extra), 1.0 / self.l2, np.float32)], axis=1)
+        if self.width_inverse.kept:
+            self.width_inverse = self.width_inverse.with_columns(extra, 1.0 / self.l2)
 
     def update(self, x: np.ndarray, model: int, target: float, widths: bool = True) -> None:
         """Add one row (the encoded vector ``x`` and its ``target``) to model ``model`` in place:
@@ -393,10 +394,9 @@ class RidgeBase:
                 self.inverse[model, 0, 0] != 0.0:
             learned = ridge_update(x, model, target, self._coding, self.weights, self.inverse)
             self.events[model] += learned
-            if learned and widths and self.covariance.shape[1]:
-                c = self.covariance
-                width_update(x, model, self._coding, c if c.ndim == 3 else c[:, :, None],
-                             c.ndim == 2)
+            w = self.width_inverse
+            if learned and widths and w.kept:
+                width_update(x, model, self._coding, w.pairs, w.start, w.diagonal)
 
     @classmethod
     def fit(cls, X: np.ndarray, actions: np.ndarray, rewards: np.ndarray, n_actions: int,
@@ -445,8 +445,8 @@ class RidgeBase:
         full = n_actions * D * D <= FULL_COVARIANCE_FLOATS
         if widths:
             eye = np.eye(D) / l2
-            base.covariance = np.repeat(eye[None] if full else np.diag(eye)[None], n_actions,
-                                        0).astype(np.float32)
+            covariance = np.repeat(eye[None] if full else np.diag(eye)[None], n_actions,
+                                   0).astype(np.float32)
         if full:
             base.inverse = np.zeros((n_actions, D, D))
         for k, fit in fits.items():
@@ -457,21 +457,23 @@ class RidgeBase:
             if widths:  # LinUCB's A, the bias penalised
                 inverse = fit.inverse(l2, bias_penalised=True)
                 # (exactly symmetric: the widths read one triangle)
-                base.covariance[k] = (inverse + inverse.T) / 2.0 if full else np.diag(inverse)
+                covariance[k] = (inverse + inverse.T) / 2.0 if full else np.diag(inverse)
             if full:  # the ridge's own A, the bias not penalised: what update carries on
                 base.inverse[k] = fit.inverse(l2, bias_penalised=False)
+        if widths:
+            base.width_inverse = Widths.from_matrices(covariance)
         return base, in_sample
 
     def select(self, models: np.ndarray) -> RidgeBase:
         """The given models (indices ascending), renumbered 0, 1, ... in that order."""
         base = RidgeBase(self.numbers, self.codes, self.n_codes, self.weights[models],
-                         self.covariance[models], self.inverse[models], self.l2,
+                         self.width_inverse.select(models), self.inverse[models], self.l2,
                          self.events[models], self.scales, self.code_values, self.slots)
         base.n_read = self.n_read
         return base
 
     def nbytes(self) -> int:
-        return self.weights.nbytes + self.covariance.nbytes + self.inverse.nbytes + 8 * (
+        return self.weights.nbytes + self.width_inverse.nbytes + self.inverse.nbytes + 8 * (
             3 * len(self.codes) + 3 * len(self.numbers) + 2 * len(self.code_values))
 
     def to_state(self, inverse: bool = True) -> dict:
@@ -526,7 +528,10 @@ class RidgeBase:
                                  f"not fit weights of shape {weights.shape}")
         base = cls(np.asarray(state["numbers"], np.int64).copy(),
                    np.asarray(state["codes"], np.int64).copy(),
-                   n_codes, weights, covariance, inverse,
+                   n_codes, weights,
+                   None if covariance is None else Widths.from_matrices(
+                       covariance if covariance.shape[1] else
+                       np.zeros((len(weights), 0), np.float32)), inverse,
                    float(state.get("l2", 0.0)),
                    np.asarray(state["events"], np.int64).reshape(len(weights)).copy()
                    if "events" in state else None,
@@ -624,26 +629,26 @@ def coded_entries(x, coding, index, value):
 
 
 @numba.njit(cache=True, nogil=True)
-def linear_widths(x, models, coding, covariance, diagonal, out):
-    """``out[j] = sqrt(z' covariance[models[j]] z)`` for the coded row z of ``x`` (0 where
-    ``models[j] < 0``); with ``diagonal``, ``covariance[m, i, 0]`` is entry (i, i) and the rest
-    is taken as 0. Reads z's non-zero entries only."""
+def linear_widths(x, models, coding, pairs, start, diagonal, out):
+    """``out[j] = sqrt(z' A^-1 z)`` of model ``models[j]`` for the coded row z of ``x`` (0 where
+    ``models[j] < 0``); ``pairs, start, diagonal``: ``Widths``. Reads z's non-zero entries
+    only."""
     index = np.empty(1 + coding[0].shape[0] + coding[2].shape[0], np.int64)
     value = np.empty(index.shape[0])
     nnz = coded_entries(x, coding, index, value)
+    squared_widths(index, value, nnz, models, pairs, start, diagonal, out)
     for j in range(models.shape[0]):
-        m = models[j]
-        out[j] = 0.0 if m < 0 else _width(index, value, nnz, m, covariance, diagonal)
+        out[j] = np.sqrt(max(out[j], 0.0))
 
 
 @numba.njit(cache=True, nogil=True)
-def upper_scores(x, models, coding, weights, covariance, diagonal, bonus, out):
-    """``out[j] = weights[models[j]] . z + bonus * sqrt(z' covariance[models[j]] z)`` (0 where
-    ``models[j] < 0``): :func:`linear_scores` plus ``bonus`` times :func:`linear_widths`, z
-    coded once."""
+def upper_scores(x, models, coding, weights, pairs, start, diagonal, bonus, out):
+    """``out[j] = weights[models[j]] . z + bonus * sqrt(z' A^-1 z)`` (0 where ``models[j] <
+    0``): :func:`linear_scores` plus ``bonus`` times :func:`linear_widths`, z coded once."""
     index = np.empty(1 + coding[0].shape[0] + coding[2].shape[0], np.int64)
     value = np.empty(index.shape[0])
     nnz = coded_entries(x, coding, index, value)
+    squared_widths(index, value, nnz, models, pairs, start, diagonal, out)
     for j in range(models.shape[0]):
         m = models[j]
         if m < 0:
@@ -652,57 +657,19 @@ def upper_scores(x, models, coding, weights, covariance, diagonal, bonus, out):
         s = 0.0
         for p in range(nnz):
             s += weights[m, index[p]] * value[p]
-        out[j] = s + bonus * _width(index, value, nnz, m, covariance, diagonal)
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _width(index, value, nnz, m, covariance, diagonal):
-    s = 0.0
-    if diagonal:
-        for p in range(nnz):
-            s += value[p] * value[p] * covariance[m, index[p], 0]
-    else:  # z'Cz = sum_p z_p (z_p C_pp + 2 sum_{q > p} C_pq z_q): C is symmetric (the fit's
-        for p in range(nnz):  # is made so, and updates keep it), half the reads
-            i, v = index[p], value[p]
-            row = 0.5 * covariance[m, i, i] * v
-            for q in range(p + 1, nnz):
-                row += covariance[m, i, index[q]] * value[q]
-            s += v * row
-        s *= 2.0
-    return np.sqrt(max(s, 0.0))
+        out[j] = s + bonus * np.sqrt(max(out[j], 0.0))
 
 
 @numba.njit(cache=True, nogil=True)
-def width_update(x, m, coding, covariance, diagonal):
+def width_update(x, m, coding, pairs, start, diagonal):
     """LinUCB's ``A^-1`` of model ``m`` after one more row, the coded row z of ``x``:
     ``A^-1 -= u u' / (1 + z'u)``, ``u = A^-1 z`` (Sherman-Morrison, Li et al. 2010's ``A_a +=
     x x'`` at every play), so that a width shrinks as its action is played and not only at the
-    next refit. With ``diagonal`` (``covariance[m, i, 0]`` is entry (i, i), the rest taken as
-    0, as :func:`linear_widths` reads it) the same update of that diagonal matrix, of which
-    only the diagonal is kept."""
+    next refit (:func:`~online.policies.widths.update_model`)."""
     index = np.empty(1 + coding[0].shape[0] + coding[2].shape[0], np.int64)
     value = np.empty(index.shape[0])
     nnz = coded_entries(x, coding, index, value)
-    denominator = 1.0
-    if diagonal:
-        for p in range(nnz):
-            denominator += value[p] * value[p] * covariance[m, index[p], 0]
-        for p in range(nnz):
-            u = covariance[m, index[p], 0] * value[p]
-            covariance[m, index[p], 0] -= u * u / denominator
-        return
-    D = covariance.shape[1]
-    u = np.zeros(D)
-    for p in range(nnz):  # A^-1 is symmetric: its rows are its columns
-        row, v = index[p], value[p]
-        for i in range(D):
-            u[i] += covariance[m, row, i] * v
-    for p in range(nnz):
-        denominator += value[p] * u[index[p]]
-    scale = 1.0 / denominator
-    for i in range(D):  # (u_i u_j / d: the same number at (i, j) and (j, i), kept symmetric)
-        for j in range(D):
-            covariance[m, i, j] -= u[i] * u[j] * scale
+    update_model(index, value, nnz, m, pairs, start, diagonal)
 
 
 @numba.njit(cache=True, nogil=True)
