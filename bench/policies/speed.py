@@ -12,8 +12,10 @@ latency; state size.
    ``bench/policies/compare.py`` plays).
 2. Decide latency: the trained policy decides ``--latency`` contexts of the stream one at a
    time (all 26 actions candidates), sparse and dense; beside them, VW squarecb decides the
-   same contexts and a fixed-work loop runs as long as the trees' median decision (the
-   machine's own tail: what any computation of that length shows here), in turns of 1,000
+   same contexts, a fixed-work loop runs as long as the trees' median decision (the
+   machine's own tail: what any computation of that length shows here) and so does a loop of
+   random reads over 9 MB (``fixed_reads``, since the twenty-eighth session: the tail of a
+   computation that, like a decide, reads memory beyond a core's L2), in turns of 1,000
    calls of each (100 before the eighteenth session). p50 / p99 / p99.9 of wall time
    (``perf_counter_ns``) and of the thread's CPU time (``thread_time_ns``: on a shared machine
    wall time includes the time the process waited for a core). Each turn starts with one call
@@ -111,6 +113,20 @@ def _fixed_work(words: np.ndarray, rounds: int) -> int:
     return int(h)
 
 
+@numba.njit(cache=True)
+def _fixed_reads(table: np.ndarray, positions: np.ndarray, first: int, rounds: int) -> float:
+    """``rounds`` reads of one float at ``positions[first:]`` (wrapping), one per cache line of
+    ``table``: a computation that reads memory as a decide does, spread over arrays larger than
+    a core's L2, so that it pays as a decide does when something else took the caches."""
+    s, n = 0.0, positions.shape[0]
+    for k in range(rounds):
+        s += table[positions[(first + k) % n]]
+    return s
+
+
+#: the random reads' table: about the trees' kernel layout on Letter at 100k events (8.9 MB)
+READ_TABLE_BYTES = 9 << 20
+
 #: calls of one kind in a row in the latency turns: each kind keeps the caches as a server that
 #: decides for one app keeps them (VW's weights, 4 MB, would evict the trees' between calls).
 #: 1,000 since the eighteenth session (100 before): the trees' arrays (~4.5 MB for 26 x 100
@@ -128,9 +144,11 @@ def _cpu_ns(f, *args) -> int:
 def latency(players, data, seed, n):
     """Percentiles (microseconds) of one decide among all actions: the trees with sparse and
     dense input, VW squarecb's (its ADF example built, ``predict``, an action drawn), and a
-    fixed-work loop of the trees' median time, in turns of ``TURN`` calls of each (close
-    moments of the machine). The fixed work is the machine's floor: what any computation
-    of that length shows at p99 here, whatever the code."""
+    fixed-work loop and a loop of random reads, each of the trees' median time, in turns of
+    ``TURN`` calls of each (close moments of the machine). The fixed work is the machine's
+    floor for arithmetic: what a computation of that length that reads no memory shows at p99
+    here. The fixed reads are its floor for a computation of that length that reads memory at
+    random, as a decide's tree leaves and masks are read."""
     trees, vw = players["trees_sparse"], players["vw_squarecb"]
     policy = trees.policy
     names = np.array(trees.names, dtype=object)
@@ -151,10 +169,20 @@ def latency(players, data, seed, n):
     for _ in range(3):  # rescaled until its median is the decide's
         rounds = max(1, round(rounds * target / np.median(
             [_cpu_ns(_fixed_work, words, rounds) for _ in range(100)])))
+    table = np.ones(READ_TABLE_BYTES // 8)
+    positions = np.random.default_rng(seed).integers(0, len(table) // 8, 1 << 20) * 8
+    reads = 100
+    for _ in range(5):  # (the table warmed as the turns find it: positions move on each call)
+        for k in range(300):
+            _fixed_reads(table, positions, k * reads, reads)
+        reads = max(1, round(reads * target / np.median(
+            [_cpu_ns(_fixed_reads, table, positions, k * reads, reads)
+             for k in range(300, 600)])))
     calls = {"sparse": lambda i: policy.decide(sparse[i]),
              "dense": lambda i: policy.decide(dense[i]),
              "vw_squarecb": lambda i: vw_decide(X[i]),
-             "fixed_work": lambda i: _fixed_work(words, rounds)}
+             "fixed_work": lambda i: _fixed_work(words, rounds),
+             "fixed_reads": lambda i: _fixed_reads(table, positions, i * reads, reads)}
     for i in range(200):
         for call in calls.values():
             call(i)
