@@ -240,6 +240,13 @@ class RidgeBase:
                      out)
         return out
 
+    def kernel_arrays(self) -> tuple:
+        """What a compiled caller passes on to :func:`upper_scores` or :func:`linear_scores`:
+        (coding, weights, pairs, start, diagonal); ``pairs`` has no rows when no widths are
+        kept. Made anew at each call: learning may replace the arrays."""
+        w = self.width_inverse
+        return self._coding, self.weights, w.pairs, w.start, w.diagonal
+
     def has_events(self, models: np.ndarray) -> np.ndarray:
         """Per model of ``models`` (-1: none): whether it has learned an event, at the fit or
         since."""

@@ -93,6 +93,11 @@ class CompiledEnsemble:
         return self._layout
 
     @property
+    def kernel_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(buffer, index): what a compiled caller passes on to :func:`score_models`."""
+        return self._blob
+
+    @property
     def _packed(self) -> Packed:
         return from_blob(*self._blob)
 

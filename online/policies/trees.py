@@ -21,6 +21,7 @@ from online.policies.ridge_loo import PENALTIES
 from online.policies.squarecb import gamma as igw_gamma
 from online.policies.squarecb import inverse_gap_weights
 from online.policies.tree_arrays import CompiledEnsemble
+from online.policies.trees_decide import candidate_distribution
 from online.policies.window import EventWindow
 
 __all__ = ["TreeEnsemblePolicy", "MAX_COLUMNS"]
@@ -38,7 +39,7 @@ class _CandidateModels(NamedTuple):
     model index (-1: none fitted yet), whether the oracle has no data for it, the weight of its
     trees (0 without models: every prediction is then the linear base's, 0), and its linear
     base's model index (-1: none; an action new since the last fit has one from its first
-    event)."""
+    event). ``arrays``: the last four as :func:`candidate_distribution` reads them."""
 
     known: np.ndarray
     ensemble: CompiledEnsemble
@@ -46,6 +47,10 @@ class _CandidateModels(NamedTuple):
     unseen: np.ndarray
     blend: np.ndarray
     linear: np.ndarray
+
+    @property
+    def arrays(self) -> tuple:
+        return self.models, self.linear, self.blend, self.unseen
 
 
 class _ScoredRows(NamedTuple):
@@ -585,9 +590,14 @@ class TreeEnsemblePolicy(Policy):
         return self._predicted(trees, x, c, optimistic), c.unseen
 
     def _distribution(self, x: np.ndarray, known: np.ndarray) -> np.ndarray:
-        scores, unseen = self._scores(x, known, optimistic=True)
-        probs = np.empty(len(known))
-        inverse_gap_weights(scores, unseen, self.gamma(len(known)), probs)
+        """IGW over the optimistic scores (:meth:`_scores`), in one compiled call."""
+        c = self._candidate_models(known)
+        sums, probs = np.empty(len(known)), np.empty(len(known))
+        new_value = bool(len(self._codes_seen[0])) and bool(self._new_values(x[None])[0])
+        candidate_distribution(x, c.arrays, self._ensemble.kernel_arrays,
+                               self._linear.kernel_arrays(), self._bonus(),
+                               self.gamma(len(known)), new_value, sums, probs)
+        self._last_sums = (self._ensemble, x, known, sums)
         return probs
 
     def scores(self, x: dict, actions=None, excluded=(), optimistic: bool = False) -> dict:
