@@ -295,7 +295,7 @@ class RidgeBase:
             penalty[0] = self.l2 if self.l2 > 0 else 1.0
             covariance = np.linalg.inv(np.outer(z, z) + np.diag(penalty))
             self.width_inverse.set(model, np.diag(covariance) if self.width_inverse.diagonal
-                                   else covariance)
+                                   else (covariance + covariance.T) / 2.0)
         return True
 
     def _grow(self, n_models: int) -> None:

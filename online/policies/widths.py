@@ -113,16 +113,19 @@ class Widths:
 
     def with_columns(self, extra: int, value: float) -> Widths:
         """``extra`` coded columns added at the end: every model's ``A^-1`` gains ``value`` on
-        its diagonal there and zeros elsewhere."""
-        c = self.matrices()
-        D, new = self.D, np.arange(self.D, self.D + extra)
+        its diagonal there and zeros elsewhere (each old entry moved to its row in the wider
+        layout; an id sent as a value adds a column at nearly every event)."""
+        D, n = self.D, self.n_models
         if self.diagonal:
-            return Widths.from_matrices(np.concatenate(
-                [c, np.full((len(c), extra), value, np.float32)], axis=1))
-        grown = np.zeros((len(c), D + extra, D + extra), np.float32)
-        grown[:, :D, :D] = c
-        grown[:, new, new] = value
-        return Widths.from_matrices(grown)
+            return Widths(np.concatenate([self.pairs, np.full((extra, n), value, np.float32)]),
+                          np.zeros(D + extra, np.int64), True)
+        start = _starts(D + extra)
+        pairs = np.zeros(((D + extra) * (D + extra + 1) // 2, n), np.float32)
+        rows, columns = np.triu_indices(D)
+        pairs[start[rows] + columns] = self.pairs
+        new = np.arange(D, D + extra)
+        pairs[start[new] + new] = value
+        return Widths(pairs, start)
 
     @property
     def nbytes(self) -> int:
