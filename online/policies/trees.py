@@ -356,10 +356,12 @@ class TreeEnsemblePolicy(Policy):
     bench/policies/README.md): memory and state ~ the window (100k events x columns x 4 bytes +
     20 bytes per event: 37 MB with 76 columns; the linear base's ``A^-1``, actions x coded
     columns^2 x 8 bytes, 1.2 MB more, in the trainer's state only; the widths' ``A^-1`` in
-    float32, 0.6 MB, in the serving copy too: 5.4 MB after 100k events); a refit ~2.4 CPU s on a
+    float32, one triangle laid out pair by pair (``widths``), 0.3 MB, in the serving copy too:
+    5.4 MB after 100k events, the state keeping the matrices whole); a refit ~2.4 CPU s on a
     full window (keys sent only when set included: ``refit.presence_as_zero``); learning an
-    event, the base's update ~5 us more and its widths' ~3 us; a decision p50 ~47-50 us (~8-10
-    us of it the bonus's widths), p99 ~75-120 us on a quiet VM,
+    event, the base's update ~5 us more and its widths' ~6 us; a decision p50 ~40-42 us (~3-4
+    us of it the bonus's widths; one compiled call, ``trees_decide``), p99 ~78-90 us on a quiet
+    VM (twenty-eighth session; ~75-120 us before),
     ~125-160 us on a loaded one, 2-3x that on another whose caches are slower (26 x
     100 trees of 63 leaves scored by QuickScorer, ~20 ns per tree at p50; 100 trees per action
     cost that, fewer lost reward on every held-out stream), faster than VW squarecb's decision
