@@ -230,16 +230,6 @@ class RidgeBase:
             linear_widths(x, models, self._coding, w.pairs, w.start, w.diagonal, out)
         return out
 
-    def upper(self, x: np.ndarray, models: np.ndarray, bonus: float) -> np.ndarray:
-        """:meth:`predict` plus ``bonus`` times :meth:`widths`, in one pass over the coded row."""
-        w = self.width_inverse
-        if not w.kept:
-            return self.predict(x, models)
-        out = np.zeros(len(models))
-        upper_scores(x, models, self._coding, self.weights, w.pairs, w.start, w.diagonal, bonus,
-                     out)
-        return out
-
     def kernel_arrays(self) -> tuple:
         """What a compiled caller passes on to :func:`upper_scores` or :func:`linear_scores`:
         (coding, weights, pairs, start, diagonal); ``pairs`` has no rows when no widths are

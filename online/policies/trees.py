@@ -21,7 +21,7 @@ from online.policies.ridge_loo import PENALTIES
 from online.policies.squarecb import gamma as igw_gamma
 from online.policies.squarecb import inverse_gap_weights
 from online.policies.tree_arrays import CompiledEnsemble
-from online.policies.trees_decide import candidate_distribution
+from online.policies.trees_decide import candidate_distribution, weighed_scores
 from online.policies.window import EventWindow
 
 __all__ = ["TreeEnsemblePolicy", "MAX_COLUMNS"]
@@ -573,11 +573,12 @@ class TreeEnsemblePolicy(Policy):
                    optimistic: bool) -> np.ndarray:
         """The oracle's prediction of each candidate at ``x`` from its trees' sums ``trees``:
         the trees weighed (weights of 1 without ``weigh_trees``) plus the linear base;
-        ``optimistic``: plus ``optimism`` times the linear base's width (what IGW weighs)."""
-        bonus = self._bonus()
-        scores = self._linear.upper(x, c.linear, bonus) if optimistic and bonus else \
-            self._linear.predict(x, c.linear)
-        scores += trees * c.blend
+        ``optimistic``: plus the bonus's weight times the linear base's width (what IGW
+        weighs; :func:`~online.policies.trees_decide.weighed_scores`)."""
+        scores = np.empty(len(trees))
+        weighed_scores(x, c.arrays, self._linear.kernel_arrays(),
+                       self._bonus() if optimistic else 0.0,
+                       np.ascontiguousarray(trees, np.float64), scores)
         return scores
 
     def _scores(self, x: np.ndarray, known: np.ndarray,

@@ -7,7 +7,9 @@ inverse-gap weights (:func:`~online.policies.squarecb.inverse_gap_weights`). As 
 from Python these took ~5 us of a ~45 us decision (Letter, 26 actions) in the glue between
 them: four dispatches, four arrays made, numpy's two passes for the blend. Here they are one
 call, on the same numbers in the same order: the probabilities are those of the separate calls,
-bit for bit (``tests/online/policies/test_trees_decide.py``).
+bit for bit (``tests/online/policies/test_trees_decide.py``). The scores alone
+(:func:`weighed_scores`) are what every other path of the policy reads too (its ``scores``,
+the evaluators' rows): one definition of what IGW weighs.
 """
 
 from __future__ import annotations
@@ -19,7 +21,23 @@ from online.policies.ridge import linear_scores, upper_scores
 from online.policies.squarecb import inverse_gap_weights
 from online.policies.tree_arrays import score_models
 
-__all__ = ["candidate_distribution"]
+__all__ = ["candidate_distribution", "weighed_scores"]
+
+
+@numba.njit(cache=True, nogil=True)
+def weighed_scores(x, candidates, linear, bonus, sums, out):
+    """``out[j]``: candidate j's linear score at the encoded context ``x``, plus ``bonus``
+    times its width (when ``bonus`` is not 0 and widths are kept), plus its trees' sum
+    ``sums[j]`` times their weight. ``candidates``, ``linear``: as
+    :func:`candidate_distribution`'s."""
+    _, linear_models, blend, _ = candidates
+    coding, weights, pairs, start, diagonal = linear
+    if bonus != 0.0 and pairs.shape[0] > 0:
+        upper_scores(x, linear_models, coding, weights, pairs, start, diagonal, bonus, out)
+    else:
+        linear_scores(x, linear_models, coding, weights, out)
+    for j in range(out.shape[0]):
+        out[j] += sums[j] * blend[j]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -33,17 +51,10 @@ def candidate_distribution(x, candidates, ensemble, linear, bonus, gamma, new_va
     ``RidgeBase.kernel_arrays``; ``bonus``: the weight of the linear base's widths (0: none);
     ``new_value``: the context holds a category value newer than the trees, which then add
     nothing (``TreeEnsemblePolicy._new_values``)."""
-    models, linear_models, blend, unseen = candidates
     buf, index = ensemble
-    coding, weights, pairs, start, diagonal = linear
-    score_models(x, models, buf, index, sums)
+    score_models(x, candidates[0], buf, index, sums)
     if new_value:
         sums[:] = 0.0
     scores = np.empty(sums.shape[0])
-    if bonus != 0.0 and pairs.shape[0] > 0:
-        upper_scores(x, linear_models, coding, weights, pairs, start, diagonal, bonus, scores)
-    else:
-        linear_scores(x, linear_models, coding, weights, scores)
-    for j in range(scores.shape[0]):
-        scores[j] += sums[j] * blend[j]
-    inverse_gap_weights(scores, unseen, gamma, probs)
+    weighed_scores(x, candidates, linear, bonus, sums, scores)
+    inverse_gap_weights(scores, candidates[3], gamma, probs)
