@@ -37,6 +37,7 @@ from typing import NamedTuple
 
 import numba
 import numpy as np
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 __all__ = ["CompiledEnsemble", "parse_lightgbm"]
 
@@ -421,10 +422,10 @@ TREE_BITS = 16  # QuickScorer's blocks of trees
 # threshold, entries for 29-73 % of the trees) are all dense, 0.8x the entries' bytes
 DENSE_MAX_LEVELS = 4
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
-# the lowest set bit's index: (w & -w) * _DE_BRUIJN >> 58 indexes _LOWEST (Leiserson et al. 1998)
-_DE_BRUIJN = np.uint64(0x03F79D71B4CB0A89)
-_LOWEST = np.zeros(64, np.int64)
-_LOWEST[[((1 << i) * int(_DE_BRUIJN)) % (1 << 64) >> 58 for i in range(64)]] = np.arange(64)
+# The exit leaf, the lowest set bit's index, is LLVM's count of trailing zeros (one tzcnt
+# instruction; numba's intrinsic). A de Bruijn multiply and a 64-entry table, the kernel's
+# before the twenty-ninth session, took 1.3x as long warm and 1.6x after a 9 MB sweep had
+# evicted the table (bench/policies/README.md, "The exit leaf in one instruction").
 
 
 def pack(e: CompiledEnsemble) -> Packed:
@@ -843,7 +844,7 @@ def score_models(x, models, buf, index, out):
     right_mask = np.uint64((1 << RIGHT_BITS) - 1)
     index_shift, right_shift = np.uint64(SLOT_BITS), np.uint64(SLOT_BITS + INDEX_BITS)
     left_leaf, right_leaf = np.uint64(62), np.uint64(63)
-    one, shift = np.uint64(1), np.uint64(58)
+    one = np.uint64(1)
     for j in range(models.shape[0]):
         m = models[j]
         s = 0.0
@@ -851,7 +852,7 @@ def score_models(x, models, buf, index, out):
             for t in range(model_trees[m], model_trees[m + 1]):
                 if quick and leaf0[t] >= 0:  # the lowest bit left
                     w = found[t]
-                    s += leaves[leaf0[t] + _LOWEST[((w & (~w + one)) * _DE_BRUIJN) >> shift]]
+                    s += leaves[leaf0[t] + trailing_zeros(w)]
                     continue
                 n = roots[t]
                 if n < 0:  # a tree of one leaf
@@ -901,7 +902,7 @@ def score_rows(X, models, buf, index, out):
     right_mask = np.uint64((1 << RIGHT_BITS) - 1)
     index_shift, right_shift = np.uint64(SLOT_BITS), np.uint64(SLOT_BITS + INDEX_BITS)
     left_leaf, right_leaf = np.uint64(62), np.uint64(63)
-    one, shift = np.uint64(1), np.uint64(58)
+    one = np.uint64(1)
     for j in range(models.shape[0]):
         m = models[j]
         for i in range(X.shape[0]):
@@ -910,7 +911,7 @@ def score_rows(X, models, buf, index, out):
                 for t in range(model_trees[m], model_trees[m + 1]):
                     if quick and leaf0[t] >= 0:
                         w = found[i, t]
-                        s += leaves[leaf0[t] + _LOWEST[((w & (~w + one)) * _DE_BRUIJN) >> shift]]
+                        s += leaves[leaf0[t] + trailing_zeros(w)]
                         continue
                     n = roots[t]
                     if n < 0:
