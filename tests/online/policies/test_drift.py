@@ -134,6 +134,26 @@ def test_trees_earn_again_soon_after_every_action_changes():
     assert frozen[1000:2000].mean() < 0.5
 
 
+def test_trees_refit_after_a_change_as_a_new_policy_does():
+    """Every action changes at event 4,000. The fits then take only the events since the change,
+    and the schedule starts again from those: refits come close together as they do for a new
+    policy (the kept events grow by a quarter between them), not once a quarter of the whole
+    window's 4,000 events has come (one refit in the 1,400 events after the change's own)."""
+    contexts = list(favorite_stream(5500, seed=4))
+    policy = small()
+    play(policy, contexts[:4000])
+    refits = []
+    for i, x in enumerate(contexts[4000:]):
+        fitted = policy._fitted_events
+        play(policy, [x], best=shifted)
+        if policy._fitted_events != fitted:
+            refits.append(i)
+    assert policy.n_changes == len(ADS)
+    first = refits[0]  # the change's refit, at once
+    assert policy._fit_rows <= 1500  # the last fit took the events since the change only
+    assert len([i for i in refits if first < i <= first + 1400]) >= 5
+
+
 def test_trees_find_no_change_in_a_stationary_stream():
     policy = small()
     rewards = play(policy, favorite_stream(6000, seed=5))
