@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import math
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from online.policies.auto import check_floor
@@ -74,10 +73,6 @@ APPRENTICE = "Apprentice"
 
 class ConfigurationError(ValueError):
     """A configuration Grove cannot take (the API answers 400 InvalidServiceConfiguration)."""
-
-
-def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
 
 
 def stored(config: AppConfig) -> dict[str, Any]:
@@ -147,7 +142,7 @@ def public(config: AppConfig, retention_default: float) -> dict[str, Any]:
         "modelExportFrequency": durations.format(extra.get("modelExportFrequency", DEFAULT_EXPORT)),
         "logRetentionDays": -1 if math.isinf(retention) else math.ceil(retention / 86_400),
         "modelRetrainDays": int(extra.get("modelRetrainDays", 0)),
-        "lastConfigurationEditDate": _iso(config.updated_at),
+        "lastConfigurationEditDate": durations.instant(config.updated_at),
         "learningMode": learning_mode(config),
         "isAutoOptimizationEnabled": False,
         "logMirrorEnabled": False,

@@ -1,4 +1,5 @@
-"""ISO 8601 durations (``PT10M``, ``P1DT2H``), as Personalizer's configuration writes them.
+"""ISO 8601 durations (``PT10M``, ``P1DT2H``), as Personalizer's configuration writes them, and
+the instants its JSON carries (:func:`instant`).
 
 Personalizer's ``rewardWaitTime``, ``modelExportFrequency`` and ``autoOptimizationFrequency`` are
 ISO 8601 durations; .NET clients also sent ``TimeSpan`` text (``00:10:00``, ``1.00:00:00``), so
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import UTC, datetime
 
 _ISO = re.compile(
     r"^P(?:(?P<weeks>\d+(?:\.\d+)?)W)?(?:(?P<days>\d+(?:\.\d+)?)D)?"
@@ -61,3 +63,15 @@ def format(seconds: float) -> str:  # noqa: A001 (the module's pair to parse)
     if clock:
         text += "T" + clock
     return text if text != "P" else "PT0S"
+
+
+def instant(seconds: float) -> str:
+    """An instant (seconds since the epoch) as Personalizer's JSON writes one: ISO 8601 in UTC,
+    always to the millisecond. ``isoformat`` alone drops a zero fraction, and strings of the two
+    forms do not sort as their times do ("...:20Z" after "...:20.5Z").
+
+    >>> instant(1764389720), instant(1764389720.1234), instant(1764389720.9996)
+    ('2025-11-29T04:15:20.000Z', '2025-11-29T04:15:20.123Z', '2025-11-29T04:15:21.000Z')
+    """
+    return datetime.fromtimestamp(round(seconds * 1000) / 1000, UTC).isoformat(
+        timespec="milliseconds").replace("+00:00", "Z")

@@ -9,8 +9,6 @@ both are served.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
@@ -29,7 +27,7 @@ from service.api.routes.jobs import JobsDep
 from service.api.routes.personalizer import CallerDep
 from service.api.schemas import PolicySpec
 from service.api.usecases import Caller, Services
-from service.personalizer import configuration, learning_settings, model_file
+from service.personalizer import configuration, durations, learning_settings, model_file
 from service.personalizer.errors import PersonalizerError, bad_request
 from service.personalizer.versions import PREFIX
 from service.records import AppConfig
@@ -38,10 +36,6 @@ router = APIRouter(prefix=PREFIX, tags=["personalizer"])
 
 #: the response header that names the ``warm-start`` job a policy change submitted
 WARM_START_HEADER = "Grove-Warm-Start-Job"
-
-
-def _iso_ms(ms: int | float) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat().replace("+00:00", "Z")
 
 
 def _app(services: Services, caller: Caller) -> AppConfig:
@@ -238,8 +232,9 @@ def _model_properties(services: Services, caller: Caller) -> dict:
     if info is None:
         raise PersonalizerError(404, "ResourceNotFound", f"app {config.name!r} has no model")
     return {
-        "creationTime": _iso_ms(configuration.model_created_at(config) * 1000),
-        "lastModifiedTime": _iso_ms(info.updated_at_ms or configuration.model_created_at(config)),
+        "creationTime": durations.instant(configuration.model_created_at(config)),
+        "lastModifiedTime": durations.instant(info.updated_at_ms / 1000 if info.updated_at_ms
+                                              else configuration.model_created_at(config)),
     }
 
 
@@ -252,7 +247,7 @@ async def get_model_properties(caller: CallerDep, services: ServicesDep) -> dict
 # -- logs ---------------------------------------------------------------------------------------
 def _stream_time(entry_id: bytes | str) -> str:
     text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-    return _iso_ms(int(text.split("-")[0]))
+    return durations.instant(int(text.split("-")[0]) / 1000)
 
 
 def _log_properties(services: Services, caller: Caller) -> dict:

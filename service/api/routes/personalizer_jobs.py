@@ -39,7 +39,7 @@ from service.api.routes.jobs import JobsDep
 from service.api.routes.personalizer import CallerDep
 from service.api.usecases import Caller, Services
 from service.jobs.queue import JobQueue
-from service.personalizer import learning_settings
+from service.personalizer import durations, learning_settings
 from service.personalizer.errors import PersonalizerError, bad_request
 from service.personalizer.evaluation import BUCKET_MS, Candidate, default_candidates
 from service.personalizer.versions import PREFIX, legacy_shapes
@@ -59,10 +59,6 @@ _STATUS = {
 }
 _NOT_FOUND = {EVALUATIONS: "EvaluationNotFound", IMPORTANCES: "FeatureImportanceNotFound"}
 _EXISTS = {EVALUATIONS: "EvaluationAlreadyExists", IMPORTANCES: "FeatureImportanceAlreadyExists"}
-
-
-def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
 
 
 def _time(value: Any, name: str, code: str) -> float:
@@ -132,7 +128,7 @@ def _submit(services: Services, jobs: JobQueue, config: AppConfig, collection: s
               "to": record["endTime"]}
     job_id = jobs.submit(kind, params, source, app=config.name)
     record = {**record, "jobId": job_id, "status": "NotSubmitted",
-              "creationTime": _iso(time.time())}
+              "creationTime": durations.instant(time.time())}
     if not services.store.redis.hsetnx(key, record["id"], json.dumps(record)):
         jobs.cancel(job_id)  # another request took the id meanwhile
         raise bad_request(
@@ -195,7 +191,8 @@ def _create_evaluation(services: Services, jobs: JobQueue, caller: Caller, evalu
         "end_ms": int(end * 1000),
         "candidates": [c.__dict__ for c in candidates],
     }
-    record = {"id": evaluation_id, "name": name, "startTime": _iso(start), "endTime": _iso(end),
+    record = {"id": evaluation_id, "name": name, "startTime": durations.instant(start),
+              "endTime": durations.instant(end),
               "evaluationType": "Manual",
               "policies": [{"name": c.name, "arguments": c.arguments} for c in candidates]}
     return _submit(services, jobs, config, EVALUATIONS, record, "personalizer-evaluation", params)
@@ -252,7 +249,7 @@ def _series(policy: dict, result: dict, start_s: float | None, end_s: float | No
         mean = total / n
         half = 1.96 * math.sqrt(max(0.0, squares / n - mean**2) / max(1, n - 1)) if n > 1 else 0
         data.append({
-            "timeStamp": _iso(stamp / 1000),
+            "timeStamp": durations.instant(stamp / 1000),
             "expectedReward": low + mean * span,
             "confidenceInterval": [low + (mean - half) * span, low + (mean + half) * span],
         })
@@ -409,7 +406,8 @@ def _create_importance(services, jobs, caller, importance_id: str, body: dict) -
     if not isinstance(name, str) or not 1 <= len(name) <= 256:
         raise bad_request("name is a string of 1 to 256 characters", "InvalidContract")
     start, end = _window(body, "InvalidContract")
-    record = {"id": importance_id, "name": name, "startTime": _iso(start), "endTime": _iso(end)}
+    record = {"id": importance_id, "name": name, "startTime": durations.instant(start),
+              "endTime": durations.instant(end)}
     params = {"start_ms": int(start * 1000), "end_ms": int(end * 1000)}
     return _submit(services, jobs, config, IMPORTANCES, record,
                    "personalizer-feature-importance", params)

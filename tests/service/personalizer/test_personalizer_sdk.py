@@ -8,6 +8,9 @@ the real redis-server of the fixtures; the trainer is stepped by :func:`drain`.
 
 from __future__ import annotations
 
+import time
+from datetime import datetime
+
 import pytest
 from azure.ai.personalizer import PersonalizerClient as Client
 from azure.cognitiveservices.personalizer import PersonalizerClient as OldClient
@@ -351,7 +354,12 @@ def test_model_export_import_reset_and_properties(admin, client, store, trainer)
     assert store.snapshot_info("news").events_learned == 0
     assert store.app_status("news")["trainer_lag"] == 0
     properties = admin.get_model_properties()
-    assert properties["creationTime"] <= properties["lastModifiedTime"]
+    created, modified = (datetime.fromisoformat(properties[k]).timestamp()
+                         for k in ("creationTime", "lastModifiedTime"))
+    assert time.time() - 600 < created <= modified <= time.time() + 1  # the reset's model
+    # both to the millisecond, so that the strings compare as their times do
+    assert all(len(properties[k]) == len("2026-11-29T04:15:20.123Z")
+               for k in ("creationTime", "lastModifiedTime"))
 
 
 def test_logs_properties_and_delete(admin, client, store, trainer):
