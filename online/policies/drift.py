@@ -347,6 +347,26 @@ class ActionChanges:
         since[:n] = self.since[:n]
         return events >= since[actions]
 
+    def stale(self, actions: np.ndarray, events: np.ndarray, fitted_events: int) -> np.ndarray:
+        """Which of these events (their actions and event numbers) were predicted by models
+        from before their action's change was found: those before it was found, and any while
+        the models in use (fitted on the first ``fitted_events``) still predate it. Their
+        held-out predictions say how the old models fit the new rewards, not how the models
+        fit now.
+
+        >>> changes = ActionChanges(ResidualMonitor(2, 0.01))
+        >>> changes.grow(2)
+        >>> changes.since[0], changes.cut_at[0] = 100, 150  # action 0 changed at 100, found at 150
+        >>> a, e = np.array([0, 0, 0, 1]), np.array([120, 160, 160, 160])
+        >>> changes.stale(a, e, 140).tolist(), changes.stale(a, e, 150).tolist()
+        ([True, True, True, False], [True, False, False, False])
+        """
+        cut = np.zeros(int(actions.max(initial=-1)) + 1, np.int64)
+        n = min(len(cut), len(self.cut_at))
+        cut[:n] = self.cut_at[:n]
+        found = cut[actions]
+        return (events < found) | (found > fitted_events)
+
     def to_state(self) -> dict:
         """The monitor and the cuts (the count of changes is the policy's to keep: a serving
         copy, without this state, shows it too)."""
