@@ -342,30 +342,26 @@ class ActionChanges:
         if not self.since.any():
             return None
         events = n_events - len(actions) + np.arange(len(actions))
-        since = np.zeros(int(actions.max(initial=-1)) + 1, np.int64)
-        n = min(len(since), len(self.since))
-        since[:n] = self.since[:n]
-        return events >= since[actions]
+        return events >= _per_event(self.since, actions)
 
-    def stale(self, actions: np.ndarray, events: np.ndarray, fitted_events: int) -> np.ndarray:
-        """Which of these events (their actions and event numbers) were predicted by models
-        from before their action's change was found: those before it was found, and any while
-        the models in use (fitted on the first ``fitted_events``) still predate it. Their
-        held-out predictions say how the old models fit the new rewards, not how the models
-        fit now.
+    def predates(self, k: int, fitted_events: int) -> bool:
+        """Whether models fitted on the first ``fitted_events`` events predate action ``k``'s
+        last change found: its errors are not tested against them, and the predictions they
+        make of its events are not kept (they say how the old models fit the new rewards)."""
+        return k < len(self.cut_at) and self.cut_at[k] > fitted_events
+
+    def stale(self, actions: np.ndarray, events: np.ndarray) -> np.ndarray:
+        """Which of these events (their actions and event numbers) came before their action's
+        change was found: their held-out predictions were the old models'. (Those learned
+        after it, while the models in use still predated it, were not kept: :meth:`predates`.)
 
         >>> changes = ActionChanges(ResidualMonitor(2, 0.01))
         >>> changes.grow(2)
         >>> changes.since[0], changes.cut_at[0] = 100, 150  # action 0 changed at 100, found at 150
-        >>> a, e = np.array([0, 0, 0, 1]), np.array([120, 160, 160, 160])
-        >>> changes.stale(a, e, 140).tolist(), changes.stale(a, e, 150).tolist()
-        ([True, True, True, False], [True, False, False, False])
+        >>> changes.stale(np.array([0, 0, 1]), np.array([120, 160, 120])).tolist()
+        [True, False, False]
         """
-        cut = np.zeros(int(actions.max(initial=-1)) + 1, np.int64)
-        n = min(len(cut), len(self.cut_at))
-        cut[:n] = self.cut_at[:n]
-        found = cut[actions]
-        return (events < found) | (found > fitted_events)
+        return events < _per_event(self.cut_at, actions)
 
     def to_state(self) -> dict:
         """The monitor and the cuts (the count of changes is the policy's to keep: a serving
@@ -381,3 +377,12 @@ class ActionChanges:
         changes.cut_at = np.asarray(state["cut_at"], np.int64).copy()
         changes.refit_now = bool(state["refit_now"])
         return changes
+
+
+def _per_event(values: np.ndarray, actions: np.ndarray) -> np.ndarray:
+    """Each event's action's entry of the per-action ``values`` (0 past their end: an action
+    newer than them)."""
+    out = np.zeros(int(actions.max(initial=-1)) + 1, np.int64)
+    n = min(len(out), len(values))
+    out[:n] = values[:n]
+    return out[actions]

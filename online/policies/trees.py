@@ -725,10 +725,9 @@ class TreeEnsemblePolicy(Policy):
         held_out = self._predict_then_learn_linear(x, k, reward)
         event = self._window.n_events
         # kept for the next refits' trees' weights and share R, unless the models that made it
-        # predate the action's change (ActionChanges.stale)
+        # predate the action's change (ActionChanges.predates)
         kept = self._holds_out() and not (
-            self._drift is not None and k < len(self._drift.cut_at)
-            and self._drift.cut_at[k] > self._fitted_events)
+            self._drift is not None and self._drift.predates(k, self._fitted_events))
         self._window.append(x, k, reward, probability, held_out if kept else (np.nan, np.nan))
         if self._drift is not None:
             self._watch(k, reward, held_out, event)
@@ -831,7 +830,7 @@ class TreeEnsemblePolicy(Policy):
         d = self._drift
         d.grow(k + 1)
         # no model for the action, or the models in use predate its last change: not tested
-        if np.isnan(held_out[0]) or d.cut_at[k] > self._fitted_events:
+        if np.isnan(held_out[0]) or d.predates(k, self._fitted_events):
             d.monitor.widen(reward)
             return
         start = d.monitor.watch(k, reward, held_out[0] + self._blend[k] * held_out[1], event)
@@ -920,7 +919,7 @@ class TreeEnsemblePolicy(Policy):
                 held_out = None if held_out is None else held_out[keep]
                 if held_out is not None:  # (a copy) the old models' predictions of the new
                     # rewards weigh neither the trees nor the share R
-                    held_out[self._drift.stale(a, events, self._fitted_events)] = np.nan
+                    held_out[self._drift.stale(a, events)] = np.nan
         categorical = [j for j, kind in enumerate(self._encoder.column_kinds) if kind == "code"]
         silent = self._silent()
         params = booster_params(self.n_trees, self.learning_rate, self.num_leaves,
