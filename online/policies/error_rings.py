@@ -1,11 +1,11 @@
 """Each action's last held-out errors, a ring sized to what the action has had.
 
-:class:`~online.policies.drift.ResidualMonitor` keeps up to 2,048 errors per action (its longest
-test). A ring of that size for every action cost 24 kB per action (the error and its event
-number), also for actions played a few dozen times: an ad inventory that changes (a campaign a
-day, a Personalizer request's actions) has thousands of those. Here every action's ring is a
-block of one pool, and a block doubles (16, 32, ... up to the longest length) as the action's
-errors come, so an action costs 12 bytes per error it has had, up to twice that.
+:class:`~online.policies.drift.ResidualMonitor` keeps up to 512 errors per action (its longest test;
+2,048 up to its version 2). A ring of that size for every action cost 6 kB per action (the error and
+its event number; 24 kB then), also for actions played a few dozen times: an ad inventory that
+changes (a campaign a day, a Personalizer request's actions) has thousands of those. Here every
+action's ring is a block of one pool, and a block doubles (16, 32, ... up to the longest length) as
+the action's errors come, so an action costs 12 bytes per error it has had, up to twice that.
 
 A ring holds errors ``0, 1, ...`` at slots ``j % capacity`` of its block; a block grows only
 while it has not wrapped (``capacity`` >= the errors it holds), so growing copies slots as they
@@ -35,7 +35,7 @@ class ErrorPool:
     [32, 64]
     """
 
-    def __init__(self, n_actions: int = 0, longest: int = 2048):
+    def __init__(self, n_actions: int = 0, longest: int = 512):
         self.longest = int(longest)
         self.errors = np.zeros(0, np.float32)  # the pool: every block, and free room
         self.events = np.zeros(0, np.int64)  # the event number of each error

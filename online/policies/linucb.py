@@ -89,7 +89,7 @@ class LinUCB(Policy):
       event since the start, so the paper's policy never forgets). Each learned event's
       held-out error, the reward minus ``theta_a . x`` before the update, is tested as the
       tree-ensemble policy tests its own (:mod:`~online.policies.drift`: a mean other than zero
-      over the action's last 64 to 2,048 errors, false alarms over the whole stream <=
+      over the action's last 16 to 512 errors, false alarms over the whole stream <=
       ``drift_delta``). When the test rejects, the other actions are tested at the change point
       found, and every action found changed restarts (``A_a = lambda I``, ``b_a = 0``): the
       restart of M-UCB (Cao et al., AISTATS 2019), per action. On stationary streams no change

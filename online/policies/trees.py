@@ -270,10 +270,10 @@ class TreeEnsemblePolicy(Policy):
       is not stationary, and a window of 100,000 events forgets a change only as it slides.
       Each learned event's error (the reward minus what the models in use predicted for the
       action played, the held-out prediction the trees' weights already use) is tested for a
-      mean other than zero over the action's last 64 to 2,048 errors, with Hoeffding's bound
+      mean other than zero over the action's last 16 to 512 errors, with Azuma-Hoeffding's bound
       and an anytime union bound (false alarms over the whole stream <= ``drift_delta``;
       :mod:`~online.policies.drift`). When the test rejects, the action's events before the
-      change point (the CUSUM split of its errors) are left out of every later fit and a
+      change point (the least-squares split of its errors) are left out of every later fit and a
       refit is due at once. The other actions are then tested at that change point, one
       hypothesis each (``ResidualMonitor.shifted_since``): refits mix an action's old events
       with its new ones, so that an action whose change was not found first would be found

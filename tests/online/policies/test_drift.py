@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from online.policies.drift import ResidualMonitor
+from online.policies.error_rings import ErrorPool
 from online.policies.trees import TreeEnsemblePolicy
 from tests.online.policies.test_trees_policy import ADS, favorite_stream, play, small
 
@@ -23,12 +24,38 @@ def shifted(x):
 
 def test_monitor_raises_no_alarm_on_errors_of_mean_zero():
     """Bounded errors of mean zero, the widest spread the bound allows (uniform on [-1, 1]
-    and +-1 coin flips), 26 actions: no false alarm in 300,000 errors."""
+    and +-1 coin flips, width 2), 26 actions: no false alarm in 300,000 errors."""
     rng = np.random.default_rng(1)
     monitor = ResidualMonitor(26, delta=0.01)
     errors = np.concatenate([rng.uniform(-1, 1, 150_000), rng.choice([-1.0, 1.0], 150_000)])
-    found = [monitor.observe(t % 26, e, t, 1.0) for t, e in enumerate(errors.tolist())]
+    found = [monitor.observe(t % 26, e, t, 2.0) for t, e in enumerate(errors.tolist())]
     assert not any(c is not None for c in found)
+
+
+def test_watch_raises_no_alarm_on_unbiased_predictions_of_clicks():
+    """Clicks drawn at the predicted rate: each error lies in [-p, 1 - p], the width the bound
+    takes (at p = 0.5 the widest spread, +-0.5). No false alarm in 300,000 events."""
+    rng = np.random.default_rng(5)
+    monitor = ResidualMonitor(26, delta=0.01)
+    p = np.concatenate([np.full(150_000, 0.5), rng.uniform(0, 1, 150_000)])
+    clicks = (rng.random(len(p)) < p).astype(float)
+    found = [monitor.watch(t % 26, c, q, t) for t, (c, q) in enumerate(zip(clicks, p))]
+    assert not any(c is not None for c in found)
+
+
+def test_watch_finds_an_action_that_stops_earning_within_32_of_its_errors():
+    """Predicted 0.9 and clicked at that rate for 5,000 events; then no click: the errors'
+    mean -0.9 is past the threshold at 32 errors (0.69 of the range at t = 10^5; the bound for
+    errors anywhere in [-1, 1] would need 128)."""
+    rng = np.random.default_rng(6)
+    monitor = ResidualMonitor(1, delta=0.01)
+    for t in range(100_000):
+        assert monitor.watch(0, float(rng.random() < 0.9), 0.9, t) is None
+    for t in range(100_000, 100_100):
+        cut = monitor.watch(0, 0.0, 0.9, t)
+        if cut is not None:
+            break
+    assert t - 100_000 < 32 and 100_000 - 3 <= cut <= 100_000
 
 
 @pytest.mark.parametrize("shift", [1.0, -0.5])
@@ -56,28 +83,49 @@ def test_monitor_scale_bounds_the_errors():
     assert monitor.observe(0, 1e9, 100, 1.0) is None
 
 
-def test_monitor_keeps_what_each_action_had_and_reads_its_version_1_state():
-    """Each action's ring is sized to its errors (an action played 10 times costs 16 slots, not
-    2,048); a version-1 state (one 2,048-slot ring per action) continues the same tests."""
+def test_monitor_sizes_each_actions_ring_to_its_errors():
+    """An action played 10 times costs 16 slots, not the longest length's 512."""
+    monitor = ResidualMonitor(3)
+    for t, k in enumerate([0] * 5000 + [1] * 200 + [2] * 10):
+        assert monitor.observe(k, 0.0, t, 1.0) is None
+    state = monitor.to_state()
+    assert state["capacity"].tolist() == [512, 256, 16]
+    assert len(state["errors"]) == 512 + 256 + 16
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_monitor_reads_an_older_state_as_this_versions_test(version):
+    """A version-1 state (a 2,048-slot ring per action) or version-2 state (blocks of up to
+    2,048; both tested lengths 64 to 2,048 with the bound for errors anywhere in [-R, R]) goes
+    on as this version's test: lengths a quarter as long, the same thresholds. It is the state
+    this version would have after the same errors, and makes the same decisions after."""
     rng = np.random.default_rng(4)
     monitor = ResidualMonitor(3)
     played = {0: 5000, 1: 700, 2: 10}
     stream = [(k, float(rng.normal(0, 0.2))) for k, n in played.items() for _ in range(n)]
     rng.shuffle(stream)
     rows = np.zeros((3, 2048), np.float32), np.zeros((3, 2048), np.int64)
-    seen = [0, 0, 0]
     for t, (k, e) in enumerate(stream):
         assert monitor.observe(k, e, t, 1.0) is None
-        rows[0][k, seen[k] % 2048], rows[1][k, seen[k] % 2048] = e, t  # the old layout
-        seen[k] += 1
+        n = int(monitor.to_state()["count"][k]) - 1
+        rows[0][k, n % 2048], rows[1][k, n % 2048] = e, t  # the version-1 layout
     state = monitor.to_state()
-    assert state["capacity"].tolist() == [2048, 1024, 16]
-    assert len(state["errors"]) == 2048 + 1024 + 16
-    old = {**state, "version": 1, "errors": rows[0], "events": rows[1]}
+    lengths = [64, 128, 256, 512, 1024, 2048]
+    count = np.array(list(played.values()))
+    ordered = [np.roll(rows[0][k], -(n % 2048))[-min(n, 2048):] if n > 2048 else rows[0][k, :n]
+               for k, n in enumerate(count)]  # oldest first
+    sums = [[float(np.sum(e[-m:], dtype=np.float64)) for m in lengths] for e in ordered]
+    old = {**state, "version": 1, "lengths": lengths, "count": count, "sums": sums,
+           "errors": rows[0], "events": rows[1]}
     del old["capacity"]
+    if version == 2:
+        old = {**old, "version": 2, **ErrorPool.from_rows(rows[0], rows[1], count).to_state()}
     clone = ResidualMonitor.from_state(json.loads(json.dumps(old, default=lambda a: a.tolist())))
-    for key, value in clone.to_state().items():  # read as version 2: the same rings
-        assert np.array_equal(value, state[key]), key
+    for key, value in clone.to_state().items():
+        if key == "sums":  # (added in another order)
+            assert np.allclose(value, state[key])
+        else:
+            assert np.array_equal(value, state[key]), key
     cuts = []
     for t in range(len(stream), len(stream) + 3000):
         k = t % 3
@@ -284,12 +332,14 @@ def test_linucb_restarts_the_actions_that_changed():
 
 def test_auto_shows_each_candidates_changes_also_from_a_serving_copy():
     """``evaluations()`` counts the changes each candidate found (None for Bandit Forest, which
-    does not watch); the serving snapshot (no statistics) keeps the counts."""
+    does not watch); the serving snapshot (no statistics) keeps the counts. LinUCB serves: a
+    candidate sees the change only in the actions the serving one plays, and serving trees
+    find it after ~10 errors per action, too few for LinUCB's own test."""
     from online.policies.auto import AutoPolicy
     from online.policies.registry import make_policy
 
     policy = make_policy("auto", actions=ADS, seed=1, candidates=[
-        {"kind": "trees"}, {"kind": "linucb"}, {"kind": "bandit-forest"}])
+        {"kind": "linucb"}, {"kind": "trees"}, {"kind": "bandit-forest"}])
     contexts = list(favorite_stream(4500, seed=11))
     play(policy, contexts[:3000])
     play(policy, contexts[3000:], best=shifted)
