@@ -158,7 +158,8 @@ def serve(args: argparse.Namespace) -> int:
         if settings.redis_url:
             where = f"REDIS_URL={settings.redis_url}"
         else:
-            redis_server = RedisServer(data_dir / "redis", port=args.redis_port).start()
+            redis_server = RedisServer(data_dir / "redis", port=args.redis_port,
+                                       appendfsync=settings.redis_appendfsync).start()
             env["REDIS_URL"] = redis_server.url
             where = (
                 f"embedded redis-server on {redis_server.url}, append-only files in "

@@ -114,12 +114,14 @@ class LocalCluster:
 
     ``node_timeout_ms`` is the cluster's failure-detection time: a restarted master is served
     again about two node timeouts after it answers (Redis clears its FAIL flag then).
+    ``appendonly`` and ``appendfsync``: each master's persistence (:class:`RedisServer`).
     """
 
     data_dir: Path
     masters: int = 3
     host: str = "127.0.0.1"
     appendonly: bool = True
+    appendfsync: str = "everysec"
     node_timeout_ms: int = 1000
     servers: list[RedisServer] = field(default_factory=list, init=False)
 
@@ -138,6 +140,7 @@ class LocalCluster:
             port=port,
             host=self.host,
             appendonly=self.appendonly,
+            appendfsync=self.appendfsync,
             extra_args=(
                 "--cluster-enabled", "yes",
                 "--cluster-config-file", "nodes.conf",

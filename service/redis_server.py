@@ -37,14 +37,19 @@ def free_port(host: str = "127.0.0.1") -> int:
 class RedisServer:
     """A redis-server child process listening on ``host:port`` with its files in ``data_dir``.
 
-    ``appendonly`` turns on AOF persistence (``appendfsync everysec``), which is what the
-    embedded default uses; tests may turn it off for speed.
+    ``appendonly`` turns on AOF persistence, which is what the embedded default uses; tests may
+    turn it off for speed. ``appendfsync`` is Redis's: ``everysec`` (the default) writes each
+    command to the file before answering it, unless the disk's last fsync is still running: then
+    for up to 2 s it answers from memory, and a redis-server killed then (SIGKILL, a crash)
+    loses what it answered meanwhile. ``always`` loses nothing so, at an fsync per event-loop
+    turn.
     """
 
     data_dir: Path
     port: int = 0
     host: str = "127.0.0.1"
     appendonly: bool = True
+    appendfsync: str = "everysec"
     #: more redis-server options, e.g. ``("--cluster-enabled", "yes")``
     extra_args: tuple[str, ...] = ()
     process: subprocess.Popen | None = field(default=None, init=False)
@@ -54,6 +59,9 @@ class RedisServer:
         return f"redis://{self.host}:{self.port}/0"
 
     def start(self, timeout: float = 10.0) -> RedisServer:
+        if self.appendfsync not in ("always", "everysec", "no"):
+            raise ValueError(
+                f"appendfsync must be always, everysec or no, got {self.appendfsync!r}")
         self.data_dir = Path(self.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if not self.port:
@@ -65,7 +73,7 @@ class RedisServer:
             "--dir", str(self.data_dir.resolve()),
             "--save", "",
             "--appendonly", "yes" if self.appendonly else "no",
-            "--appendfsync", "everysec",
+            "--appendfsync", self.appendfsync,
             "--daemonize", "no",
             "--protected-mode", "yes",
             "--loglevel", "warning",

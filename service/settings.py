@@ -37,6 +37,14 @@ class Settings(BaseSettings):
     data_dir: Path = Field(
         default=Path("grove-data"), description="Embedded redis data and the generated admin key."
     )
+    redis_appendfsync: Literal["everysec", "always"] = Field(
+        default="everysec",
+        description=(
+            "The embedded redis-server's appendfsync. everysec: a crash of redis-server itself "
+            "can lose ~2 s of answered events while the disk is slow; always: none, at an fsync "
+            "per Redis event-loop turn."
+        ),
+    )
     redis_timeout: float = Field(
         default=1.0, gt=0, description="Seconds before a Redis call fails (the API then says 503)."
     )

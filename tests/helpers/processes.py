@@ -93,8 +93,10 @@ def wait_until(
     proc: subprocess.Popen | None = None,
     log: Path | None = None,
     timeout: float = 30.0,
-    what: str = "condition",
+    what="condition",
 ):
+    """Until ``condition()`` is true (returned); ``what`` names it in the failure (a callable:
+    its text, made then, e.g. with the last values the condition saw)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = condition()
@@ -106,6 +108,7 @@ def wait_until(
                 + (log.read_text()[-3000:] if log else "")
             )
         time.sleep(0.05)
+    what = what() if callable(what) else what
     raise AssertionError(
         f"timed out waiting for {what}" + (f":\n{log.read_text()[-3000:]}" if log else "")
     )

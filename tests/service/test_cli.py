@@ -77,9 +77,14 @@ def test_grove_serve_runs_everything_in_one_command_and_keeps_its_data(tmp_path)
         redis.Redis.from_url(redis_url, socket_connect_timeout=1).ping()
     assert list((data / "redis").glob("appendonly*")), "no append-only file"
 
+    env["GROVE_REDIS_APPENDFSYNC"] = "always"
     proc = serve("--workers", "2")  # two API processes on one socket this time
     try:
         assert (data / "admin-key").read_text().strip() == key
+        redis_url = re.findall(r"redis://[\d.]+:\d+/0", log.read_text())[-1]
+        embedded = redis.Redis.from_url(redis_url)
+        assert embedded.config_get("appendfsync") == {"appendfsync": "always"}
+        embedded.close()
         again = http.get("/apps/shop", headers=shop).json()
         assert again["eventsLearned"] == 1 and again["name"] == "shop"
     finally:

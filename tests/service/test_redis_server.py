@@ -1,3 +1,6 @@
+import signal
+
+import pytest
 import redis
 
 from service.redis_server import RedisServer
@@ -17,3 +20,20 @@ def test_fixture_server_is_real(redis_client):
     assert redis_client.info()["redis_version"]
     redis_client.xadd("s", {"a": 1})
     assert redis_client.xlen("s") == 1
+
+
+def test_appendfsync_always_keeps_every_answered_write_through_a_sigkill(tmp_path):
+    server = RedisServer(tmp_path / "data", appendfsync="always").start()
+    client = redis.Redis.from_url(server.url)
+    assert client.config_get("appendfsync") == {"appendfsync": "always"}
+    for i in range(500):
+        client.xadd("events", {"i": i})
+    client.close()
+    server.stop(sig=signal.SIGKILL)  # a crash: nothing written out at exit
+    with RedisServer(tmp_path / "data") as again:
+        assert redis.Redis.from_url(again.url).xlen("events") == 500
+
+
+def test_an_unknown_appendfsync_is_refused_before_starting(tmp_path):
+    with pytest.raises(ValueError, match="appendfsync"):
+        RedisServer(tmp_path / "data", appendfsync="sometimes").start()
