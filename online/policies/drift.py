@@ -74,8 +74,8 @@ class ResidualMonitor:
     ...     cut = monitor.observe(0, -1.0 + rng.normal(0, 0.1), t, 1.0)
     ...     if cut is not None:
     ...         break
-    >>> t - 5000 < 100, cut  # found within 100 errors; the new regime: from event ~5000
-    (True, 4994)
+    >>> t - 5000 + 1, cut  # found after 15 errors; the new regime: from event 5000
+    (15, 5000)
     """
 
     FORMAT = "grove.residual-monitor"
