@@ -12,8 +12,9 @@ one tests, for each length m of ``lengths``, whether the mean of the last m erro
 null hypothesis is that the models in use are unbiased for the contexts the policy plays the
 action in: each error ``reward - prediction`` is then a martingale difference. With the rewards
 in a range of width ``R`` and the prediction clipped to it (:meth:`watch`), the error lies in
-``[low - prediction, high - prediction]``, an interval of width R known before the reward comes,
-so the Azuma-Hoeffding bound is ``P(|mean| >= eps) <= 2 exp(-2 m eps^2 / R^2)`` (errors known
+``[low - prediction, high - prediction]``, an interval of width R known before the reward comes
+(``low`` and ``high`` are the rewards seen: known once the rewards' extremes have come), so the
+Azuma-Hoeffding bound is ``P(|mean| >= eps) <= 2 exp(-2 m eps^2 / R^2)`` (errors known
 only to lie in ``[-R, R]``, :meth:`observe`'s, have width 2R: ``2 exp(-m eps^2 / (2 R^2))``).
 The test at the t-th error (of all actions) and each length spends
 ``delta * 6 / (pi^2 t^2 len(lengths))`` of the error budget, so that over the whole stream the
