@@ -285,9 +285,9 @@ class TreeEnsemblePolicy(Policy):
       (``ActionChanges.stale``): with them ``R`` stayed ~0 for ~1,300 events after every
       action of the five-action problem changed, the bonus with it; without, 0.94 from ~500
       on. Letter with every label's action moved at step 30,000
-      (``bench/policies/drift.py``, 3 seeds): over the 10k-30k steps after the change 0.647
-      with the test, 0.026 with the window alone (LinUCB 0.568 with its own test, 0.036
-      without; VW squarecb 0.069). On
+      (``bench/policies/drift.py``, 3 seeds): over the 2k-5k / 10k-30k steps after the
+      change 0.325 / 0.693 with the test, 0.009 / 0.026 with the window alone (LinUCB 0.300 /
+      0.590 with its own test, 0.015 / 0.036 without; VW squarecb 0.027 / 0.069). On
       stationary streams the test found no change (Letter, Adult, Shuttle at 10k, seeds 0-2;
       Letter and Shuttle at 100k, Adult at 200k, seed 0; the seven held-out streams at 30k:
       decisions identical to those without it): there the mean held-out error of an action
