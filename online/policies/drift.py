@@ -144,6 +144,8 @@ class ResidualMonitor:
         of ``width`` known before it came (so in ``[-width, width]`` under the null: clipped to
         it); the event where a new regime starts if a test rejects, else None. After a
         rejection the action's errors are cleared."""
+        if not width > 0.0:
+            raise ValueError(f"width must be > 0, got {width!r}")
         self._pool.reserve_one(k, self._count)
         cut = test_error(self.rings(), k, min(max(error, -width), width), event, width,
                          self.delta)

@@ -161,6 +161,13 @@ def test_monitor_rejects_a_bad_delta():
         TreeEnsemblePolicy(drift_delta=1.5)
 
 
+def test_monitor_rejects_errors_without_a_width():
+    monitor = ResidualMonitor(1)
+    for width in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="width"):
+            monitor.observe(0, 0.1, 0, width)
+
+
 # -- the tree-ensemble policy ----------------------------------------------------------------------
 
 
