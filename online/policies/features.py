@@ -7,6 +7,7 @@ and categories stay categories, in the form the learner asks for.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Iterable
 
@@ -17,8 +18,9 @@ __all__ = ["FeatureEncoder", "flatten", "MAX_MAGNITUDE", "LARGEST_CODED", "colum
 
 FORMAT = "grove.features"
 # 2: a column may be free (``[kind, null, null]``: its feature forgotten, FeatureEncoder.free);
-# 3: a code column's codes may have gaps (``code_numbers``, ``next_codes``: forget_codes)
-VERSION = 3
+# 3: a code column's codes may have gaps (``code_numbers``, ``next_codes``: forget_codes);
+# 4: forgotten codes are given again (``free_codes``)
+VERSION = 4
 
 NUMBER = "number"  # a number or a bool (True = 1.0): the value itself
 ONE_HOT = "one-hot"  # one category of a string feature: 1.0 if the feature has that value
@@ -196,8 +198,11 @@ class FeatureEncoder:
         self._numbers: dict[str, int] = {}  # feature -> its number column
         self._one_hot: dict[tuple[str, str], int] = {}  # (feature, category) -> column
         self._codes: dict[str, tuple[int, dict[str, int]]] = {}  # feature -> (column, codes)
-        # feature -> the code of its next new value (a forgotten value's code is not given again)
+        # feature -> the code of its next new value when none is free (one past every code given)
         self._next_code: dict[str, int] = {}
+        # feature -> the codes of its forgotten values, a min-heap: a new value takes the
+        # smallest (forget_codes)
+        self._free_codes: dict[str, list[int]] = {}
         self._template = np.zeros(0)  # the vector of a context with every feature missing
         # kind -> free columns of that kind, lowest first (free: their feature forgotten)
         self._free: dict[str, list[int]] = {}
@@ -231,8 +236,8 @@ class FeatureEncoder:
         return [kind for kind, _, _ in self._columns]
 
     def code_counts(self) -> tuple[np.ndarray, np.ndarray]:
-        """(code columns, how many codes each has given): a code below its column's count
-        was given before now."""
+        """(code columns, one past the largest code each has given): a code at or past its
+        column's count is given after now (a forgotten code given again may be below it)."""
         entries = sorted((column, self._next_code[feature])
                          for feature, (column, _) in self._codes.items())
         return (np.array([column for column, _ in entries], np.int64),
@@ -240,11 +245,19 @@ class FeatureEncoder:
 
     def forget_codes(self, column: int, keep, below: float = math.inf) -> int:
         """Forget the values of code column ``column`` whose codes are below ``below`` and not
-        in ``keep``: such a value is unknown from now on, and a new value if it comes back
-        (with a new code: codes are not given twice). For a learner whose models hold nothing
-        of those values any more (the tree-ensemble policy: no event of its window has them):
-        an id sent as a value (``{"user": "u123"}``) would otherwise keep a code per user ever
-        seen, in memory and in every state. Returns how many were forgotten."""
+        in ``keep``: such a value is unknown from now on, and a new value if it comes back.
+        For a learner whose models hold nothing of those values any more (the tree-ensemble
+        policy: no event of its window has them): an id sent as a value (``{"user": "u123"}``)
+        would otherwise keep a code per user ever seen, in memory and in every state.
+
+        Their codes are given again, the smallest first, to the column's next new values, so
+        that its codes stay about as many as the values it holds, not as many as the stream
+        has had: a learner's float32 rows hold a code exactly only up to 2^24, and LightGBM
+        writes a split on a category as a bitset as long as the largest code it sends left (a
+        value that became popular after 80,000 events of ids, 20,000 in the window, got code
+        55,912: 588,190 bitset words in the trees, a 7.3 MB snapshot; given a forgotten code,
+        3,548: 38,158 words, 5.1 MB; ``bench/policies/late_popular.py``). Returns how many
+        were forgotten."""
         kind, feature, _ = self._columns[column] if 0 <= column < len(self._columns) else \
             (None, None, None)
         if kind != CODE or feature is None:
@@ -254,7 +267,15 @@ class FeatureEncoder:
         kept = {value: code for value, code in codes.items() if code in keep or code >= below}
         if len(kept) < len(codes):
             self._codes[feature] = (column, kept)  # (replaced whole: readers see one or other)
+            free = self._free_codes.setdefault(feature, [])
+            free.extend(code for value, code in codes.items() if value not in kept)
+            heapq.heapify(free)
         return len(codes) - len(kept)
+
+    def code_numbers(self) -> dict[int, np.ndarray]:
+        """Per code column, the codes of the values it holds (int64, in no order)."""
+        return {column: np.fromiter(codes.values(), np.int64, len(codes))
+                for column, codes in self._codes.values()}
 
     def categories_of(self, column: int) -> list[str]:
         """The categories of a ``code`` column, by code."""
@@ -390,8 +411,12 @@ class FeatureEncoder:
         if code is None:
             if not learn:
                 return None
-            code = codes[value] = self._next_code[name]
-            self._next_code[name] = code + 1
+            free = self._free_codes.get(name)
+            if free:
+                code = codes[value] = heapq.heappop(free)
+            else:
+                code = codes[value] = self._next_code[name]
+                self._next_code[name] = code + 1
         return column, float(code)
 
     def _add(self, column: tuple) -> int | None:
@@ -441,6 +466,7 @@ class FeatureEncoder:
                 del self._one_hot[(feature, value)]
             else:
                 del self._codes[feature], self._next_code[feature]
+                self._free_codes.pop(feature, None)
             self._columns[j] = (kind, None, None)
             pool = self._free.setdefault(self._pool(kind), [])
             pool.append(j)
@@ -464,13 +490,16 @@ class FeatureEncoder:
             "code_numbers": {feature: list(codes.values())
                              for feature, (_, codes) in self._codes.items()},
             "next_codes": dict(self._next_code),
+            "free_codes": {feature: sorted(free) for feature, free in self._free_codes.items()
+                           if free},
         }
 
     @classmethod
     def from_state(cls, state: dict) -> FeatureEncoder:
         if state.get("format") != FORMAT:
             raise ValueError(f"not a {FORMAT} state (format={state.get('format')!r})")
-        if state.get("version") not in (1, 2, VERSION):  # (1: no free columns; 2: no gaps)
+        # (1: no free columns; 2: no gaps; 3: forgotten codes not given again, none kept free)
+        if state.get("version") not in (1, 2, 3, VERSION):
             raise ValueError(f"unsupported {FORMAT} state version {state.get('version')!r}")
         enc = cls(state["categories"], state["missing"], None)
         for kind, feature, value in state["columns"]:
@@ -487,6 +516,9 @@ class FeatureEncoder:
                 enc._codes[feature] = (column, dict(zip(values, map(int, numbers))))
                 enc._next_code[feature] = int(state.get("next_codes", {}).get(feature,
                                                                               len(values)))
+                free = [int(c) for c in state.get("free_codes", {}).get(feature, [])]
+                if free:
+                    enc._free_codes[feature] = free  # (sorted: a heap)
         enc.max_columns = state["max_columns"]
         enc.left_out = int(state.get("left_out", 0))  # (written before it was counted: 0)
         return enc

@@ -537,9 +537,9 @@ class TreeEnsemblePolicy(Policy):
         # followed by learning its event (river's pull then update) reads its action's sum
         self._last_sums: tuple | None = None
         self._refit_running = False  # a start_refit job's result is not installed yet
-        # (code columns, codes given in each) when the trees in use copied their window: a
-        # code at or past its column's count is a value they cannot have seen (_new_values)
-        self._codes_seen = (np.zeros(0, np.int64), np.zeros(0))
+        # (code columns, per column a mask over its codes): the codes of the window the trees
+        # in use were fitted from; any other is a value they cannot have seen (_new_values)
+        self._known_codes: tuple[list[int], list[np.ndarray]] = ([], [])
         # when each action was offered: an action whose offers have stopped gets no trees at
         # a refit (start_refit)
         self._offers = OfferTimes()
@@ -602,7 +602,7 @@ class TreeEnsemblePolicy(Policy):
         weighs), and which candidates the oracle has no data for."""
         c = self._candidate_models(known)
         trees = self._ensemble.predict(x, c.models)
-        if len(self._codes_seen[0]) and self._new_values(x[None])[0]:
+        if self._known_codes[0] and self._new_values(x[None])[0]:
             trees[:] = 0.0
         self._last_sums = (self._ensemble, x, known, trees)
         return self._predicted(trees, x, c, optimistic), c.unseen
@@ -611,7 +611,7 @@ class TreeEnsemblePolicy(Policy):
         """IGW over the optimistic scores (:meth:`_scores`), in one compiled call."""
         c = self._candidate_models(known)
         sums, probs = np.empty(len(known)), np.empty(len(known))
-        new_value = bool(len(self._codes_seen[0])) and bool(self._new_values(x[None])[0])
+        new_value = bool(self._known_codes[0]) and bool(self._new_values(x[None])[0])
         candidate_distribution(x, c.arrays, self._ensemble.kernel_arrays,
                                self._linear.kernel_arrays(), self._bonus(),
                                self.gamma(len(known)), new_value, sums, probs)
@@ -799,7 +799,7 @@ class TreeEnsemblePolicy(Policy):
             i = scored.rows.get(x.tobytes())
             if i is not None and not np.isnan(scored.sums[i, scored.column[k]]):
                 return float(scored.sums[i, scored.column[k]])
-        if len(self._codes_seen[0]) and self._new_values(x[None])[0]:
+        if self._known_codes[0] and self._new_values(x[None])[0]:
             return 0.0
         return float(self._ensemble.predict(x, np.array([k]))[0])
 
@@ -813,15 +813,31 @@ class TreeEnsemblePolicy(Policy):
         correction, made of old campaigns' residuals, was what every new campaign got until
         the next refit, and the trees' weight (estimated over all events) did not shrink it.
         The linear base codes a new value at its first event (``RidgeBase.extend``): what the
-        stream has shown of the value so far is there. Codes are given in the order values
-        are first seen, so a value first seen after the trees copied their window has a code
-        at or past its column's count then. (A value seen before and absent from that window
-        counts as seen; trees kept from an earlier fit, ``refit._kept``, count the values of
-        the last fit.)"""
-        columns, counts = self._codes_seen
-        if not len(columns):
-            return np.zeros(len(X), np.bool_)
-        return (X[:, columns] >= counts).any(axis=1)  # (NaN, missing: False)
+        stream has shown of the value so far is there. A value is new when its code is not one
+        of the window the trees were fitted from (trees kept from an earlier fit,
+        ``refit._kept``, were fitted on events of that window too). Until the thirtieth
+        session codes were never given twice and "new" was a code at or past its column's
+        count when the window was copied; forgotten codes are now given again
+        (:meth:`FeatureEncoder.forget_codes`), so a new value may have a small code.
+        NaN (missing) is not new."""
+        columns, masks = self._known_codes
+        if len(X) == 1:  # (a decision: a few scalar reads, not a dozen array operations)
+            row = X[0]
+            for j, mask in zip(columns, masks):
+                v = row[j]
+                if v == v and (v >= len(mask) or not mask[int(v)]):
+                    return np.ones(1, np.bool_)
+            return np.zeros(1, np.bool_)
+        new = np.zeros(len(X), np.bool_)
+        for j, mask in zip(columns, masks):
+            codes = X[:, j]
+            given = ~np.isnan(codes)
+            at = codes[given].astype(np.int64)
+            inside = at < len(mask)
+            known = np.zeros(len(at), np.bool_)
+            known[inside] = mask[at[inside]]
+            new[given] |= ~known
+        return new
 
     def _watch(self, k: int, reward: float, held_out: tuple[float, float], event: int) -> None:
         """Test action ``k``'s held-out error for a change (:mod:`~online.policies.drift`); on
@@ -959,8 +975,8 @@ class TreeEnsemblePolicy(Policy):
         self._explained = result.explained
         self._fitted_events = result.n_events
         self._fit_rows = int(result.plays.sum())
-        if result.codes_seen is not None:
-            self._codes_seen = result.codes_seen
+        if result.codes_present is not None:
+            self._known_codes = _code_masks(result.codes_present)
         self._refits += 1
         self._refit_running = False
         self._grown = True  # look for stale actions before the next event (not inside this one)
@@ -984,9 +1000,9 @@ class TreeEnsemblePolicy(Policy):
         kept. A value that comes back is a new one. Without this a category with a new value
         at every event (a user id sent as a value) kept a code per value ever seen, in memory
         and in every state: after 150,000 such events with a 50,000-event window, 150,000
-        codes against 59,366 now (``bench/policies/new_keys.py --as-value``). Codes are not
-        given twice, so they still grow with the stream (float32 window rows hold them
-        exactly up to 2^24)."""
+        codes against 59,366 now (``bench/policies/new_keys.py --as-value``). Their codes are
+        given again to the next new values (float32 window rows hold a code exactly up to
+        2^24, and a split's bitset is as long as its largest code: ``forget_codes``)."""
         columns, counts = result.codes_seen
         given = dict(zip(columns.tolist(), counts.tolist()))  # codes given when it began
         kinds = self._encoder.column_kinds
@@ -1068,8 +1084,9 @@ class TreeEnsemblePolicy(Policy):
                  "fitted_events": self._fitted_events, "fit_rows": self._fit_rows,
                  "refits": self._refits,
                  "n_changes": self.n_changes,
-                 "codes_seen": {"columns": self._codes_seen[0].copy(),
-                                "counts": self._codes_seen[1].copy()}}
+                 "known_codes": {"columns": list(self._known_codes[0]),
+                                 "lengths": [len(m) for m in self._known_codes[1]],
+                                 "bits": [np.packbits(m) for m in self._known_codes[1]]}}
         if statistics:  # the window: what the next refits learn from (and the base's A^-1)
             state["window"] = self._window.to_state(self._encoder.n_columns)
             if self._drift is not None:
@@ -1106,13 +1123,24 @@ class TreeEnsemblePolicy(Policy):
         # (written before refits kept trees: the next refit fits every action)
         self._spans = np.array(state.get("spans", np.zeros((0, 3))), np.int64).reshape(-1, 3)
         self._fitted_events = int(state["fitted_events"])
-        seen = state.get("codes_seen")  # (written before: every value taken as seen)
-        if seen is not None:
-            columns = np.asarray(seen["columns"], np.int64).reshape(-1).copy()
-            counts = np.asarray(seen["counts"], np.float64).reshape(-1).copy()
-            if len(columns) != len(counts):
-                raise ValueError(f"codes_seen: {len(columns)} columns, {len(counts)} counts")
-            self._codes_seen = (columns, counts)
+        known = state.get("known_codes")
+        if known is not None:
+            columns = [int(j) for j in known["columns"]]
+            lengths, bits = list(known["lengths"]), list(known["bits"])
+            if not len(columns) == len(lengths) == len(bits):
+                raise ValueError(f"known_codes: {len(columns)} columns, {len(lengths)} lengths, "
+                                 f"{len(bits)} masks")
+            self._known_codes = (columns, [
+                np.unpackbits(np.asarray(b, np.uint8), count=int(n)).astype(np.bool_)
+                for n, b in zip(lengths, bits)])
+        elif state.get("codes_seen") is not None:  # (written before codes were given again:
+            # the codes below each column's count then, of those the encoder still holds)
+            seen = state["codes_seen"]
+            counts = dict(zip(np.asarray(seen["columns"], np.int64).reshape(-1).tolist(),
+                              np.asarray(seen["counts"], np.float64).reshape(-1).tolist()))
+            numbers = self._encoder.code_numbers()
+            self._known_codes = _code_masks({
+                j: numbers[j][numbers[j] < counts[j]] for j in counts if j in numbers})
         # (written before actions were forgotten: the plays counted them all)
         self._fit_rows = int(state.get("fit_rows", self._plays.sum()))
         self._refits = int(state["refits"])
@@ -1125,3 +1153,16 @@ class TreeEnsemblePolicy(Policy):
             self._window = EventWindow.from_state(state["window"])
         # (a serving copy, or a state written before offers were counted: none known)
         self._offers = OfferTimes.from_state(state.get("offers"))
+
+
+def _code_masks(present: dict[int, np.ndarray]) -> tuple[list[int], list[np.ndarray]]:
+    """``TreeEnsemblePolicy._known_codes`` from each code column's codes: per column (in
+    order) a boolean mask over codes 0 .. the largest."""
+    columns = sorted(int(j) for j in present)
+    masks = []
+    for j in columns:
+        codes = np.asarray(present[j], np.int64)
+        mask = np.zeros(int(codes.max(initial=-1)) + 1, np.bool_)
+        mask[codes] = True
+        masks.append(mask)
+    return columns, masks

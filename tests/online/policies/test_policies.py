@@ -583,18 +583,23 @@ def test_a_distribution_that_is_not_one_is_a_runtime_error_not_a_draw(bad):
         policy.probabilities({"f": 1.0})
 
 
-def test_encoder_forgets_codes_and_never_gives_one_twice():
+def test_encoder_forgets_codes_and_gives_them_again_smallest_first():
     enc = FeatureEncoder(categories="code", missing="nan")
     for v in "abcd":
         enc.learn_encode({"s": v})
     assert enc.forget_codes(0, keep=[1], below=3) == 2  # a and c; d (code 3) is not below 3
     assert enc.categories_of(0) == ["b", "d"] and enc.encode({"s": "a"})[1] is False
-    assert enc.learn_encode({"s": "a"}).tolist() == [4.0]  # back: a new value, a new code
-    assert enc.code_counts()[1].tolist() == [5.0]
+    assert enc.learn_encode({"s": "x"}).tolist() == [0.0]  # a new value: a's code, the smallest
+    assert enc.code_counts()[1].tolist() == [4.0]  # (none past d's given)
     copy = FeatureEncoder.from_state(json.loads(json.dumps(enc.to_state())))
-    for e in (enc, copy):
-        assert [e.encode({"s": v})[0].tolist() for v in "abd"] == [[4.0], [1.0], [3.0]]
-        assert e.learn_encode({"s": "e"}).tolist() == [5.0]
+    for e in (enc, copy):  # the free code 2 is kept in the state
+        assert [e.encode({"s": v})[0].tolist() for v in "xbd"] == [[0.0], [1.0], [3.0]]
+        assert e.encode({"s": "a"})[1] is False
+        assert e.learn_encode({"s": "a"}).tolist() == [2.0]  # back: a new value, c's code
+        assert e.learn_encode({"s": "e"}).tolist() == [4.0]  # none free: the next
+    three = {**enc.to_state(), "version": 3}
+    del three["free_codes"]  # (version 3 gave no code twice: its forgotten ones stay unused)
+    assert FeatureEncoder.from_state(three).learn_encode({"s": "f"}).tolist() == [5.0]
     old = FeatureEncoder(categories="code", missing="nan")
     old.learn_encode({"s": "x"})
     state = old.to_state()

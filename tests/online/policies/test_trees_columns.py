@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 
+import numpy as np
 import pytest
 
 from online.policies.trees import MAX_COLUMNS, TreeEnsemblePolicy
@@ -148,7 +149,33 @@ def test_values_no_event_of_the_window_has_are_forgotten_at_a_refit():
     assert policy._encoder.encode({"user": "u1999", "tier": "gold"})[1]  # in the window
     assert not policy._encoder.encode({"user": "u5", "tier": "gold"})[1]  # forgotten
     assert policy._encoder.categories_of(1) == ["free", "gold"]  # every value is in the window
-    assert policy._encoder.code_counts()[1].tolist() == [2000.0, 2.0]  # codes not given twice
+    # codes are given again: the largest stays about the window's, and no two values share one
+    assert policy._encoder.code_counts()[1].tolist()[0] < 200 * 1.5
+    users = policy._encoder.to_state()["code_numbers"]["user"]
+    assert len(set(users)) == len(users) == held
     copy = TreeEnsemblePolicy.from_state(json.loads(json.dumps(_plain(policy.to_state()))))
     x = {"user": "u1990", "tier": "free"}
     assert copy.probabilities(x) == policy.probabilities(x)
+
+
+def test_a_new_value_given_a_forgotten_code_is_new_to_the_trees():
+    """Codes of forgotten values are given again; a value that takes one is still a value the
+    trees in use never saw (no trees in its scores), in one row and in a batch, and after a
+    state round trip."""
+    policy = TreeEnsemblePolicy(n_trees=5, window=200, seed=0, auto_refit=False)
+    for a in ["a1", "a2"]:
+        policy.add_action(a)
+    for i in range(600):
+        policy.learn_one({"user": f"u{i}", "tier": "gold"}, "a1", float(i % 2), 0.5)
+    policy.finish_refit(policy.start_refit()())  # forgets u0 .. u399 (not in the window)
+    fresh = {"user": "new", "tier": "gold"}
+    policy.learn_one(fresh, "a2", 1.0, 0.5)
+    code = policy._encoder.encode(fresh)[0][0]
+    assert code == 0.0  # u0's, the smallest free
+    old = policy._encoder.encode({"user": "u599", "tier": "gold"})[0]
+    new = policy._encoder.encode(fresh)[0]
+    assert policy._new_values(new[None]).tolist() == [True]
+    assert policy._new_values(old[None]).tolist() == [False]
+    assert policy._new_values(np.vstack([old, new, old])).tolist() == [False, True, False]
+    copy = TreeEnsemblePolicy.from_state(json.loads(json.dumps(_plain(policy.to_state()))))
+    assert copy._new_values(np.vstack([old, new])).tolist() == [False, True]
