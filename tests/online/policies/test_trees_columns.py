@@ -179,3 +179,26 @@ def test_a_new_value_given_a_forgotten_code_is_new_to_the_trees():
     assert policy._new_values(np.vstack([old, new, old])).tolist() == [False, True, False]
     copy = TreeEnsemblePolicy.from_state(json.loads(json.dumps(_plain(policy.to_state()))))
     assert copy._new_values(np.vstack([old, new])).tolist() == [False, True]
+
+
+def test_a_state_from_before_codes_were_given_again_keeps_the_trees_known_values():
+    """A state written with ``codes_seen`` (each code column's count when the trees copied
+    their window) reads as the codes below that count that the encoder holds: the values the
+    trees counted as seen then."""
+    policy = TreeEnsemblePolicy(n_trees=5, window=300, seed=0, auto_refit=False)
+    for a in ["a1", "a2"]:
+        policy.add_action(a)
+    for i in range(400):
+        policy.learn_one({"page": f"id{i % 250}", "tier": "gold"}, "a1", float(i % 2), 0.5)
+    policy.finish_refit(policy.start_refit()())
+    policy.learn_one({"page": "late", "tier": "gold"}, "a2", 1.0, 0.5)  # after the copy
+    state = json.loads(json.dumps(_plain(policy.to_state())))
+    known = state["model"].pop("known_codes")
+    counts = [250.0, 1.0]  # what the old state said: 250 pages and one tier given by then
+    state["model"]["codes_seen"] = {"columns": known["columns"], "counts": counts}
+    old = TreeEnsemblePolicy.from_state(state)
+    assert old._known_codes[0] == policy._known_codes[0]
+    for mask, now in zip(old._known_codes[1], policy._known_codes[1]):
+        assert np.array_equal(mask, now)
+    late = old._encoder.encode({"page": "late", "tier": "gold"})[0]
+    assert old._new_values(late[None]).tolist() == [True]
