@@ -321,7 +321,8 @@ def test_a_restarted_master_answers_503_meanwhile_and_recovers(tmp_path):
                     # a decision may be left pending only if its decide was not answered 200
                     # but written: under load the API's call to the restarted master timed out
                     # (0.5 s), it answered 503, and the master ran the write after (this test
-                    # failed so twice, the API log saying so); it waits for rewardWaitTime
+                    # failed so once, its API log says; an earlier failure looked the same);
+                    # such a decision waits for rewardWaitTime
                     for name in APPS:
                         status = admin.get(f"/apps/{name}", headers=ADMIN).json()
                         seen[name] = status["trainerLag"], status["pendingDecisions"]
