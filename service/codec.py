@@ -9,6 +9,7 @@ Tuples come back as lists; numpy scalars come back as Python scalars.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgpack
@@ -77,3 +78,26 @@ def pack(value: Any) -> bytes:
 
 def unpack(payload: bytes) -> Any:
     return msgpack.unpackb(payload, raw=False, strict_map_key=False)
+
+
+def pack_ranking(ranking: Sequence[tuple[str, float]]) -> bytes:
+    """A ranking's ``(action id, probability)`` pairs, in order: ``[ids, probabilities]``, the
+    probabilities as little-endian float64 bytes (exact, 8 bytes each). Reads the arrays of
+    an :class:`online.decision.Ranking` without making its pairs.
+
+    >>> unpack_ranking(pack_ranking([("b", 0.7), ("a", 0.2), ("c", 0.1)]))
+    [('b', 0.7), ('a', 0.2), ('c', 0.1)]
+    """
+    if hasattr(ranking, "order"):  # a Ranking: its candidates in ranking order, its array
+        ids = list(map(ranking.candidates.__getitem__, ranking.order.tolist()))
+        probabilities = ranking.probabilities
+    else:
+        ids = [a for a, _ in ranking]
+        probabilities = np.array([p for _, p in ranking], dtype=np.float64)
+    return pack([ids, probabilities.astype("<f8").tobytes()])
+
+
+def unpack_ranking(payload: bytes) -> list[tuple[str, float]]:
+    """Inverse of :func:`pack_ranking`."""
+    ids, probabilities = unpack(payload)
+    return list(zip(ids, np.frombuffer(probabilities, dtype="<f8").tolist(), strict=True))

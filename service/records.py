@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from functools import cached_property
@@ -128,3 +129,26 @@ class NewDecision:
     # or a slot's baselineAction); ``action`` is then the policy's own draw, learned as an
     # imitation of it (service.scripts, event_entry)
     baseline: str | None = None
+    # the ranking answered, kept with the record when the client named the eventId: a repeat
+    # of the request (a retry after an answer it did not get) is answered the same
+    # (service.scripts, DECIDE); None: not kept
+    ranking: Sequence[tuple[str, float]] | None = None
+
+
+@dataclass(frozen=True)
+class FirstAnswer:
+    """A repeated request's record as the first answer gave it (:class:`NewDecision`)."""
+
+    action: str
+    probability: float
+    model_version: int
+    ranking: list[tuple[str, float]]
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What recording decisions did: ``version``, the app's current model version; ``first``:
+    the request was a repeat, and these are its first answers, one per record (none written)."""
+
+    version: int
+    first: list[FirstAnswer] | None = None

@@ -16,7 +16,14 @@ from typing import TypeVar
 import redis
 
 from service import codec, keys
-from service.records import AppConfig, Checkpoint, NewDecision, SnapshotInfo
+from service.records import (
+    AppConfig,
+    Checkpoint,
+    FirstAnswer,
+    NewDecision,
+    Recorded,
+    SnapshotInfo,
+)
 from service.redis_text import as_str
 from service.scripts import Scripts
 from service.settings import Settings
@@ -291,15 +298,22 @@ class Store:
                 b"" if d.offered is None else codec.pack(list(d.offered)),
                 b"" if not d.action_features else codec.pack(d.action_features),
                 d.baseline or "",
+                b"" if d.ranking is None else codec.pack_ranking(d.ranking),
             ]
         keys_ = [keys.config(name), keys.deadlines(name), keys.stats(name), keys.snapshot(name)]
         return keys_ + [keys.decision(name, d.event_id) for d in decisions], args
 
     @staticmethod
-    def _decided(result, config: AppConfig, decisions: list[NewDecision]) -> int:
+    def _decided(result, config: AppConfig, decisions: list[NewDecision]) -> Recorded:
         status = as_str(result[0])
         if status == "ok":
-            return int(result[2])
+            return Recorded(int(result[2]))
+        if status == "repeat":
+            return Recorded(int(result[1]), [
+                FirstAnswer(as_str(result[i]), float(result[i + 1]), int(result[i + 2]),
+                            codec.unpack_ranking(result[i + 3]))
+                for i in range(2, len(result), 4)
+            ])
         if status == "gone":
             raise Gone(f"app {config.name!r} not found")
         if status == "stale":
@@ -309,14 +323,18 @@ class Store:
 
     def record_decisions(
         self, config: AppConfig, decisions: list[NewDecision], token: str | None = None
-    ) -> int:
-        """Store decision records with their deadline, all or none (409 if an eventId exists);
-        the app's current model version. ``token``: :attr:`AppRead.token` (:class:`Stale` if
-        the config changed since), default the config's uid (no check of the rev)."""
+    ) -> Recorded:
+        """Store decision records with their deadline, all or none (409 if an eventId exists,
+        unless the request is a repeat: then nothing is written and :attr:`Recorded.first`
+        holds the first answers, see :data:`service.scripts.DECIDE`); with the app's current
+        model version. ``token``: :attr:`AppRead.token` (:class:`Stale` if the config changed
+        since), default the config's uid (no check of the rev)."""
         keys_, args = self._decide_call(config, decisions, token or config.uid)
         return self._decided(self.scripts.decide(keys=keys_, args=args), config, decisions)
 
-    async def record_decisions_async(self, read: AppRead, decisions: list[NewDecision]) -> int:
+    async def record_decisions_async(
+        self, read: AppRead, decisions: list[NewDecision]
+    ) -> Recorded:
         """:meth:`record_decisions` on the asyncio client, checked against ``read``'s rev."""
         keys_, args = self._decide_call(read.config, decisions, read.token)
         result = await self.bounded(self.ascripts.decide(keys=keys_, args=args))

@@ -431,6 +431,8 @@ def _decide_one(
         action_features=None if not query.action_features else
         {a: f for a, f in query.action_features.items() if a not in excluded} or None,
         baseline=baseline,
+        # a client that names its eventIds can repeat a request: it is answered the same
+        ranking=None if query.event_id is None else choice.ranking,
     )
     decision = Decision(event_id, choice.action, choice.probability, choice.ranking,
                         model.version, query.deferred, baseline)
@@ -516,8 +518,12 @@ async def _decide_many(
         pairs = _decide_all(
             config, model, queries, batch, distinct, services.settings.max_features
         )
-        version = await store.record_decisions_async(read, [record for record, _ in pairs])
-        models.notice(store, config, version)  # a newer snapshot: loaded in the background
+        recorded = await store.record_decisions_async(read, [record for record, _ in pairs])
+        models.notice(store, config, recorded.version)  # newer: loaded in the background
+        if recorded.first is not None:  # a repeated request: its first answers, not logged again
+            return [replace(decision, action=first.action, probability=first.probability,
+                            ranking=first.ranking, model_version=first.model_version)
+                    for (_, decision), first in zip(pairs, recorded.first, strict=True)]
         for _, decision in pairs:
             _log_decision(config, decision)
         return [decision for _, decision in pairs]
@@ -527,8 +533,10 @@ async def _decide_many(
 
 async def decide(services: Services, caller: Caller, query: DecideQuery) -> Decision:
     """Choose an action for ``query.context`` and record the decision (it then waits the app's
-    ``rewardWaitTime`` for its reward). 409 if ``query.event_id`` exists, 422 for a context
-    the app cannot take or a kind that does not decide."""
+    ``rewardWaitTime`` for its reward). 409 if ``query.event_id`` exists, unless the request
+    repeats the one that made it (same context, actions, features; no reward or activation
+    since): then the first answer again, so that a client may retry a request whose answer it
+    did not get. 422 for a context the app cannot take or a kind that does not decide."""
     return (await _decide_many(services, caller, [query], False))[0]
 
 

@@ -64,6 +64,64 @@ def test_decision_record_has_a_deadline_and_existing_event_id_conflicts(store, e
     assert not store.redis.exists(keys.decision("shop", "e2"))  # all or none
 
 
+def kept(event_id: str, action: str = "a", context=None, **fields) -> NewDecision:
+    """A decision whose client named the eventId: its ranking is kept (a repeat is answered)."""
+    ranking = [(action, 0.75), ("b" if action == "a" else "a", 0.25)]
+    return NewDecision(event_id, context or {"x": 1.0, "site": "a"}, action, 0.75, 3,
+                       ranking=ranking, **fields)
+
+
+def test_a_repeated_request_is_answered_as_the_first_and_writes_nothing(store, empty_state):
+    config = make_config()
+    store.create_app(config, empty_state)
+    assert store.record_decisions(config, [kept("e1"), kept("e2", "b")]).first is None
+    before = store.redis.hgetall(keys.stats("shop"))
+    # the retry drew other actions (another draw, or a newer model): the first answers stand
+    repeat = store.record_decisions(config, [kept("e1", "b"), kept("e2", "a")])
+    assert [(f.action, f.probability, f.model_version, f.ranking) for f in repeat.first] == [
+        ("a", 0.75, 3, [("a", 0.75), ("b", 0.25)]), ("b", 0.75, 3, [("b", 0.75), ("a", 0.25)])]
+    assert store.redis.hgetall(keys.stats("shop")) == before  # not counted twice
+    assert store.redis.hget(keys.decision("shop", "e1"), "action") == b"a"
+    assert store.redis.zcard(keys.deadlines("shop")) == 2
+
+
+@pytest.mark.parametrize("change", ["context", "offered", "features", "deferred", "one more"])
+def test_a_request_that_differs_from_the_first_is_a_conflict(store, empty_state, change):
+    config = make_config()
+    store.create_app(config, empty_state)
+    store.record_decisions(config, [kept("e1")])
+    again = {
+        "context": [kept("e1", context={"x": 2.0, "site": "a"})],
+        "offered": [kept("e1", offered=("a", "b"))],
+        "features": [kept("e1", action_features={"a": {"f": 1.0}})],
+        "deferred": [kept("e1", deferred=True)],
+        "one more": [kept("e1"), kept("e9")],  # a batch is repeated whole or not at all
+    }[change]
+    with pytest.raises(Conflict, match="e1"):
+        store.record_decisions(config, again)
+    assert not store.redis.exists(keys.decision("shop", "e9"))
+
+
+def test_a_decision_rewarded_or_not_kept_is_not_answered_again(store, empty_state):
+    config = make_config()
+    store.create_app(config, empty_state)
+    store.record_decisions(config, [kept("e1"), decision("e2")])
+    store.reward(config, "e1", 1.0)  # the client had the answer: a new request, not a retry
+    for again in (kept("e1"), decision("e2"), kept("e2")):
+        with pytest.raises(Conflict):
+            store.record_decisions(config, [again])
+
+
+def test_a_deferred_decision_is_answered_again_until_it_is_activated(store, empty_state):
+    config = make_config()
+    store.create_app(config, empty_state)
+    store.record_decisions(config, [kept("d1", deferred=True)])
+    assert store.record_decisions(config, [kept("d1", deferred=True)]).first[0].action == "a"
+    store.activate(config, "d1")
+    with pytest.raises(Conflict):
+        store.record_decisions(config, [kept("d1", deferred=True)])
+
+
 def test_earliest_reward_joins_once_and_appends_to_the_stream(store, empty_state):
     config = make_config()
     store.create_app(config, empty_state)

@@ -33,8 +33,24 @@ def test_decide_returns_an_action_its_propensity_and_the_ranking(client, shop, s
 def test_client_event_ids_are_unique(client, shop):
     body = {"eventId": "ev-1", "context": {"x": 1}}
     assert client.post("/apps/shop/decide", json=body, headers=shop).json()["eventId"] == "ev-1"
-    again = client.post("/apps/shop/decide", json=body, headers=shop)
+    again = client.post("/apps/shop/decide", json={**body, "context": {"x": 2}}, headers=shop)
     assert again.status_code == 409 and "ev-1" in again.json()["detail"]
+
+
+def test_a_request_repeated_with_its_event_id_gets_the_first_answer(client, shop, store):
+    """A client's retry (an answer lost, a 503 whose write had happened) is not a conflict,
+    and is not recorded twice. The new app explores uniformly among three actions: twelve
+    fresh draws would all equal the first with probability 3^-12."""
+    body = {"eventId": "ev-1", "context": {"x": 1}, "excludedActions": ["c"]}
+    first = client.post("/apps/shop/decide", json=body, headers=shop).json()
+    for _ in range(12):
+        again = client.post("/apps/shop/decide", json=body, headers=shop)
+        assert again.status_code == 200 and again.json() == first
+    assert int(store.redis.hget(keys.stats("shop"), "decisions")) == 1
+    reward = client.post("/apps/shop/reward", json={"eventId": "ev-1", "reward": 1}, headers=shop)
+    assert reward.json()["state"] == "joined"
+    late = client.post("/apps/shop/decide", json=body, headers=shop)  # rewarded: a new request
+    assert late.status_code == 409 and "ev-1" in late.json()["detail"]
     assert (
         client.post(
             "/apps/shop/decide", json={"eventId": "bad id!", "context": {}}, headers=shop

@@ -1,0 +1,64 @@
+"""The current SDK's retries against Grove: a rank whose answer was lost is answered again.
+
+azure-core retries a POST answered 500, 503 or 504. When Redis is slow, the API gives up on
+its write after ``GROVE_REDIS_TIMEOUT`` and answers 503, but the write was sent and Redis may
+still run it: the SDK's retry then finds its eventId recorded. It gets the first answer (the
+decision recorded, the one that will be learned), not a 409 the SDK would raise.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import pytest
+from azure.ai.personalizer import PersonalizerClient as Client
+from azure.core.credentials import AzureKeyCredential
+
+from service import keys
+from service.redis_client import connect
+from service.redis_server import RedisServer
+from tests.helpers.factories import make_settings
+
+ACTIONS = [{"id": f"article-{i}", "features": [{"topic": f"t{i}"}]} for i in range(8)]
+
+
+@pytest.fixture
+def paused_redis(tmp_path):
+    """A redis-server of this test's own: it is stopped (SIGSTOP) while the API writes."""
+    server = RedisServer(tmp_path, appendonly=False).start()
+    yield server
+    server.process.send_signal(signal.SIGCONT)
+    server.stop()
+
+
+@pytest.fixture
+def settings(paused_redis):
+    return make_settings(paused_redis.url, redis_timeout=0.3)
+
+
+def test_a_rank_the_sdk_retries_after_a_503_gets_the_decision_recorded(
+    server, key, paused_redis, settings
+):
+    statuses: list[int] = []
+
+    def seen(response) -> None:  # called on every attempt's answer (after the retry policy)
+        statuses.append(response.http_response.status_code)
+
+    body = {"contextFeatures": [{"user": "u1"}], "actions": ACTIONS, "eventId": "ev-1"}
+    with Client(server, AzureKeyCredential(key), retry_backoff_factor=0.2) as sdk:
+        sdk.rank({"actions": ACTIONS, "eventId": "warm"})  # the API's caches: app and model
+        redis = paused_redis.process
+        redis.send_signal(signal.SIGSTOP)  # the rank's write waits in the socket
+        threading.Timer(1.0, redis.send_signal, (signal.SIGCONT,)).start()
+        answer = sdk.rank(body, raw_response_hook=seen)
+    assert statuses[0] == 503 and statuses[-1] == 201, statuses
+    client = connect(settings)
+    record = client.hgetall(keys.decision("news", "ev-1"))
+    client_stats = client.hgetall(keys.stats("news"))
+    client.close()
+    # the answer is the recorded decision: the action the client shows is the one learned
+    assert record[b"action"].decode() == answer["rewardActionId"]
+    ranked = {r["id"]: r["probability"] for r in answer["ranking"]}
+    assert float(record[b"probability"]) == ranked[answer["rewardActionId"]]
+    assert int(client_stats[b"decisions"]) == 2  # warm and ev-1, once
