@@ -62,6 +62,13 @@ def decision(app: str, event_id: str) -> str:
     return _app(app, f"decision:{event_id}")
 
 
+def answer(app: str, event_id: str) -> str:
+    """String, expiring after ``GROVE_REPEAT_WINDOW``: the ranking a decide answered (packed,
+    :func:`service.codec.pack_ranking`) when its client named the eventId, so that a repeat of
+    the request is answered the same (:data:`service.scripts.DECIDE`)."""
+    return _app(app, f"answer:{event_id}")
+
+
 def label(app: str, event_id: str) -> str:
     """String, expiring: a client's eventId of a labeled event, remembered for the app's
     rewardWaitTime (the same eventId within it is a 409, as decide's)."""

@@ -129,8 +129,8 @@ class NewDecision:
     # or a slot's baselineAction); ``action`` is then the policy's own draw, learned as an
     # imitation of it (service.scripts, event_entry)
     baseline: str | None = None
-    # the ranking answered, kept with the record when the client named the eventId: a repeat
-    # of the request (a retry after an answer it did not get) is answered the same
+    # the ranking answered, kept for GROVE_REPEAT_WINDOW when the client named the eventId: a
+    # repeat of the request (a retry after an answer it did not get) is answered the same
     # (service.scripts, DECIDE); None: not kept
     ranking: Sequence[tuple[str, float]] | None = None
 

@@ -44,19 +44,20 @@ return {'ok'}
 """
 )
 
-# KEYS: config, deadlines, stats, snapshot, record 1..n
-# ARGV: uid[:rev], grace ms, wait ms, then per record: eventId, deferred (0|1), context, action,
-#       probability, modelVersion, offered (packed action ids; empty: the app's actions),
-#       actionFeatures (packed {action id: features} of the offered actions; empty: none),
-#       baseline (Personalizer's Apprentice mode: the action the client shows; empty: none),
-#       ranking (packed [[action id, probability], ...]; empty: not kept, see below)
+# KEYS: config, deadlines, stats, snapshot, record 1..n, answer 1..n
+# ARGV: uid[:rev], grace ms, wait ms, repeat window ms, then per record: eventId, deferred (0|1),
+#       context, action, probability, modelVersion, offered (packed action ids; empty: the
+#       app's actions), actionFeatures (packed {action id: features} of the offered actions;
+#       empty: none), baseline (Personalizer's Apprentice mode: the action the client shows;
+#       empty: none), ranking (packed, see below; empty: not kept)
 # -> {'ok', deadline, current model version} (the API loads a newer snapshot in the background)
 #
 # A request repeated (a client's retry after an answer it did not get: a 503 whose write had
-# happened, a lost connection) finds its records: if each one is still waiting for its reward
+# happened, a lost connection) finds its records. If each one is still waiting for its reward
 # (not rewarded, not activated, before its deadline), was decided for the same context, actions,
-# features and baseline, and kept its ranking (the API keeps it when the client named the
-# eventId: a Grove-made one cannot be repeated), the answer is the first one:
+# features and baseline, and its answer is kept (its ranking, in the answer key, for the
+# repeat window, when the client named the eventId: a Grove-made one cannot be repeated),
+# nothing is written and the first answer is given again:
 # -> {'repeat', current model version, then per record: action, probability, modelVersion,
 #     ranking}
 # else {'conflict', index of the first record that exists}.
@@ -64,8 +65,9 @@ DECIDE = (
     _SAME_CONFIG
     + LUA_NOW
     + """
+local n = (#KEYS - 4) / 2
 local first = nil
-for i = 5, #KEYS do
+for i = 5, 4 + n do
   if redis.call('EXISTS', KEYS[i]) == 1 then
     first = first or i
   elseif first then return {'conflict', first - 5} end
@@ -73,25 +75,27 @@ end
 if first then
   if first > 5 then return {'conflict', first - 5} end
   local answer = {'repeat', redis.call('HGET', KEYS[4], 'version') or '0'}
-  for i = 5, #KEYS do
-    local b = 4 + (i - 5) * 10
+  for i = 5, 4 + n do
+    local b = 5 + (i - 5) * 10
     local rec = redis.call('HMGET', KEYS[i], 'state', 'deadline', 'context', 'offered',
-                           'actionFeatures', 'baseline', 'ranking', 'action', 'probability',
+                           'actionFeatures', 'baseline', 'action', 'probability',
                            'modelVersion', 'rewardCount')
+    local ranking = redis.call('GET', KEYS[i + n])
     local state = 'pending'
     if ARGV[b + 1] == '1' then state = 'deferred' end
-    if rec[1] ~= state or now >= tonumber(rec[2]) or rec[11] ~= '0' or not rec[7]
+    if not ranking or rec[1] ~= state or now >= tonumber(rec[2]) or rec[10] ~= '0'
        or rec[3] ~= ARGV[b + 2] or (rec[4] or '') ~= ARGV[b + 6]
        or (rec[5] or '') ~= ARGV[b + 7] or (rec[6] or '') ~= ARGV[b + 8] then
       return {'conflict', i - 5}
     end
-    for _, v in ipairs({rec[8], rec[9], rec[10], rec[7]}) do answer[#answer + 1] = v end
+    for _, v in ipairs({rec[7], rec[8], rec[9], ranking}) do answer[#answer + 1] = v end
   end
   return answer
 end
 local grace, deadline = tonumber(ARGV[2]), now + tonumber(ARGV[3])
-for i = 5, #KEYS do
-  local b = 4 + (i - 5) * 10
+local window = math.min(tonumber(ARGV[4]), tonumber(ARGV[3]))
+for i = 5, 4 + n do
+  local b = 5 + (i - 5) * 10
   local state = 'pending'
   if ARGV[b + 1] == '1' then state = 'deferred' end
   redis.call('HSET', KEYS[i], 'context', ARGV[b + 2], 'action', ARGV[b + 3],
@@ -104,11 +108,13 @@ for i = 5, #KEYS do
     redis.call('HINCRBY', KEYS[3], 'apprenticeDecisions', 1)
     if ARGV[b + 8] == ARGV[b + 3] then redis.call('HINCRBY', KEYS[3], 'apprenticeMatches', 1) end
   end
-  if ARGV[b + 9] ~= '' then redis.call('HSET', KEYS[i], 'ranking', ARGV[b + 9]) end
+  if ARGV[b + 9] ~= '' and window > 0 then
+    redis.call('SET', KEYS[i + n], ARGV[b + 9], 'PX', window)
+  end
   redis.call('PEXPIREAT', KEYS[i], deadline + grace)
   redis.call('ZADD', KEYS[2], deadline, ARGV[b])
 end
-redis.call('HINCRBY', KEYS[3], 'decisions', #KEYS - 4)
+redis.call('HINCRBY', KEYS[3], 'decisions', n)
 return {'ok', tostring(deadline), redis.call('HGET', KEYS[4], 'version') or '0'}
 """
 )

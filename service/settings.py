@@ -64,6 +64,13 @@ class Settings(BaseSettings):
     max_features: int = Field(
         default=1000, gt=0, description="Most features in one context (more: 422)."
     )
+    repeat_window: float = Field(
+        default=60.0,
+        ge=0,
+        description="Seconds a decide whose client named the eventId can be repeated and get "
+        "its first answer (a retry after a lost answer or a 503); its ranking is kept that "
+        "long. 0: never (a repeated eventId is a 409).",
+    )
     decision_grace: float = Field(
         default=7 * 86400.0,
         gt=0,

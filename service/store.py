@@ -286,7 +286,8 @@ class Store:
     # -- decisions and rewards ---------------------------------------------------------------
     def _decide_call(self, config: AppConfig, decisions: list[NewDecision], token: str):
         name = config.name
-        args: list = [token, int(self.settings.decision_grace * 1000), config.wait_ms]
+        args: list = [token, int(self.settings.decision_grace * 1000), config.wait_ms,
+                      int(self.settings.repeat_window * 1000)]
         for d in decisions:
             args += [
                 d.event_id,
@@ -298,10 +299,12 @@ class Store:
                 b"" if d.offered is None else codec.pack(list(d.offered)),
                 b"" if not d.action_features else codec.pack(d.action_features),
                 d.baseline or "",
-                b"" if d.ranking is None else codec.pack_ranking(d.ranking),
+                b"" if d.ranking is None or not self.settings.repeat_window
+                else codec.pack_ranking(d.ranking),
             ]
         keys_ = [keys.config(name), keys.deadlines(name), keys.stats(name), keys.snapshot(name)]
-        return keys_ + [keys.decision(name, d.event_id) for d in decisions], args
+        return (keys_ + [keys.decision(name, d.event_id) for d in decisions]
+                + [keys.answer(name, d.event_id) for d in decisions], args)
 
     @staticmethod
     def _decided(result, config: AppConfig, decisions: list[NewDecision]) -> Recorded:

@@ -6,7 +6,7 @@ import pytest
 
 from service import codec, keys
 from service.records import Aggregation, NewDecision
-from service.store import Conflict, NotFound
+from service.store import Conflict, NotFound, Store
 from tests.helpers.factories import make_config
 
 
@@ -83,6 +83,21 @@ def test_a_repeated_request_is_answered_as_the_first_and_writes_nothing(store, e
     assert store.redis.hgetall(keys.stats("shop")) == before  # not counted twice
     assert store.redis.hget(keys.decision("shop", "e1"), "action") == b"a"
     assert store.redis.zcard(keys.deadlines("shop")) == 2
+
+
+def test_a_repeat_is_answered_within_the_repeat_window_only(store, empty_state, settings):
+    config = make_config(reward_wait_time=30)
+    store.create_app(config, empty_state)
+    store.record_decisions(config, [kept("e1")])
+    assert 0 < store.redis.pttl(keys.answer("shop", "e1")) <= settings.repeat_window * 1000
+    store.redis.delete(keys.answer("shop", "e1"))  # the window has passed
+    with pytest.raises(Conflict, match="e1"):
+        store.record_decisions(config, [kept("e1")])
+    off = Store(store.redis, settings.model_copy(update={"repeat_window": 0.0}))
+    off.record_decisions(config, [kept("e2")])
+    assert not store.redis.exists(keys.answer("shop", "e2"))
+    with pytest.raises(Conflict, match="e2"):
+        off.record_decisions(config, [kept("e2")])
 
 
 @pytest.mark.parametrize("change", ["context", "offered", "features", "deferred", "one more"])
