@@ -83,6 +83,11 @@ _string = json.encoder.encode_basestring  # type: ignore[attr-defined]
 #: tries of a request whose app config changed under it (each change costs one more read)
 _ATTEMPTS = 3
 
+#: the most actions of a decision whose answer is kept for a repeat (GROVE_REPEAT_WINDOW): ~13
+#: bytes an action, in the request's write and in Redis; with 1,000 actions that cost 30 % of
+#: the decides/s (bench/http/README.md). Personalizer's clients rank at most 50.
+_MAX_KEPT_RANKING = 64
+
 
 # -- what the functions take and give -------------------------------------------------------------
 @dataclass(frozen=True)
@@ -432,7 +437,8 @@ def _decide_one(
         {a: f for a, f in query.action_features.items() if a not in excluded} or None,
         baseline=baseline,
         # a client that names its eventIds can repeat a request: it is answered the same
-        ranking=None if query.event_id is None else choice.ranking,
+        ranking=None if query.event_id is None or len(choice.ranking) > _MAX_KEPT_RANKING
+        else choice.ranking,
     )
     decision = Decision(event_id, choice.action, choice.probability, choice.ranking,
                         model.version, query.deferred, baseline)

@@ -51,6 +51,11 @@ def test_a_request_repeated_with_its_event_id_gets_the_first_answer(client, shop
     assert reward.json()["state"] == "joined"
     late = client.post("/apps/shop/decide", json=body, headers=shop)  # rewarded: a new request
     assert late.status_code == 409 and "ev-1" in late.json()["detail"]
+    # the answer of a decision among more than 64 actions is not kept (~13 bytes an action)
+    many = {"eventId": "ev-2", "context": {"x": 1}, "actions": [{"id": f"n{i}"} for i in range(65)]}
+    assert client.post("/apps/shop/decide", json=many, headers=shop).status_code == 200
+    assert not store.redis.exists(keys.answer("shop", "ev-2"))
+    assert client.post("/apps/shop/decide", json=many, headers=shop).status_code == 409
     assert (
         client.post(
             "/apps/shop/decide", json={"eventId": "bad id!", "context": {}}, headers=shop
