@@ -131,8 +131,10 @@ class NewDecision:
     baseline: str | None = None
     # the ranking answered, kept for GROVE_REPEAT_WINDOW when the client named the eventId: a
     # repeat of the request (a retry after an answer it did not get) is answered the same
-    # (service.scripts, DECIDE); None: not kept
+    # (service.scripts, DECIDE); None: not kept. ``request``: the client's request's 16-byte
+    # digest, what tells a repeat from another request with that eventId (none: not kept)
     ranking: Sequence[tuple[str, float]] | None = None
+    request: bytes = b""
 
 
 @dataclass(frozen=True)

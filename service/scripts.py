@@ -49,15 +49,17 @@ return {'ok'}
 #       context, action, probability, modelVersion, offered (packed action ids; empty: the
 #       app's actions), actionFeatures (packed {action id: features} of the offered actions;
 #       empty: none), baseline (Personalizer's Apprentice mode: the action the client shows;
-#       empty: none), ranking (packed, see below; empty: not kept)
+#       empty: none), answer (the request's 16-byte digest, then its ranking packed; empty:
+#       not kept)
 # -> {'ok', deadline, current model version} (the API loads a newer snapshot in the background)
 #
 # A request repeated (a client's retry after an answer it did not get: a 503 whose write had
 # happened, a lost connection) finds its records. If each one is still waiting for its reward
-# (not rewarded, not activated, before its deadline), was decided for the same context, actions,
-# features and baseline, and its answer is kept (its ranking, in the answer key, for the
-# repeat window, when the client named the eventId: a Grove-made one cannot be repeated),
-# nothing is written and the first answer is given again:
+# (not rewarded, not activated, before its deadline) and its answer is kept (in the answer
+# key, for the repeat window, when the client named the eventId: a Grove-made one cannot be
+# repeated) for a request of the same digest (the client's request: context, actions,
+# exclusions, features, baseline, deferral, of every record of a batch), nothing is written
+# and the first answers are given again:
 # -> {'repeat', current model version, then per record: action, probability, modelVersion,
 #     ranking}
 # else {'conflict', index of the first record that exists}.
@@ -77,18 +79,18 @@ if first then
   local answer = {'repeat', redis.call('HGET', KEYS[4], 'version') or '0'}
   for i = 5, 4 + n do
     local b = 5 + (i - 5) * 10
-    local rec = redis.call('HMGET', KEYS[i], 'state', 'deadline', 'context', 'offered',
-                           'actionFeatures', 'baseline', 'action', 'probability',
-                           'modelVersion', 'rewardCount')
-    local ranking = redis.call('GET', KEYS[i + n])
+    local rec = redis.call('HMGET', KEYS[i], 'state', 'deadline', 'rewardCount', 'action',
+                           'probability', 'modelVersion')
+    local kept = redis.call('GET', KEYS[i + n])
     local state = 'pending'
     if ARGV[b + 1] == '1' then state = 'deferred' end
-    if not ranking or rec[1] ~= state or now >= tonumber(rec[2]) or rec[10] ~= '0'
-       or rec[3] ~= ARGV[b + 2] or (rec[4] or '') ~= ARGV[b + 6]
-       or (rec[5] or '') ~= ARGV[b + 7] or (rec[6] or '') ~= ARGV[b + 8] then
+    if not kept or #ARGV[b + 9] < 16 or string.sub(kept, 1, 16) ~= string.sub(ARGV[b + 9], 1, 16)
+       or rec[1] ~= state or now >= tonumber(rec[2]) or rec[3] ~= '0' then
       return {'conflict', i - 5}
     end
-    for _, v in ipairs({rec[7], rec[8], rec[9], ranking}) do answer[#answer + 1] = v end
+    for _, v in ipairs({rec[4], rec[5], rec[6], string.sub(kept, 17)}) do
+      answer[#answer + 1] = v
+    end
   end
   return answer
 end

@@ -299,8 +299,8 @@ class Store:
                 b"" if d.offered is None else codec.pack(list(d.offered)),
                 b"" if not d.action_features else codec.pack(d.action_features),
                 d.baseline or "",
-                b"" if d.ranking is None or not self.settings.repeat_window
-                else codec.pack_ranking(d.ranking),
+                b"" if d.ranking is None or len(d.request) != 16 or not self.settings.repeat_window
+                else d.request + codec.pack_ranking(d.ranking),
             ]
         keys_ = [keys.config(name), keys.deadlines(name), keys.stats(name), keys.snapshot(name)]
         return (keys_ + [keys.decision(name, d.event_id) for d in decisions]

@@ -32,6 +32,7 @@ Example, a route::
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import math
 import uuid
@@ -45,7 +46,7 @@ import numpy as np
 from fastapi import HTTPException
 
 from online.decision import Ranking
-from service import keys
+from service import codec, keys
 from service.api.app_cache import AppCache
 from service.api.auth import authorized, hash_key, is_admin, same_key
 from service.api.model_cache import ModelCache, ServedModel
@@ -128,6 +129,8 @@ class DecideQuery:
     ``baseline``: the action the client would show without Grove (Personalizer's first action,
     a slot's ``baselineAction``); used only by an app in Personalizer's Apprentice mode (see
     :mod:`service.personalizer.configuration`).
+    ``repeatable``: the answer is kept so that a repeat of the request gets it again (the client
+    named the eventId, and can repeat it); None: when ``event_id`` is given.
     """
 
     context: Mapping[str, Any]
@@ -137,6 +140,7 @@ class DecideQuery:
     deferred: bool = False
     action_features: Mapping[str, dict[str, Any]] | None = None
     baseline: str | None = None
+    repeatable: bool | None = None
 
     @classmethod
     def of(cls, request: Any) -> DecideQuery:
@@ -437,12 +441,29 @@ def _decide_one(
         {a: f for a, f in query.action_features.items() if a not in excluded} or None,
         baseline=baseline,
         # a client that names its eventIds can repeat a request: it is answered the same
-        ranking=None if query.event_id is None or len(choice.ranking) > _MAX_KEPT_RANKING
-        else choice.ranking,
+        ranking=choice.ranking if _repeatable(query) and len(choice.ranking) <= _MAX_KEPT_RANKING
+        else None,
     )
     decision = Decision(event_id, choice.action, choice.probability, choice.ranking,
                         model.version, query.deferred, baseline)
     return record, decision
+
+
+def _repeatable(query: DecideQuery) -> bool:
+    return query.event_id is not None if query.repeatable is None else query.repeatable
+
+
+def _digest(queries: Sequence[DecideQuery]) -> bytes:
+    """16 bytes that tell a repeat of these queries (a client's retry) from other queries
+    with their eventIds: their contents as the client sent them (a later slot's exclusions of
+    the actions chosen before it are not part of them: a repeat's draws may differ)."""
+    contents = [
+        [dict(q.context), None if q.actions is None else list(q.actions), list(q.excluded),
+         q.event_id, q.deferred, None if q.action_features is None else dict(q.action_features),
+         q.baseline]
+        for q in queries
+    ]
+    return hashlib.blake2b(codec.pack(contents), digest_size=16).digest()
 
 
 def _baseline(config: AppConfig, query: DecideQuery) -> str | None:
@@ -524,7 +545,11 @@ async def _decide_many(
         pairs = _decide_all(
             config, model, queries, batch, distinct, services.settings.max_features
         )
-        recorded = await store.record_decisions_async(read, [record for record, _ in pairs])
+        records = [record for record, _ in pairs]
+        if any(record.ranking is not None for record in records):
+            request = _digest(queries)
+            records = [replace(record, request=request) for record in records]
+        recorded = await store.record_decisions_async(read, records)
         models.notice(store, config, recorded.version)  # newer: loaded in the background
         if recorded.first is not None:  # a repeated request: its first answers, not logged again
             return [replace(decision, action=first.action, probability=first.probability,

@@ -64,11 +64,12 @@ def test_decision_record_has_a_deadline_and_existing_event_id_conflicts(store, e
     assert not store.redis.exists(keys.decision("shop", "e2"))  # all or none
 
 
-def kept(event_id: str, action: str = "a", context=None, **fields) -> NewDecision:
-    """A decision whose client named the eventId: its ranking is kept (a repeat is answered)."""
+def kept(event_id: str, action: str = "a", request: bytes = b"request-digest-1", **fields):
+    """A decision whose client named the eventId: its answer is kept, for a request of that
+    16-byte digest (the API's: the request as the client sent it)."""
     ranking = [(action, 0.75), ("b" if action == "a" else "a", 0.25)]
-    return NewDecision(event_id, context or {"x": 1.0, "site": "a"}, action, 0.75, 3,
-                       ranking=ranking, **fields)
+    return NewDecision(event_id, {"x": 1.0, "site": "a"}, action, 0.75, 3, ranking=ranking,
+                       request=request, **fields)
 
 
 def test_a_repeated_request_is_answered_as_the_first_and_writes_nothing(store, empty_state):
@@ -100,17 +101,16 @@ def test_a_repeat_is_answered_within_the_repeat_window_only(store, empty_state, 
         off.record_decisions(config, [kept("e2")])
 
 
-@pytest.mark.parametrize("change", ["context", "offered", "features", "deferred", "one more"])
-def test_a_request_that_differs_from_the_first_is_a_conflict(store, empty_state, change):
+@pytest.mark.parametrize("change", ["request", "deferred", "one more", "no digest"])
+def test_another_request_with_the_event_id_is_a_conflict(store, empty_state, change):
     config = make_config()
     store.create_app(config, empty_state)
     store.record_decisions(config, [kept("e1")])
     again = {
-        "context": [kept("e1", context={"x": 2.0, "site": "a"})],
-        "offered": [kept("e1", offered=("a", "b"))],
-        "features": [kept("e1", action_features={"a": {"f": 1.0}})],
-        "deferred": [kept("e1", deferred=True)],
+        "request": [kept("e1", request=b"request-digest-2")],
+        "deferred": [kept("e1", deferred=True)],  # (the API's digest differs too)
         "one more": [kept("e1"), kept("e9")],  # a batch is repeated whole or not at all
+        "no digest": [kept("e1", request=b"")],
     }[change]
     with pytest.raises(Conflict, match="e1"):
         store.record_decisions(config, again)

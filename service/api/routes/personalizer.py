@@ -306,8 +306,10 @@ async def rank_multi_slot(
         deferred = bool(body.deferActivation)
         query = _query(None, slot_features, actions, list(slot.excluded), deferred,
                        slot.baseline)
-        # the slot's own eventId ('#' is outside the pattern a client's eventId must match)
-        queries.append(dataclasses.replace(query, event_id=slot_event_id(event_id, slot.id)))
+        # the slot's own eventId ('#' is outside the pattern a client's eventId must match),
+        # repeatable if the client named the event
+        queries.append(dataclasses.replace(query, event_id=slot_event_id(event_id, slot.id),
+                                           repeatable=body.eventId is not None))
     # slots in order, each excluding the earlier slots' actions; all recorded or none
     with _rank_refusals(" (requests[i] is slots[i])"):
         decisions = await usecases.decide_batch(services, caller, queries, distinct=True)

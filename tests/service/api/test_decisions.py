@@ -51,6 +51,13 @@ def test_a_request_repeated_with_its_event_id_gets_the_first_answer(client, shop
     assert reward.json()["state"] == "joined"
     late = client.post("/apps/shop/decide", json=body, headers=shop)  # rewarded: a new request
     assert late.status_code == 409 and "ev-1" in late.json()["detail"]
+    batch = {"requests": [{"eventId": "b1", "context": {"x": 1}},
+                          {"eventId": "b2", "context": {"x": 2}}]}
+    answers = client.post("/apps/shop/decide/batch", json=batch, headers=shop).json()
+    for _ in range(6):
+        assert client.post("/apps/shop/decide/batch", json=batch, headers=shop).json() == answers
+    batch["requests"][1]["excludedActions"] = ["a"]  # another request with those eventIds
+    assert client.post("/apps/shop/decide/batch", json=batch, headers=shop).status_code == 409
     # the answer of a decision among more than 64 actions is not kept (~13 bytes an action)
     many = {"eventId": "ev-2", "context": {"x": 1}, "actions": [{"id": f"n{i}"} for i in range(65)]}
     assert client.post("/apps/shop/decide", json=many, headers=shop).status_code == 200

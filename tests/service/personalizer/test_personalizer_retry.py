@@ -62,3 +62,27 @@ def test_a_rank_the_sdk_retries_after_a_503_gets_the_decision_recorded(
     ranked = {r["id"]: r["probability"] for r in answer["ranking"]}
     assert float(record[b"probability"]) == ranked[answer["rewardActionId"]]
     assert int(client_stats[b"decisions"]) == 2  # warm and ev-1, once
+
+
+def test_a_multi_slot_rank_repeated_with_its_event_id_gets_its_first_answer(
+    server, key, settings
+):
+    body = {
+        "contextFeatures": [{"user": "u1"}],
+        "actions": ACTIONS,
+        "slots": [{"id": "main", "baselineAction": "article-0"},
+                  {"id": "side", "baselineAction": "article-1"}],
+        "eventId": "ms-1",
+    }
+    with Client(server, AzureKeyCredential(key), retry_total=0) as sdk:
+        first = sdk.rank_multi_slot(body)
+        for _ in range(8):  # fresh draws among 8 actions would differ
+            assert sdk.rank_multi_slot(body) == first
+        unnamed = sdk.rank_multi_slot({k: v for k, v in body.items() if k != "eventId"})
+    client = connect(settings)
+    decisions = int(client.hget(keys.stats("news"), "decisions"))
+    kept = sorted(k.decode() for k in client.scan_iter(match=keys.answer("news", "*")))
+    client.close()
+    assert decisions == 4  # two slots, twice
+    # the answers of the named event's slots are kept; Grove's own eventIds cannot be repeated
+    assert len(kept) == 2 and all("ms-1" in k for k in kept), (kept, unnamed["eventId"])
