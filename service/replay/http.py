@@ -13,6 +13,12 @@ the trainer during a block, and every decision of a block comes from a model tha
 exactly the previous blocks, as in the in-process driver. With B = 0 each reward is sent at once
 and the driver never waits (free running, as production traffic would be: then results depend
 on the trainer's timing). The app must be left alone during the run.
+
+A request answered 503 (the service's Redis unavailable for a moment) or lost on the way back
+is tried again, up to :data:`TRIES` times, after the answer's ``Retry-After``: a decide is
+repeated with its eventId (the service answers a repeat with its first decision, if the first
+try's write had happened), and a reward or an activation found done already (409 after a
+retry) was done by the earlier try.
 """
 
 from __future__ import annotations
@@ -24,9 +30,18 @@ import httpx
 
 from service.replay.policies import AutoFigures, Choice, Policy
 
+#: tries of a request that may be repeated (``retry=True``), the service answering 503 or the
+#: answer lost; the waits between them follow the answers' Retry-After (at most 5 s each)
+TRIES = 8
+
 
 class ServiceError(RuntimeError):
-    """The service could not be reached or refused a request."""
+    """The service could not be reached or refused a request. ``status``: the HTTP status
+    (None: no answer); ``retried``: an earlier try of the request may have been carried out."""
+
+    def __init__(self, message: str, status: int | None = None, retried: bool = False):
+        super().__init__(message)
+        self.status, self.retried = status, retried
 
 
 class GroveClient:
@@ -36,21 +51,28 @@ class GroveClient:
         self.url = url.rstrip("/")
         self.http = httpx.Client(base_url=self.url, timeout=timeout)
 
-    def request(self, method: str, path: str, key: str | None, body: dict | None = None
-                ) -> dict:
+    def request(self, method: str, path: str, key: str | None, body: dict | None = None,
+                retry: bool = False) -> dict:
+        """The answer's JSON; :class:`ServiceError` for an error answer or none. ``retry``:
+        the request may be sent again (see the module doc) after a 503 or a lost answer."""
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        try:
-            answer = self.http.request(method, path, json=body, headers=headers)
-        except httpx.HTTPError as exc:
-            raise ServiceError(f"{method} {self.url}{path}: {type(exc).__name__}: {exc}") from None
-        if answer.status_code >= 400:
+        where = f"{method} {self.url}{path}"
+        attempt = 0
+        while True:
+            more = retry and attempt < TRIES - 1
             try:
-                detail = answer.json().get("detail", answer.text)
-            except ValueError:
-                detail = answer.text
-            raise ServiceError(
-                f"{method} {self.url}{path}: HTTP {answer.status_code}: {str(detail)[:300]}")
-        return answer.json() if answer.content else {}
+                answer = self.http.request(method, path, json=body, headers=headers)
+            except httpx.HTTPError as exc:
+                if not more:
+                    raise ServiceError(f"{where}: {type(exc).__name__}: {exc}", None,
+                                       attempt > 0) from None
+                wait = 0.1 * 2.0 ** attempt
+            else:
+                if answer.status_code != 503 or not more:
+                    return _read(answer, where, attempt > 0)
+                wait = _retry_after(answer, 0.1 * 2.0 ** attempt)
+            time.sleep(min(wait, 5.0))
+            attempt += 1
 
     def create_app(self, admin_key: str, name: str, params: dict, actions: list[str],
                    reward_range: tuple[float, float], kind: str = "bandit-forest") -> str:
@@ -67,6 +89,24 @@ class GroveClient:
 
     def close(self) -> None:
         self.http.close()
+
+
+def _read(answer: httpx.Response, where: str, retried: bool) -> dict:
+    if answer.status_code >= 400:
+        try:
+            detail = answer.json().get("detail", answer.text)
+        except ValueError:
+            detail = answer.text
+        raise ServiceError(f"{where}: HTTP {answer.status_code}: {str(detail)[:300]}",
+                           answer.status_code, retried)
+    return answer.json() if answer.content else {}
+
+
+def _retry_after(answer: httpx.Response, default: float) -> float:
+    try:
+        return float(answer.headers.get("Retry-After", default))
+    except ValueError:  # (an HTTP date: not what Grove sends)
+        return default
 
 
 class HttpForest(Policy):
@@ -97,7 +137,8 @@ class HttpForest(Policy):
         body = {"eventId": f"replay-{self._run}-{self._n}", "context": context,
                 "actions": actions, "deferActivation": self.logged}
         start = time.perf_counter()
-        answer = self.client.request("POST", f"/apps/{self.app}/decide", self.key, body)
+        answer = self.client.request("POST", f"/apps/{self.app}/decide", self.key, body,
+                                     retry=True)
         self.latencies.append(time.perf_counter() - start)
         probabilities = {r["id"]: float(r["probability"]) for r in answer["ranking"]}
         return Choice(answer["action"], float(answer["probability"]), probabilities,
@@ -111,11 +152,18 @@ class HttpForest(Policy):
 
     def _send(self, event_id: str, reward: float) -> None:
         if self.logged:  # decided with deferActivation
-            self.client.request("POST", f"/apps/{self.app}/activate", self.key,
-                                {"eventId": event_id})
-        self.client.request("POST", f"/apps/{self.app}/reward", self.key,
-                            {"eventId": event_id, "reward": reward})
+            self._once("activate", {"eventId": event_id})
+        self._once("reward", {"eventId": event_id, "reward": reward})
         self._sent += 1
+
+    def _once(self, what: str, body: dict) -> None:
+        """``POST /apps/{app}/{what}``, tried again after a 503 or a lost answer: a 409 then
+        says an earlier try was carried out (the reward joined, the decision activated)."""
+        try:
+            self.client.request("POST", f"/apps/{self.app}/{what}", self.key, body, retry=True)
+        except ServiceError as exc:
+            if not (exc.status == 409 and exc.retried):
+                raise
 
     def sync(self) -> None:
         if self.sync_every <= 0:

@@ -3,18 +3,14 @@ current SDK's clients (``client`` here is the SDK's, not the TestClient of tests
 
 from __future__ import annotations
 
-import threading
-import time
-
 import pytest
-import uvicorn
 from azure.ai.personalizer import PersonalizerAdministrationClient
 from azure.ai.personalizer import PersonalizerClient as Client
 from azure.core.credentials import AzureKeyCredential
 
 from service.api.main import create_app
-from service.redis_server import free_port
 from tests.helpers.personalizer_sdk import make_app
+from tests.helpers.served import served
 
 
 @pytest.fixture
@@ -26,18 +22,8 @@ def api(settings):
 @pytest.fixture
 def server(api):
     """uvicorn serving Grove's API on a free port, in a thread; its base URL."""
-    port = free_port()
-    config = uvicorn.Config(api, host="127.0.0.1", port=port, log_level="warning")
-    served = uvicorn.Server(config)
-    thread = threading.Thread(target=served.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not served.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    served.should_exit = True
-    thread.join(10)
+    with served(api) as url:
+        yield url
 
 
 @pytest.fixture

@@ -8,28 +8,22 @@ decision recorded, the one that will be learned), not a 409 the SDK would raise.
 
 from __future__ import annotations
 
-import signal
-import threading
-
 import pytest
 from azure.ai.personalizer import PersonalizerClient as Client
 from azure.core.credentials import AzureKeyCredential
 
 from service import keys
 from service.redis_client import connect
-from service.redis_server import RedisServer
 from tests.helpers.factories import make_settings
+from tests.helpers.served import pausable_redis, pause
 
 ACTIONS = [{"id": f"article-{i}", "features": [{"topic": f"t{i}"}]} for i in range(8)]
 
 
 @pytest.fixture
 def paused_redis(tmp_path):
-    """A redis-server of this test's own: it is stopped (SIGSTOP) while the API writes."""
-    server = RedisServer(tmp_path, appendonly=False).start()
-    yield server
-    server.process.send_signal(signal.SIGCONT)
-    server.stop()
+    with pausable_redis(tmp_path) as server:
+        yield server
 
 
 @pytest.fixture
@@ -48,9 +42,7 @@ def test_a_rank_the_sdk_retries_after_a_503_gets_the_decision_recorded(
     body = {"contextFeatures": [{"user": "u1"}], "actions": ACTIONS, "eventId": "ev-1"}
     with Client(server, AzureKeyCredential(key), retry_backoff_factor=0.2) as sdk:
         sdk.rank({"actions": ACTIONS, "eventId": "warm"})  # the API's caches: app and model
-        redis = paused_redis.process
-        redis.send_signal(signal.SIGSTOP)  # the rank's write waits in the socket
-        threading.Timer(1.0, redis.send_signal, (signal.SIGCONT,)).start()
+        pause(paused_redis, 1.0)  # the rank's write waits in the socket
         answer = sdk.rank(body, raw_response_hook=seen)
     assert statuses[0] == 503 and statuses[-1] == 201, statuses
     client = connect(settings)
