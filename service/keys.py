@@ -75,9 +75,11 @@ def label(app: str, event_id: str) -> str:
     return _app(app, f"label:{event_id}")
 
 
-def decision_pattern(app: str) -> str:
-    """SCAN pattern matching every decision record of ``app`` (used by DELETE /apps/{app})."""
-    return _app(app, "decision:*")
+def app_pattern(app: str) -> str:
+    """SCAN pattern matching every key of ``app``: the per-event ones (decision records, kept
+    answers, labels, slots) are found this way by DELETE /apps/{app} (an app's name has no
+    pattern character: ``service.api.schemas.APP_NAME``)."""
+    return _app(app, "*")
 
 
 def slots(app: str, event_id: str) -> str:

@@ -221,7 +221,7 @@ class Store:
         # the config is gone, so every script now refuses to write into this app
         self.redis.delete(*keys.all_keys(name))
         batch: list[bytes] = []
-        for key in self.redis.scan_iter(match=keys.decision_pattern(name), count=1000):
+        for key in self.redis.scan_iter(match=keys.app_pattern(name), count=1000):
             batch.append(key)
             if len(batch) >= 1000:
                 self.redis.delete(*batch)

@@ -228,9 +228,9 @@ def test_deferred_decision_needs_activation_and_is_dropped_without_it(store, emp
 def test_scripts_refuse_to_write_into_a_deleted_or_recreated_app(store, empty_state):
     old = make_config()
     store.create_app(old, empty_state)
-    store.record_decisions(old, [decision("e1")])
+    store.record_decisions(old, [decision("e1"), kept("e2")])
     store.delete_app("shop")
-    assert store.redis.keys("*{shop}*") == []
+    assert store.redis.keys("*{shop}*") == []  # the decisions and their kept answers too
     with pytest.raises(NotFound):
         store.reward(old, "e1", 1.0)
     new = make_config()
