@@ -42,7 +42,7 @@ def test_a_rank_the_sdk_retries_after_a_503_gets_the_decision_recorded(
     body = {"contextFeatures": [{"user": "u1"}], "actions": ACTIONS, "eventId": "ev-1"}
     with Client(server, AzureKeyCredential(key), retry_backoff_factor=0.2) as sdk:
         sdk.rank({"actions": ACTIONS, "eventId": "warm"})  # the API's caches: app and model
-        pause(paused_redis, 1.0)  # the rank's write waits in the socket
+        pause(paused_redis, 2.0)  # the rank's write waits in the socket
         answer = sdk.rank(body, raw_response_hook=seen)
     assert statuses[0] == 503 and statuses[-1] == 201, statuses
     client = connect(settings)

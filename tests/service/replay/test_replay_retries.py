@@ -34,12 +34,12 @@ def test_the_http_driver_repeats_a_decide_and_a_reward_answered_503(paused_redis
         forest = HttpForest("linucb", client, "replayed", key, logged=False, sync_every=0)
         context = {"x": 0.5}
         forest.learn(forest.decide(context, ["a", "b", "c"]), context, 1.0)  # caches warm
-        pause(paused_redis, 1.0)  # the decide's write waits in the socket; the API answers 503
+        pause(paused_redis, 2.0)  # the decide's write waits in the socket; the API answers 503
         choice = forest.decide(context, ["a", "b", "c"])
         record = redis.hgetall(keys.decision("replayed", choice.handle))
         assert record[b"action"].decode() == choice.action  # the decision recorded
         assert float(record[b"probability"]) == choice.probability
-        pause(paused_redis, 1.0)  # and the reward's
+        pause(paused_redis, 2.0)  # and the reward's
         forest.learn(choice, context, 1.0)
         client.close()
     stats = redis.hgetall(keys.stats("replayed"))
