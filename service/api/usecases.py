@@ -551,10 +551,13 @@ async def _decide_many(
             records = [replace(record, request=request) for record in records]
         recorded = await store.record_decisions_async(read, records)
         models.notice(store, config, recorded.version)  # newer: loaded in the background
-        if recorded.first is not None:  # a repeated request: its first answers, not logged again
-            return [replace(decision, action=first.action, probability=first.probability,
-                            ranking=first.ranking, model_version=first.model_version)
-                    for (_, decision), first in zip(pairs, recorded.first, strict=True)]
+        if recorded.first is not None:  # a repeated request: its first answers
+            repeated = [replace(decision, action=first.action, probability=first.probability,
+                                ranking=first.ranking, model_version=first.model_version)
+                        for (_, decision), first in zip(pairs, recorded.first, strict=True)]
+            for decision in repeated:
+                _log_event("decide-repeated", config, decision.event_id, action=decision.action)
+            return repeated
         for _, decision in pairs:
             _log_decision(config, decision)
         return [decision for _, decision in pairs]

@@ -52,12 +52,14 @@ def test_metrics_cover_the_online_loop(client, trainer, store):
 def test_event_lines_are_json_with_the_event_id(client, caplog):
     shop = create(client, "shop")
     with caplog.at_level(logging.INFO, logger="grove.events"):
-        d = client.post(
-            "/apps/shop/decide", json={"eventId": "ev-7", "context": {}}, headers=shop
-        ).json()
+        for _ in range(2):  # a client's retry: answered again, logged as a repeat
+            d = client.post(
+                "/apps/shop/decide", json={"eventId": "ev-7", "context": {}}, headers=shop
+            ).json()
         client.post("/apps/shop/reward", json={"eventId": "ev-7", "reward": 0.5}, headers=shop)
     lines = [json.loads(JsonFormatter().format(r)) for r in caplog.records]
-    decide, reward = (line for line in lines if line["logger"] == "grove.events")
+    decide, repeated, reward = (line for line in lines if line["logger"] == "grove.events")
+    assert repeated["message"] == "decide-repeated" and repeated["action"] == d["action"]
     assert decide["message"] == "decide" and decide["eventId"] == "ev-7"
     assert decide["app"] == "shop" and decide["action"] == d["action"]
     assert reward["message"] == "reward" and reward["eventId"] == "ev-7"
