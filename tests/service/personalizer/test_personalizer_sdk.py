@@ -157,15 +157,17 @@ def test_both_path_styles_and_unsupported_routes(server, key):
 
 @pytest.mark.slow
 def test_rank_reward_loop_learns_through_the_current_sdk(server, client, settings, trainer):
-    """3,000 events of a five-action problem (the policy issue's): the reward is 1 when the
-    action is the context's favourite. The app has only a name: its default policy learns."""
+    """2,000 events of a five-action problem (the policy issue's): the reward is 1 when the
+    action is the context's favourite. The app has only a name: its default policy learns,
+    the trainer's snapshots every 50 events, to >= 0.9 over events 1,000-2,000 (the issue's
+    target through HTTP)."""
     import random
 
     rng = random.Random(7)
     actions = [{"id": f"a{i}", "features": [{"arm": f"a{i}"}]} for i in range(5)]
     devices = ["mobile", "desktop", "tablet"]
     hits = []
-    for i in range(3000):
+    for i in range(2000):
         favourite = f"a{rng.randrange(5)}"
         context = [{"favorite": favourite, "device": rng.choice(devices)}]
         answer = client.rank({"contextFeatures": context, "actions": actions, "eventId": f"e{i}"})
@@ -174,7 +176,7 @@ def test_rank_reward_loop_learns_through_the_current_sdk(server, client, setting
         hits.append(value)
         if i % 50 == 49:
             drain(trainer)
-    assert sum(hits[-500:]) / 500 >= 0.9, sum(hits[-500:]) / 500
+    assert sum(hits[1000:]) / 1000 >= 0.9, sum(hits[1000:]) / 1000
 
 
 def test_app_created_with_only_a_name(server):
