@@ -15,6 +15,8 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from online.decision import Ranking
+
 CODEC = "grove.codec"
 VERSION = 1
 _NDARRAY = 1
@@ -88,7 +90,7 @@ def pack_ranking(ranking: Sequence[tuple[str, float]]) -> bytes:
     >>> unpack_ranking(pack_ranking([("b", 0.7), ("a", 0.2), ("c", 0.1)]))
     [('b', 0.7), ('a', 0.2), ('c', 0.1)]
     """
-    if hasattr(ranking, "order"):  # a Ranking: its candidates in ranking order, its array
+    if isinstance(ranking, Ranking):  # its candidates in ranking order, its array
         ids = list(map(ranking.candidates.__getitem__, ranking.order.tolist()))
         probabilities = ranking.probabilities
     else:

@@ -109,6 +109,10 @@ class Checkpoint:
     served_offset: str
 
 
+#: bytes of a request's digest (NewDecision.request; service.scripts.DECIDE compares them)
+REQUEST_DIGEST = 16
+
+
 @dataclass(frozen=True)
 class NewDecision:
     """One decision to record: what the policy chose, with its propensity."""
@@ -131,8 +135,9 @@ class NewDecision:
     baseline: str | None = None
     # the ranking answered, kept for GROVE_REPEAT_WINDOW when the client named the eventId: a
     # repeat of the request (a retry after an answer it did not get) is answered the same
-    # (service.scripts, DECIDE); None: not kept. ``request``: the client's request's 16-byte
-    # digest, what tells a repeat from another request with that eventId (none: not kept)
+    # (service.scripts, DECIDE); None: not kept. ``request``: the client's request's digest
+    # (REQUEST_DIGEST bytes), what tells a repeat from another request with that eventId
+    # (none: not kept)
     ranking: Sequence[tuple[str, float]] | None = None
     request: bytes = b""
 

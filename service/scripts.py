@@ -49,8 +49,8 @@ return {'ok'}
 #       context, action, probability, modelVersion, offered (packed action ids; empty: the
 #       app's actions), actionFeatures (packed {action id: features} of the offered actions;
 #       empty: none), baseline (Personalizer's Apprentice mode: the action the client shows;
-#       empty: none), answer (the request's 16-byte digest, then its ranking packed; empty:
-#       not kept)
+#       empty: none), answer (the request's digest, service.records.REQUEST_DIGEST = 16
+#       bytes, then its ranking packed; empty: not kept)
 # -> {'ok', deadline, current model version} (the API loads a newer snapshot in the background)
 #
 # A request repeated (a client's retry after an answer it did not get: a 503 whose write had

@@ -17,6 +17,7 @@ import redis
 
 from service import codec, keys
 from service.records import (
+    REQUEST_DIGEST,
     AppConfig,
     Checkpoint,
     FirstAnswer,
@@ -299,7 +300,8 @@ class Store:
                 b"" if d.offered is None else codec.pack(list(d.offered)),
                 b"" if not d.action_features else codec.pack(d.action_features),
                 d.baseline or "",
-                b"" if d.ranking is None or len(d.request) != 16 or not self.settings.repeat_window
+                b"" if d.ranking is None or len(d.request) != REQUEST_DIGEST
+                or not self.settings.repeat_window
                 else d.request + codec.pack_ranking(d.ranking),
             ]
         keys_ = [keys.config(name), keys.deadlines(name), keys.stats(name), keys.snapshot(name)]

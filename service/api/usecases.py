@@ -54,7 +54,7 @@ from service.logs import events
 from service.models import Prediction, WrongKind, model_kind
 from service.personalizer.configuration import apprentice
 from service.personalizer.slots import reserved_for_later
-from service.records import AppConfig, NewDecision
+from service.records import REQUEST_DIGEST, AppConfig, NewDecision
 from service.settings import Settings
 from service.store import AppRead, Gone, RewardOutcome, Stale, Store
 
@@ -454,16 +454,17 @@ def _repeatable(query: DecideQuery) -> bool:
 
 
 def _digest(queries: Sequence[DecideQuery]) -> bytes:
-    """16 bytes that tell a repeat of these queries (a client's retry) from other queries
-    with their eventIds: their contents as the client sent them (a later slot's exclusions of
-    the actions chosen before it are not part of them: a repeat's draws may differ)."""
+    """``REQUEST_DIGEST`` bytes that tell a repeat of these queries (a client's retry) from
+    other queries with their eventIds: their contents as the client sent them (a later slot's
+    exclusions of the actions chosen before it are not part of them: a repeat's draws may
+    differ)."""
     contents = [
         [dict(q.context), None if q.actions is None else list(q.actions), list(q.excluded),
          q.event_id, q.deferred, None if q.action_features is None else dict(q.action_features),
          q.baseline]
         for q in queries
     ]
-    return hashlib.blake2b(codec.pack(contents), digest_size=16).digest()
+    return hashlib.blake2b(codec.pack(contents), digest_size=REQUEST_DIGEST).digest()
 
 
 def _baseline(config: AppConfig, query: DecideQuery) -> str | None:
